@@ -1,0 +1,26 @@
+"""Cache tiers: the hot store (Redis or in-process), the durable store, the semantic cache."""
+
+from __future__ import annotations
+
+from embedq.cache.durable import DurableStore, StoredVector, from_bytes, to_bytes
+from embedq.cache.hot import HotStore, MemoryHotStore
+from embedq.config import Settings
+
+__all__ = [
+    "DurableStore", "HotStore", "MemoryHotStore", "StoredVector", "from_bytes", "make_hot_store",
+    "to_bytes",
+]
+
+_EMBEDDED: MemoryHotStore | None = None
+
+
+def make_hot_store(settings: Settings) -> HotStore:
+    """Redis when configured; else the one in-process store shared by this process."""
+    global _EMBEDDED
+    if settings.redis_url:
+        from embedq.cache.redis_hot import RedisHotStore
+
+        return RedisHotStore(settings.redis_url)
+    if _EMBEDDED is None:
+        _EMBEDDED = MemoryHotStore()
+    return _EMBEDDED

@@ -1,0 +1,87 @@
+"""The durable tier: Postgres (or SQLite), the source of truth for vectors.
+
+Reads are one query per request (chunked only past `READ_CHUNK` fingerprints); writes are
+one `INSERT .. ON CONFLICT DO NOTHING` per batch, so a duplicate execution is harmless:
+the primary key on the fingerprint is the real fence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from embedq.models import Database, Embedding
+
+READ_CHUNK = 5000
+
+
+def to_bytes(vector: npt.NDArray[np.floating]) -> bytes:
+    """float32 little-endian bytes: the only stored form of a vector (never pickle)."""
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+def from_bytes(blob: bytes) -> npt.NDArray[np.float32]:
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+@dataclass(frozen=True)
+class StoredVector:
+    fingerprint: str
+    model: str
+    revision: str
+    dimensions: int
+    vector: bytes
+    dtype: str = "float32"
+
+
+class DurableStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def get_many(self, fps: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        if not fps:
+            return found
+        with self.db.session() as s:
+            for i in range(0, len(fps), READ_CHUNK):
+                part = fps[i : i + READ_CHUNK]
+                rows = s.execute(
+                    select(Embedding.fingerprint, Embedding.vector).where(
+                        Embedding.fingerprint.in_(part)
+                    )
+                )
+                found.update({fp: bytes(vec) for fp, vec in rows})
+        return found
+
+    def put_many(self, rows: list[StoredVector]) -> int:
+        """Insert rows whose fingerprint is new; return how many were new."""
+        if not rows:
+            return 0
+        values = [
+            {
+                "fingerprint": r.fingerprint,
+                "model": r.model,
+                "revision": r.revision,
+                "dimensions": r.dimensions,
+                "dtype": r.dtype,
+                "vector": r.vector,
+            }
+            for r in rows
+        ]
+        insert = postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
+        stmt = insert(Embedding).values(values).on_conflict_do_nothing(
+            index_elements=["fingerprint"]
+        )
+        with self.db.session() as s:
+            result = s.execute(stmt)
+        return max(int(getattr(result, "rowcount", 0) or 0), 0)
+
+    def count(self) -> int:
+        from sqlalchemy import func
+
+        with self.db.session() as s:
+            return int(s.scalar(select(func.count()).select_from(Embedding)) or 0)

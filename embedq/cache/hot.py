@@ -1,0 +1,231 @@
+"""The hot tier and coordination store: vectors, claims, leases, counters, notifications.
+
+`HotStore` is the interface; `MemoryHotStore` (embedded mode and unit tests) and
+`RedisHotStore` (every real deployment) implement it, and the same tests run on both.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+
+from embedq.cache import keys
+
+Listener = Callable[[list[str]], None]
+
+COUNTERS = (
+    "requests", "texts", "cache_hits", "coalesced", "submitted", "encoded", "batches",
+    "failed", "dead_lettered", "upstream_calls", "upstream_tokens", "tokens_saved",
+)
+
+
+class HotStore(ABC):
+    """Shared state of one embedq cluster (or of one embedded process)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+        self._lock = threading.Lock()
+
+    # --- vectors and failures
+    @abstractmethod
+    def get_vectors(self, fps: list[str]) -> list[bytes | None]:
+        """One round trip (MGET) for the whole list."""
+
+    @abstractmethod
+    def put_vectors(self, vectors: dict[str, bytes], ttl_s: int) -> None: ...
+
+    @abstractmethod
+    def get_failures(self, fps: list[str]) -> list[dict[str, str] | None]: ...
+
+    @abstractmethod
+    def put_failures(self, failures: dict[str, dict[str, str]], ttl_s: int) -> None: ...
+
+    # --- claims and leases: SET NX PX
+    @abstractmethod
+    def acquire(self, names: list[str], owner: str, ttl_ms: int) -> list[bool]:
+        """Set each key to `owner` if absent; True where this call won it."""
+
+    @abstractmethod
+    def holders(self, names: list[str]) -> list[str | None]: ...
+
+    @abstractmethod
+    def release(self, names: list[str], owner: str | None = None) -> None:
+        """Delete keys (only those still held by `owner`, when given)."""
+
+    @abstractmethod
+    def extend(self, names: list[str], ttl_ms: int) -> None: ...
+
+    @abstractmethod
+    def add_attempts(self, fps: list[str], ttl_s: int) -> list[int]: ...
+
+    @abstractmethod
+    def clear_attempts(self, fps: list[str]) -> None: ...
+
+    @abstractmethod
+    def peek_attempts(self, fps: list[str]) -> list[int]: ...
+
+    # --- counters
+    @abstractmethod
+    def incr(self, counts: dict[str, int]) -> None: ...
+
+    @abstractmethod
+    def counters(self) -> dict[str, int]: ...
+
+    # --- liveness
+    @abstractmethod
+    def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None: ...
+
+    @abstractmethod
+    def live_workers(self) -> dict[str, dict[str, object]]: ...
+
+    @abstractmethod
+    def ping(self) -> None: ...
+
+    # --- notifications
+    @abstractmethod
+    def publish_done(self, fps: list[str]) -> None:
+        """Tell every process that these fingerprints are finished (vector or failure)."""
+
+    def subscribe(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+        self._start_listening()
+
+    def _start_listening(self) -> None:
+        """Start delivering notifications to listeners (Redis: a pub/sub thread)."""
+
+    def _dispatch(self, fps: list[str]) -> None:
+        for listener in list(self._listeners):
+            listener(fps)
+
+    def close(self) -> None:
+        """Release connections and threads."""
+
+
+class MemoryHotStore(HotStore):
+    """All of HotStore inside one process, with the same semantics as Redis."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._data: dict[str, tuple[object, float]] = {}
+        self._mutex = threading.Lock()
+        self._stats: dict[str, int] = {}
+
+    def _get(self, key: str) -> object | None:
+        item = self._data.get(key)
+        if item is None:
+            return None
+        value, expires = item
+        if expires and expires < time.monotonic():
+            del self._data[key]
+            return None
+        return value
+
+    def _set(self, key: str, value: object, ttl_s: float) -> None:
+        self._data[key] = (value, time.monotonic() + ttl_s if ttl_s else 0.0)
+
+    def get_vectors(self, fps: list[str]) -> list[bytes | None]:
+        with self._mutex:
+            return [self._get(keys.vector(fp)) for fp in fps]  # type: ignore[misc]
+
+    def put_vectors(self, vectors: dict[str, bytes], ttl_s: int) -> None:
+        with self._mutex:
+            for fp, blob in vectors.items():
+                self._set(keys.vector(fp), blob, ttl_s)
+
+    def get_failures(self, fps: list[str]) -> list[dict[str, str] | None]:
+        with self._mutex:
+            return [self._get(keys.failure(fp)) for fp in fps]  # type: ignore[misc]
+
+    def put_failures(self, failures: dict[str, dict[str, str]], ttl_s: int) -> None:
+        with self._mutex:
+            for fp, info in failures.items():
+                self._set(keys.failure(fp), dict(info), ttl_s)
+
+    def acquire(self, names: list[str], owner: str, ttl_ms: int) -> list[bool]:
+        won = []
+        with self._mutex:
+            for name in names:
+                if self._get(name) is None:
+                    self._set(name, owner, ttl_ms / 1000)
+                    won.append(True)
+                else:
+                    won.append(False)
+        return won
+
+    def holders(self, names: list[str]) -> list[str | None]:
+        with self._mutex:
+            return [self._get(n) for n in names]  # type: ignore[misc]
+
+    def release(self, names: list[str], owner: str | None = None) -> None:
+        with self._mutex:
+            for name in names:
+                if owner is None or self._get(name) == owner:
+                    self._data.pop(name, None)
+
+    def extend(self, names: list[str], ttl_ms: int) -> None:
+        with self._mutex:
+            for name in names:
+                value = self._get(name)
+                if value is not None:
+                    self._set(name, value, ttl_ms / 1000)
+
+    def add_attempts(self, fps: list[str], ttl_s: int) -> list[int]:
+        out = []
+        with self._mutex:
+            for fp in fps:
+                n = int(self._get(keys.attempts(fp)) or 0) + 1  # type: ignore[call-overload]
+                self._set(keys.attempts(fp), n, ttl_s)
+                out.append(n)
+        return out
+
+    def clear_attempts(self, fps: list[str]) -> None:
+        with self._mutex:
+            for fp in fps:
+                self._data.pop(keys.attempts(fp), None)
+
+    def peek_attempts(self, fps: list[str]) -> list[int]:
+        with self._mutex:
+            return [int(self._get(keys.attempts(fp)) or 0) for fp in fps]  # type: ignore[call-overload]
+
+    def incr(self, counts: dict[str, int]) -> None:
+        with self._mutex:
+            for name, n in counts.items():
+                if n:
+                    self._stats[name] = self._stats.get(name, 0) + n
+
+    def counters(self) -> dict[str, int]:
+        with self._mutex:
+            return {name: self._stats.get(name, 0) for name in (*COUNTERS, *self._stats)}
+
+    def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None:
+        with self._mutex:
+            self._set(f"{keys.WORKERS}:{worker_id}", dict(info), ttl_s)
+
+    def live_workers(self) -> dict[str, dict[str, object]]:
+        with self._mutex:
+            prefix = f"{keys.WORKERS}:"
+            out = {}
+            for key in list(self._data):
+                if key.startswith(prefix):
+                    value = self._get(key)
+                    if value is not None:
+                        out[key[len(prefix):]] = value  # type: ignore[assignment]
+            return out
+
+    def ping(self) -> None:
+        return None
+
+    def publish_done(self, fps: list[str]) -> None:
+        self._dispatch(list(fps))
+
+
+def encode_failure(error: BaseException) -> dict[str, str]:
+    return {"type": type(error).__name__, "message": str(error)}
+
+
+def dumps(items: Iterable[str]) -> str:
+    return json.dumps(list(items), separators=(",", ":"))

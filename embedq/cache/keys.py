@@ -1,0 +1,35 @@
+"""Every storage key name embedq uses in Redis (or the embedded store), in one place."""
+
+from __future__ import annotations
+
+PREFIX = "embedq"
+
+
+def vector(fp: str) -> str:
+    """Hot-tier copy of a finished vector (float32 bytes)."""
+    return f"{PREFIX}:vec:{fp}"
+
+
+def failure(fp: str) -> str:
+    """Why a fingerprint failed (JSON), kept briefly so every waiter learns it."""
+    return f"{PREFIX}:err:{fp}"
+
+
+def claim(fp: str) -> str:
+    """Dedup claim: held by whoever queued the computation, for at most claim_ttl_ms."""
+    return f"{PREFIX}:claim:{fp}"
+
+
+def run_lease(fp: str) -> str:
+    """Held by the worker executing a fingerprint; a duplicate delivery waits on it."""
+    return f"{PREFIX}:run:{fp}"
+
+
+def attempts(fp: str) -> str:
+    """How many times a worker started encoding a fingerprint (dead-letter count)."""
+    return f"{PREFIX}:attempts:{fp}"
+
+
+STATS = f"{PREFIX}:stats"
+DONE_CHANNEL = f"{PREFIX}:done"
+WORKERS = f"{PREFIX}:workers"

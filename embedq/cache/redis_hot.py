@@ -1,0 +1,212 @@
+"""HotStore on Redis: one round trip per call (MGET or a pipeline), pub/sub for "done"."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, TimeoutError as RedisTimeoutError
+
+from embedq.cache import keys
+from embedq.cache.hot import COUNTERS, HotStore
+from embedq.errors import BrokerUnavailable
+
+log = logging.getLogger(__name__)
+
+_RELEASE_IF_OWNER = """
+local n = 0
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then n = n + redis.call('DEL', key) end
+end
+return n
+"""
+
+
+@contextlib.contextmanager
+def map_redis_errors() -> Iterator[None]:
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise BrokerUnavailable(f"Redis is unreachable ({exc}); retry shortly") from exc
+    except RedisError as exc:
+        raise BrokerUnavailable(f"Redis refused the command: {exc}") from exc
+
+
+class RedisHotStore(HotStore):
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+        self.client: Any = redis.Redis.from_url(
+            url,
+            socket_timeout=10,
+            socket_connect_timeout=5,
+            health_check_interval=15,
+            retry_on_timeout=False,
+        )
+        self._release = self.client.register_script(_RELEASE_IF_OWNER)
+        self._listener_thread: threading.Thread | None = None
+        self._closing = threading.Event()
+
+    def get_vectors(self, fps: list[str]) -> list[bytes | None]:
+        if not fps:
+            return []
+        with map_redis_errors():
+            return list(self.client.mget([keys.vector(fp) for fp in fps]))
+
+    def put_vectors(self, vectors: dict[str, bytes], ttl_s: int) -> None:
+        if not vectors:
+            return
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for fp, blob in vectors.items():
+                pipe.set(keys.vector(fp), blob, ex=ttl_s)
+            pipe.execute()
+
+    def get_failures(self, fps: list[str]) -> list[dict[str, str] | None]:
+        if not fps:
+            return []
+        with map_redis_errors():
+            raw = self.client.mget([keys.failure(fp) for fp in fps])
+        return [json.loads(r) if r else None for r in raw]
+
+    def put_failures(self, failures: dict[str, dict[str, str]], ttl_s: int) -> None:
+        if not failures:
+            return
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for fp, info in failures.items():
+                pipe.set(keys.failure(fp), json.dumps(info), ex=ttl_s)
+            pipe.execute()
+
+    def acquire(self, names: list[str], owner: str, ttl_ms: int) -> list[bool]:
+        if not names:
+            return []
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for name in names:
+                pipe.set(name, owner, nx=True, px=ttl_ms)
+            return [bool(r) for r in pipe.execute()]
+
+    def holders(self, names: list[str]) -> list[str | None]:
+        if not names:
+            return []
+        with map_redis_errors():
+            return [r.decode() if r else None for r in self.client.mget(names)]
+
+    def release(self, names: list[str], owner: str | None = None) -> None:
+        if not names:
+            return
+        with map_redis_errors():
+            if owner is None:
+                self.client.delete(*names)
+            else:
+                self._release(keys=names, args=[owner])
+
+    def extend(self, names: list[str], ttl_ms: int) -> None:
+        if not names:
+            return
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for name in names:
+                pipe.pexpire(name, ttl_ms)
+            pipe.execute()
+
+    def add_attempts(self, fps: list[str], ttl_s: int) -> list[int]:
+        if not fps:
+            return []
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for fp in fps:
+                pipe.incr(keys.attempts(fp))
+                pipe.expire(keys.attempts(fp), ttl_s)
+            res = pipe.execute()
+        return [int(n) for n in res[0::2]]
+
+    def clear_attempts(self, fps: list[str]) -> None:
+        if fps:
+            with map_redis_errors():
+                self.client.delete(*[keys.attempts(fp) for fp in fps])
+
+    def peek_attempts(self, fps: list[str]) -> list[int]:
+        if not fps:
+            return []
+        with map_redis_errors():
+            return [int(r or 0) for r in self.client.mget([keys.attempts(fp) for fp in fps])]
+
+    def incr(self, counts: dict[str, int]) -> None:
+        counts = {k: v for k, v in counts.items() if v}
+        if not counts:
+            return
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for name, n in counts.items():
+                pipe.hincrby(keys.STATS, name, n)
+            pipe.execute()
+
+    def counters(self) -> dict[str, int]:
+        with map_redis_errors():
+            raw = self.client.hgetall(keys.STATS)
+        out = {name: 0 for name in COUNTERS}
+        out.update({k.decode(): int(v) for k, v in raw.items()})
+        return out
+
+    def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None:
+        with map_redis_errors():
+            self.client.set(f"{keys.WORKERS}:{worker_id}", json.dumps(info), ex=ttl_s)
+
+    def live_workers(self) -> dict[str, dict[str, object]]:
+        prefix = f"{keys.WORKERS}:"
+        with map_redis_errors():
+            names = list(self.client.scan_iter(match=prefix + "*", count=100))
+            values = self.client.mget(names) if names else []
+        return {
+            n.decode()[len(prefix):]: json.loads(v) for n, v in zip(names, values) if v
+        }
+
+    def ping(self) -> None:
+        with map_redis_errors():
+            self.client.ping()
+
+    def publish_done(self, fps: list[str]) -> None:
+        if fps:
+            with map_redis_errors():
+                self.client.publish(keys.DONE_CHANNEL, ",".join(fps))
+
+    def _start_listening(self) -> None:
+        with self._lock:
+            if self._listener_thread is not None:
+                return
+            self._listener_thread = threading.Thread(
+                target=self._listen, name="embedq-done-listener", daemon=True
+            )
+            self._listener_thread.start()
+
+    def _listen(self) -> None:
+        """Deliver "done" notifications; reconnect forever. Waiters also poll, so a
+        notification lost during a reconnect costs latency, never correctness."""
+        while not self._closing.is_set():
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(keys.DONE_CHANNEL)
+                while not self._closing.is_set():
+                    msg = pubsub.get_message(timeout=1.0)
+                    if msg and msg.get("type") == "message":
+                        self._dispatch(msg["data"].decode().split(","))
+            except RedisError as exc:
+                log.warning("done-listener lost Redis (%s); reconnecting", exc)
+                time.sleep(0.5)
+            finally:
+                with contextlib.suppress(Exception):
+                    pubsub.close()
+
+    def close(self) -> None:
+        self._closing.set()
+        with contextlib.suppress(Exception):
+            self.client.close()

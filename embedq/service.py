@@ -1,0 +1,305 @@
+"""The embedding service: lookup -> claim -> submit -> collect.
+
+`EmbeddingService.embed` is the whole life of a request, top to bottom:
+
+  1. fingerprint every text and collapse duplicates before any I/O;
+  2. exact cache: one MGET on the hot tier, one query on the durable tier for the rest
+     (found there: copied back to the hot tier);
+  3. claim each miss (SET NX); winners are packed into messages and queued once,
+     losers join the computation already in flight;
+  4. wait for "done" notifications (polling as a fallback); a fingerprint whose claim
+     vanished with no vector (dead leader, lost broker) is claimed and queued again;
+  5. answer in input order, each text with its vector or its own error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from celery import Celery
+
+from embedq.cache import DurableStore, HotStore, from_bytes, make_hot_store
+from embedq.cache.waiters import Waiters
+from embedq.config import Settings
+from embedq.encoders import model_identity
+from embedq.errors import (
+    EmbeddingFailed,
+    EmbeddingTimeout,
+    EmbedqError,
+    InvalidInput,
+    InvalidVector,
+    PoisonText,
+    UnknownModel,
+)
+from embedq.fingerprint import EncodeSpec, fingerprint
+from embedq.models import Database
+from embedq.tasks import claim as claims
+from embedq.tasks.app import create_app
+from embedq.tasks.publish import plan_messages, publish_embed
+
+log = logging.getLogger("embedq.service")
+
+Vector = npt.NDArray[np.float32]
+POLL_S = 0.25
+CLAIM_CHECK_S = 1.0
+
+_FAILURE_TYPES: dict[str, type[EmbeddingFailed]] = {
+    "InvalidVector": InvalidVector,
+    "PoisonText": PoisonText,
+}
+
+
+@dataclass
+class Outcome:
+    """One input's answer: a vector, or the error that explains why not."""
+
+    vector: Vector | None = None
+    error: EmbedqError | None = None
+    source: str = ""  # "hot", "durable", "computed", "coalesced"
+
+
+@dataclass
+class EmbedResult:
+    outcomes: list[Outcome]
+    spec: EncodeSpec
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def vectors(self) -> list[Vector]:
+        """Vectors in input order; raises the first error if any input failed."""
+        out = []
+        for i, o in enumerate(self.outcomes):
+            if o.error is not None:
+                raise type(o.error)(f"input {i}: {o.error}") from o.error
+            assert o.vector is not None
+            out.append(o.vector)
+        return out
+
+
+class EmbeddingService:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        hot: HotStore | None = None,
+        db: Database | None = None,
+        app: Celery | None = None,
+    ) -> None:
+        self.settings = settings
+        self.hot = hot or make_hot_store(settings)
+        self.db = db or Database(settings.resolved_database_url)
+        self.durable = DurableStore(self.db)
+        self.app = app or create_app(settings)
+        self.model, self.revision = model_identity(settings)
+        self.waiters = Waiters(self.hot)
+        self._embedded_lock = threading.Lock()
+        self._embedded_ready = not settings.embedded
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> EmbeddingService:
+        settings = settings or Settings.from_env()
+        if settings.embedded:
+            _prepare_embedded_database(settings)
+        return cls(settings)
+
+    # --- the request
+    def spec(
+        self, model: str | None = None, dimensions: int | None = None,
+        normalize: bool | None = None,
+    ) -> EncodeSpec:
+        if model is not None and model not in {self.model, self.settings.model}:
+            raise UnknownModel(
+                f"model {model!r} is not served here: use {self.model!r} "
+                "(GET /v1/models lists the models)", "model",
+            )
+        dims = dimensions if dimensions is not None else self.settings.dimensions
+        norm = self.settings.normalize if normalize is None else normalize
+        return EncodeSpec(self.model, self.revision, dims, norm)
+
+    def embed(
+        self,
+        texts: list[str],
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        normalize: bool | None = None,
+        timeout_s: float | None = None,
+    ) -> EmbedResult:
+        spec = self.spec(model, dimensions, normalize)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise InvalidInput(f"input {i} is not a string", "input")
+            if not t:
+                raise InvalidInput(f"input {i} is an empty string: send non-empty text", "input")
+        fps = [fingerprint(spec, t) for t in texts]
+        text_of = dict(zip(fps, texts, strict=True))
+        unique = list(text_of)
+        found = self._lookup(unique)
+        misses = [fp for fp in unique if fp not in found]
+        won, lost = self._claim(misses)
+        if won:
+            self._submit(spec, [(fp, text_of[fp]) for fp in won])
+        deadline = time.monotonic() + (timeout_s or self.settings.request_timeout_s)
+        answers = self._collect(spec, won + lost, text_of, deadline)
+        sources = {fp: src for fp, (src, _) in found.items()}
+        sources.update({fp: "computed" for fp in won})
+        sources.update({fp: "coalesced" for fp in lost})
+        counts = {
+            "requests": 1,
+            "texts": len(texts),
+            "cache_hits": sum(1 for fp in fps if fp in found),
+            "coalesced": len(texts) - len(unique) + len(lost),
+            "submitted": len(won),
+        }
+        self.hot.incr(counts)
+        if won or lost:
+            log.info(
+                "request texts=%d unique=%d hits=%d leader=%d joined=%d resolved=%d",
+                len(texts), len(unique), len(found), len(won), len(lost), len(answers),
+            )
+        blobs = {fp: blob for fp, (_, blob) in found.items()}
+        outcomes = []
+        for fp in fps:
+            if fp in blobs:
+                outcomes.append(Outcome(from_bytes(blobs[fp]), None, sources[fp]))
+                continue
+            got = answers[fp]
+            if isinstance(got, EmbedqError):
+                outcomes.append(Outcome(None, got, sources.get(fp, "")))
+            else:
+                outcomes.append(Outcome(from_bytes(got), None, sources[fp]))
+        return EmbedResult(outcomes, spec, counts)
+
+    # --- steps
+    def _lookup(self, fps: list[str]) -> dict[str, tuple[str, bytes]]:
+        """Exact cache: one MGET, then one durable query for the rest."""
+        found: dict[str, tuple[str, bytes]] = {}
+        for fp, blob in zip(fps, self.hot.get_vectors(fps), strict=True):
+            if blob is not None:
+                found[fp] = ("hot", blob)
+        rest = [fp for fp in fps if fp not in found]
+        if rest:
+            stored = self.durable.get_many(rest)
+            if stored:
+                self.hot.put_vectors(stored, self.settings.hot_ttl_s)
+            found.update({fp: ("durable", blob) for fp, blob in stored.items()})
+        return found
+
+    def _claim(self, fps: list[str]) -> tuple[list[str], list[str]]:
+        won: list[str] = []
+        lost: list[str] = []
+        if fps:
+            owner = f"req-{uuid.uuid4().hex[:16]}"
+            won, lost = claims.claim(self.hot, fps, owner, self.settings.claim_ttl_ms)
+        return won, lost
+
+    def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]]) -> None:
+        self._ensure_worker()
+        fps = [fp for fp, _ in pairs]
+        text_of = dict(pairs)
+        groups = [
+            [(fp, text_of[fp]) for fp in part]
+            for part in plan_messages(fps, self.settings.message_max_texts)
+        ]
+        try:
+            publish_embed(self.app, spec, groups, self.settings.online_queue)
+        except EmbedqError:
+            claims.release(self.hot, fps)  # do not block these for a whole claim ttl
+            raise
+
+    def _collect(
+        self,
+        spec: EncodeSpec,
+        fps: list[str],
+        text_of: dict[str, str],
+        deadline: float,
+    ) -> dict[str, bytes | EmbedqError]:
+        answers: dict[str, bytes | EmbedqError] = {}
+        if not fps:
+            return answers
+        pending = list(fps)
+        event = threading.Event()
+        self.waiters.register(pending, event)
+        next_claim_check = time.monotonic() + CLAIM_CHECK_S
+        try:
+            while pending:
+                event.clear()
+                vecs = self.hot.get_vectors(pending)
+                fails = self.hot.get_failures(pending)
+                still = []
+                for fp, vec, fail in zip(pending, vecs, fails, strict=True):
+                    if vec is not None:
+                        answers[fp] = vec
+                    elif fail is not None:
+                        kind = _FAILURE_TYPES.get(fail.get("type", ""), EmbeddingFailed)
+                        answers[fp] = kind(fail.get("message", "embedding failed"), fp)
+                    else:
+                        still.append(fp)
+                pending = still
+                if not pending:
+                    break
+                now = time.monotonic()
+                if now >= deadline:
+                    for fp in pending:
+                        answers[fp] = EmbeddingTimeout(
+                            "no vector within the request timeout; the work stays queued, "
+                            "retry the request to collect it"
+                        )
+                    break
+                if now >= next_claim_check:
+                    self._rescue(spec, pending, text_of, answers)
+                    pending = [fp for fp in pending if fp not in answers]
+                    next_claim_check = now + CLAIM_CHECK_S
+                event.wait(min(POLL_S, max(0.0, deadline - now)))
+        finally:
+            self.waiters.unregister(fps, event)
+        return answers
+
+    def _rescue(
+        self,
+        spec: EncodeSpec,
+        pending: list[str],
+        text_of: dict[str, str],
+        answers: dict[str, bytes | EmbedqError],
+    ) -> None:
+        """Re-queue fingerprints whose claim vanished without a vector (lost leader)."""
+        orphans = claims.orphaned(self.hot, pending)
+        if not orphans:
+            return
+        stored = self.durable.get_many(orphans)
+        answers.update(stored)
+        orphans = [fp for fp in orphans if fp not in stored]
+        won, _ = self._claim(orphans)
+        if won:
+            log.warning("re-queueing %d fingerprints whose claim expired", len(won))
+            self._submit(spec, [(fp, text_of[fp]) for fp in won])
+
+    def _ensure_worker(self) -> None:
+        if self._embedded_ready:
+            return
+        with self._embedded_lock:
+            if not self._embedded_ready:
+                from embedq.workers.embedded import ensure_embedded_worker
+
+                ensure_embedded_worker(self.app, self.settings)
+                self._embedded_ready = True
+
+    # --- introspection
+    def stats(self) -> dict[str, int]:
+        return self.hot.counters()
+
+    def close(self) -> None:
+        self.db.dispose()
+
+
+def _prepare_embedded_database(settings: Settings) -> None:
+    """The embedded SQLite database migrates itself; servers use `embedq db upgrade`."""
+    from embedq.models.migrate import upgrade
+
+    if settings.resolved_database_url.startswith("sqlite"):
+        upgrade(settings.resolved_database_url)

@@ -1,0 +1,77 @@
+"""The Celery app: JSON only, late acks, bounded redelivery, online before bulk.
+
+Settings here answer the pitfalls in ARCHITECTURE.md:
+- acks_late + reject_on_worker_lost: a killed worker's messages are redelivered; the
+  worker counts attempts per fingerprint itself and dead-letters after max_attempts.
+- visibility_timeout is set on the broker and result backend transports, above the
+  longest buffer + batch time; duplicate deliveries are fenced by run leases and the
+  durable tier's primary key.
+- unacked_restore_interval x throttle 1: a dead worker's messages come back after
+  visibility_timeout + restore_interval_s, not ~100 s later.
+- queue_order_strategy=priority: a worker always drains `online` before `bulk`.
+- worker_cancel_long_running_tasks_on_connection_loss=False: a broker blip does not
+  abandon running batches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from kombu import Queue
+
+from embedq.config import Settings
+from embedq.tasks import names
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    transport = {
+        "visibility_timeout": settings.visibility_timeout_s,
+        "queue_order_strategy": "priority",
+        "unacked_restore_interval": settings.restore_interval_s,
+        "unacked_restore_throttle": 1,
+    }
+    if settings.embedded:
+        backend = "cache+memory://"
+        transport["polling_interval"] = 0.005  # the memory transport polls; Redis blocks
+    else:
+        backend = settings.redis_url
+    return {
+        "broker_url": settings.broker_url,
+        "result_backend": backend,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
+        "broker_connection_retry_on_startup": True,
+        "broker_transport_options": transport,
+        "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout_s},
+        "visibility_timeout": settings.visibility_timeout_s,
+        "result_expires": 3600,
+        "task_default_queue": settings.online_queue,
+        "task_queues": [Queue(settings.online_queue), Queue(settings.bulk_queue)],
+        "task_routes": {
+            names.EMBED: {"queue": settings.online_queue},
+            names.BULK_CHUNK: {"queue": settings.bulk_queue},
+            names.CLOSE_JOB: {"queue": settings.bulk_queue},
+        },
+        "worker_hijack_root_logger": False,
+        "worker_send_task_events": False,
+        "task_send_sent_event": False,
+        "broker_heartbeat": 0 if settings.broker_url.startswith("amqp") else None,
+    }
+
+
+def create_app(settings: Settings) -> Celery:
+    """A Celery app for these settings, with embedq's tasks registered on it."""
+    from embedq.tasks.definitions import register
+
+    app = Celery("embedq", set_as_current=False)
+    app.conf.update({k: v for k, v in celery_config(settings).items() if v is not None})
+    register(app, settings)
+    return app

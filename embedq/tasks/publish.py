@@ -1,0 +1,57 @@
+"""Publishing work: online messages carry (fingerprint, text) pairs and a spec.
+
+A message with one text takes that text's fingerprint as its Celery task id. When one
+request brings many misses they are packed, `message_max_texts` to a message, with an id
+derived from their fingerprints: per-message overhead would otherwise cost more than the
+model on short texts (see the README's design notes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from celery import Celery
+from kombu.exceptions import OperationalError as KombuOperationalError
+
+from embedq.errors import BrokerUnavailable
+from embedq.fingerprint import EncodeSpec
+from embedq.tasks import names
+
+
+def message_id(fps: list[str]) -> str:
+    if len(fps) == 1:
+        return fps[0]
+    return "pack-" + hashlib.sha256("".join(fps).encode()).hexdigest()[:40]
+
+
+def plan_messages(fps: list[str], per_message: int) -> list[list[str]]:
+    per_message = max(1, per_message)
+    return [fps[i : i + per_message] for i in range(0, len(fps), per_message)]
+
+
+def publish_embed(
+    app: Celery,
+    spec: EncodeSpec,
+    groups: list[list[tuple[str, str]]],
+    queue: str,
+    ids: list[str] | None = None,
+) -> list[str]:
+    """Publish one message per group over one producer connection; return task ids."""
+    sent: list[str] = []
+    try:
+        with app.producer_or_acquire() as producer:
+            for n, group in enumerate(groups):
+                task_id = ids[n] if ids else message_id([fp for fp, _ in group])
+                payload: dict[str, Any] = {
+                    "spec": spec.to_json(),
+                    "items": [[fp, text] for fp, text in group],
+                }
+                app.send_task(
+                    names.EMBED, args=[payload], task_id=task_id, queue=queue,
+                    producer=producer,
+                )
+                sent.append(task_id)
+    except (KombuOperationalError, OSError) as exc:
+        raise BrokerUnavailable(f"the broker is unreachable ({exc}); retry shortly") from exc
+    return sent

@@ -1,0 +1,199 @@
+"""The batcher: one thread that owns the model and turns queued texts into full batches.
+
+Task threads (Celery's threads pool) `submit` items and wait on their futures. The batcher
+thread, each cycle:
+  1. waits for work, then up to `batch_wait_ms` for more unless a batch is already full;
+  2. takes online items before bulk items (online wins);
+  3. collapses items with the same text (the raw vector does not depend on the spec),
+     sorts by token count and cuts one batch by the token budget (padded tokens:
+     longest x count) and `batch_max_texts`; suspects (texts whose earlier attempt died
+     with its process) are encoded alone, so a poison text only takes itself down;
+  4. counts an attempt per text, encodes once, and hands the raw rows to the writer.
+The writer thread (so the next encode overlaps the I/O) finishes each vector for its spec,
+rejects NaN/Inf/wrong widths, persists the batch in one statement, fills the hot tier,
+announces the fingerprints, and resolves each item's future on its own.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from embedq.encoders import Encoder, Matrix
+from embedq.fingerprint import EncodeSpec
+
+log = logging.getLogger(__name__)
+
+ONLINE = 0
+BULK = 1
+
+
+@dataclass(eq=False)
+class Item:
+    """One text to embed under one spec, and the future its task thread waits on."""
+
+    fp: str
+    text: str
+    spec: EncodeSpec
+    lane: int = ONLINE
+    alone: bool = False
+    tokens: int = 0
+    future: Future[bytes] = field(default_factory=Future)
+    seq: int = 0
+
+
+@dataclass
+class Batch:
+    """Distinct texts, the items that wait on each, and the outcome of encoding them."""
+
+    texts: list[str]
+    waiters: list[list[Item]]
+    tokens: int
+    started: float = 0.0
+    raw: Matrix | None = None
+    error: BaseException | None = None
+
+
+Sink = Callable[[Batch], None]
+AttemptHook = Callable[[list[str]], None]
+
+
+class Batcher:
+    def __init__(
+        self,
+        encoder: Encoder,
+        sink: Sink,
+        *,
+        wait_ms: float = 4.0,
+        max_tokens: int = 16_384,
+        max_texts: int = 256,
+        on_attempt: AttemptHook | None = None,
+    ) -> None:
+        self.encoder = encoder
+        self.sink = sink
+        self.wait_s = wait_ms / 1000
+        self.max_tokens = max_tokens
+        self.max_texts = max_texts
+        self.on_attempt = on_attempt
+        self._heap: list[tuple[int, int, Item]] = []
+        self._cond = threading.Condition()
+        self._seq = itertools.count()
+        self._stop = False
+        self._writes: queue.Queue[Batch | None] = queue.Queue(maxsize=2)
+        self._threads = [
+            threading.Thread(target=self._encode_loop, name="embedq-batcher", daemon=True),
+            threading.Thread(target=self._write_loop, name="embedq-writer", daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    # --- producer side (task threads)
+    def submit(self, items: list[Item]) -> None:
+        if not items:
+            return
+        counts = self.encoder.count_tokens([i.text for i in items])
+        with self._cond:
+            for item, n in zip(items, counts, strict=True):
+                item.tokens = n
+                item.seq = next(self._seq)
+                heapq.heappush(self._heap, (item.lane, item.seq, item))
+            self._cond.notify()
+
+    def depth(self) -> int:
+        with self._cond:
+            return len(self._heap)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+
+    # --- the batcher thread
+    def _take(self) -> list[Item] | None:
+        """Block until work, linger briefly for more, then pop one batch's worth of items."""
+        with self._cond:
+            while not self._heap and not self._stop:
+                self._cond.wait()
+            if self._stop:
+                return None
+            deadline = time.monotonic() + self.wait_s
+            while len(self._heap) < self.max_texts and not self._stop:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return self._cut()
+
+    def _cut(self) -> list[Item]:
+        """Pop the next batch: highest lane first, then by length so padding stays low."""
+        lane = self._heap[0][0]
+        first = self._heap[0][2]
+        if first.alone:
+            heapq.heappop(self._heap)
+            return [first]
+        candidates = [e for e in self._heap if e[0] == lane and not e[2].alone]
+        candidates.sort(key=lambda e: (-e[2].tokens, e[1]))
+        # Start from the longest queued text of the lane, take neighbours in length order.
+        chosen: list[Item] = []
+        texts: set[str] = set()
+        longest = 0
+        for _, _, item in candidates:
+            if item.text in texts:
+                chosen.append(item)
+                continue
+            width = max(longest, item.tokens)
+            if chosen and (width * (len(texts) + 1) > self.max_tokens
+                           or len(texts) + 1 > self.max_texts):
+                break
+            chosen.append(item)
+            texts.add(item.text)
+            longest = width
+        picked = set(map(id, chosen))
+        self._heap = [e for e in self._heap if id(e[2]) not in picked]
+        heapq.heapify(self._heap)
+        return chosen
+
+    def _encode_loop(self) -> None:
+        while True:
+            items = self._take()
+            if items is None:
+                self._writes.put(None)
+                return
+            by_text: dict[str, list[Item]] = {}
+            for item in items:
+                by_text.setdefault(item.text, []).append(item)
+            texts = list(by_text)
+            batch = Batch(
+                texts=texts,
+                waiters=[by_text[t] for t in texts],
+                tokens=max(i.tokens for i in items) * len(texts),
+                started=time.perf_counter(),
+            )
+            try:
+                if self.on_attempt is not None:
+                    self.on_attempt(sorted({i.fp for i in items}))
+                batch.raw = self.encoder.encode(texts)
+            except Exception as exc:  # the writer decides per item what the failure means
+                batch.error = exc
+            self._writes.put(batch)
+
+    def _write_loop(self) -> None:
+        while True:
+            batch = self._writes.get()
+            if batch is None:
+                return
+            try:
+                self.sink(batch)
+            except Exception as exc:
+                log.exception("batch sink failed")
+                for waiters in batch.waiters:
+                    for item in waiters:
+                        if not item.future.done():
+                            item.future.set_exception(exc)
