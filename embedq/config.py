@@ -22,7 +22,7 @@ from typing import Any
 from embedq.errors import ConfigError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-EMBEDDED_BROKER = "memory://"
+EMBEDDED_BROKER = "memory://localhost/"
 
 
 def _data_dir(env: Mapping[str, str]) -> Path:
@@ -101,8 +101,8 @@ class Settings:
     # --- the worker
     concurrency: int = 32
     batch_wait_ms: float = 4.0
-    batch_max_tokens: int = 16_384
-    batch_max_texts: int = 256
+    batch_max_tokens: int = 0  # 0: 4096 on CPU, 32768 on CUDA (padded tokens per batch)
+    batch_max_texts: int = 0  # 0: 64 on CPU, 512 on CUDA
     hot_ttl_s: int = 86_400
     failure_ttl_s: int = 300
     ledger_path: str | None = None  # test encoders append one line per text they encode

@@ -105,7 +105,9 @@ class EmbeddingService:
         settings = settings or Settings.from_env()
         if settings.embedded:
             _prepare_embedded_database(settings)
-        return cls(settings)
+        service = cls(settings)
+        service._ensure_worker()
+        return service
 
     # --- the request
     def spec(
@@ -152,7 +154,7 @@ class EmbeddingService:
         counts = {
             "requests": 1,
             "texts": len(texts),
-            "cache_hits": sum(1 for fp in fps if fp in found),
+            "cache_hits": len(found),
             "coalesced": len(texts) - len(unique) + len(lost),
             "submitted": len(won),
         }

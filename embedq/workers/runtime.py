@@ -64,12 +64,13 @@ class WorkerRuntime:
             self.worker_id, self.encoder.name, self.encoder.dimension,
             (time.perf_counter() - started) * 1000,
         )
+        on_gpu = str(getattr(self.encoder, "device", "cpu")).startswith("cuda")
         self.batcher = Batcher(
             self.encoder,
             self._finish_batch,
             wait_ms=settings.batch_wait_ms,
-            max_tokens=settings.batch_max_tokens,
-            max_texts=settings.batch_max_texts,
+            max_tokens=settings.batch_max_tokens or (32_768 if on_gpu else 4096),
+            max_texts=settings.batch_max_texts or (512 if on_gpu else 64),
             on_attempt=self._count_attempt,
         )
         self._stop = threading.Event()

@@ -1,0 +1,88 @@
+"""`embedq bench`: speed figures as ratios to a baseline measured in the same run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from embedq.config import Settings
+from embedq.corpus import load_texts
+
+
+def add_parser(sub: Any, handler: Any) -> None:
+    p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)")
+    p.add_argument("kind", choices=["bulk"])
+    p.add_argument("--n", type=int, default=5000)
+    p.add_argument("--file", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=handler)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.kind == "bulk":
+        report = bench_bulk(args.n, args.file)
+    if args.json:
+        print(json.dumps(report))
+    return 0
+
+
+def _best_raw_rate(model: Any, texts: list[str]) -> tuple[int, float]:
+    """SentenceTransformer.encode at its best batch size on these texts."""
+    sample = texts[: min(len(texts), 1000)]
+    best_bs, best = 32, 0.0
+    for bs in (32, 64, 128):
+        t0 = time.perf_counter()
+        model.encode(sample, batch_size=bs, show_progress_bar=False)
+        rate = len(sample) / (time.perf_counter() - t0)
+        if rate > best:
+            best_bs, best = bs, rate
+    t0 = time.perf_counter()
+    model.encode(texts, batch_size=best_bs, show_progress_bar=False)
+    return best_bs, len(texts) / (time.perf_counter() - t0)
+
+
+def bench_bulk(n: int, path: str | None) -> dict[str, Any]:
+    from embedq.client import Client
+    from embedq.encoders import load_encoder
+
+    texts = load_texts(n, path)
+    settings = Settings.from_env()
+    with tempfile.TemporaryDirectory(prefix="embedq-bench-") as tmp:
+        if settings.embedded:
+            settings = settings.with_overrides(data_dir=Path(tmp))
+        encoder = load_encoder(settings)
+        encoder.warm_up()
+        model = getattr(encoder, "model", None)
+        if model is None:
+            raise SystemExit("bench bulk needs EMBEDQ_ENCODER=sentence-transformers")
+        best_bs, raw_rate = _best_raw_rate(model, texts)
+        client = Client(settings)
+        client.embed(["embedq bench warm-up"])
+        before = client.stats()
+        t0 = time.perf_counter()
+        client.embed(texts)
+        dt = time.perf_counter() - t0
+        after = client.stats()
+        client.close()
+    rate = len(texts) / dt
+    report = {
+        "texts": len(texts),
+        "unique": len(set(texts)),
+        "encoded": after["encoded"] - before["encoded"],
+        "raw_batch_size": best_bs,
+        "raw_texts_per_s": round(raw_rate, 1),
+        "embedq_texts_per_s": round(rate, 1),
+        "ratio": round(rate / raw_rate, 3),
+        "mode": "embedded" if settings.embedded else "cluster",
+    }
+    print(
+        f"bench bulk: {report['texts']} texts ({report['unique']} unique), "
+        f"raw SentenceTransformer.encode (batch {best_bs}): {raw_rate:.0f} texts/s; "
+        f"embedq end to end (persisted, {report['mode']}): {rate:.0f} texts/s; "
+        f"ratio {report['ratio']:.3f}"
+    )
+    return report

@@ -1,0 +1,210 @@
+"""`embedq` commands: thin wrappers that parse, call the service, and format."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from embedq.config import Settings
+from embedq.errors import ConfigError, EmbedqError
+
+log = logging.getLogger("embedq")
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+# --- worker
+def cmd_worker(args: argparse.Namespace) -> int:
+    from embedq.tasks.app import create_app
+    from embedq.workers.runtime import WorkerRuntime, install
+
+    settings = Settings.from_env()
+    if settings.embedded:
+        raise ConfigError(
+            "embedq worker needs a shared broker: set EMBEDQ_BROKER_URL and EMBEDQ_REDIS_URL "
+            "(without them, embed/demo/Client start an embedded worker themselves)"
+        )
+    _require_tables(settings)
+    runtime = WorkerRuntime(settings)
+    install(runtime)
+    app = create_app(settings)
+    queues = args.queues.split(",") if args.queues else [
+        settings.online_queue, settings.bulk_queue,
+    ]
+    worker = app.Worker(
+        pool="threads",
+        concurrency=args.concurrency or settings.concurrency,
+        queues=queues,
+        loglevel=args.loglevel.upper(),
+        hostname=f"embedq@{socket.gethostname()}-{os.getpid()}",
+        without_mingle=True,
+        without_gossip=True,
+    )
+    worker.start()
+    runtime.close()
+    return int(worker.exitcode or 0)
+
+
+def _require_tables(settings: Settings) -> None:
+    from embedq.models import Database
+
+    db = Database(settings.resolved_database_url)
+    try:
+        if not db.has_tables("embeddings"):
+            raise ConfigError(
+                f"the database {db.engine.url.render_as_string(hide_password=True)} has no "
+                "embedq tables: run `embedq db upgrade` first"
+            )
+    finally:
+        db.dispose()
+
+
+# --- embed, stats
+def cmd_embed(args: argparse.Namespace) -> int:
+    from embedq.client import Client
+
+    texts = list(args.texts)
+    if not texts:
+        texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
+    client = Client()
+    result = client.embed_detailed(
+        texts, dimensions=args.dimensions, normalize=not args.no_normalize
+    )
+    failed = 0
+    if args.json:
+        rows: list[dict[str, Any]] = []
+        for text, o in zip(texts, result.outcomes, strict=True):
+            if o.error is not None:
+                failed += 1
+                rows.append({"text": text, "error": str(o.error)})
+            else:
+                assert o.vector is not None
+                rows.append({"text": text, "source": o.source, "embedding": o.vector.tolist()})
+        json.dump({"model": result.spec.model, "data": rows}, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        for text, o in zip(texts, result.outcomes, strict=True):
+            if o.error is not None:
+                failed += 1
+                print(f"{text[:40]!r}: error: {o.error}")
+            else:
+                assert o.vector is not None
+                head = ", ".join(f"{x:+.4f}" for x in o.vector[:4])
+                print(f"{text[:40]!r}: dim={o.vector.shape[0]} [{head}, ...] ({o.source})")
+    return 1 if failed else 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from embedq.cache import make_hot_store
+
+    settings = Settings.from_env()
+    counters = make_hot_store(settings).counters()
+    if args.json:
+        print(json.dumps(counters, sort_keys=True))
+    else:
+        width = max(len(k) for k in counters)
+        for name, value in counters.items():
+            print(f"{name:<{width}}  {value}")
+        if settings.embedded:
+            print("(embedded mode: counters live in this process only; set EMBEDQ_REDIS_URL "
+                  "for cluster-wide counters)")
+    return 0
+
+
+# --- db
+def cmd_db(args: argparse.Namespace) -> int:
+    from embedq.models import migrate
+
+    url = Settings.from_env().resolved_database_url
+    if args.action == "upgrade":
+        migrate.upgrade(url, args.revision or "head")
+    elif args.action == "downgrade":
+        if not args.revision:
+            raise ConfigError("embedq db downgrade needs a revision, e.g. `base` or `0001`")
+        migrate.downgrade(url, args.revision)
+    print(f"database at revision {migrate.current(url) or 'base'}")
+    return 0
+
+
+# --- demo and bench
+def cmd_demo(args: argparse.Namespace) -> int:
+    from embedq.demo import run_demo
+
+    return run_demo(args.file, args.lines)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from embedq import bench
+
+    return bench.run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="embedq", description=__doc__)
+    parser.add_argument("--loglevel", default=os.environ.get("EMBEDQ_LOGLEVEL", "warning"))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("worker", help="run a worker (needs EMBEDQ_BROKER_URL)")
+    p.add_argument("--concurrency", type=int, default=0, help="task threads (default: settings)")
+    p.add_argument("--queues", default="", help="comma-separated, in priority order")
+    p.set_defaults(func=cmd_worker, loglevel_default="info")
+
+    p = sub.add_parser("embed", help="embed texts (arguments, or one per stdin line)")
+    p.add_argument("texts", nargs="*")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--dimensions", type=int, default=None)
+    p.add_argument("--no-normalize", action="store_true")
+    p.set_defaults(func=cmd_embed)
+
+    p = sub.add_parser("stats", help="cluster-wide counters")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("db", help="database migrations (Alembic)")
+    p.add_argument("action", choices=["upgrade", "downgrade", "current"])
+    p.add_argument("revision", nargs="?")
+    p.set_defaults(func=cmd_db)
+
+    p = sub.add_parser("demo", help="embed a slice of the Debian corpus twice and report")
+    p.add_argument("--file", default=None, help="JSONL with a 'text' field (default: bundled)")
+    p.add_argument("--lines", type=int, default=2000)
+    p.set_defaults(func=cmd_demo)
+
+    from embedq import bench
+
+    bench.add_parser(sub, cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = args.loglevel
+    if args.command == "worker" and "--loglevel" not in (argv or sys.argv):
+        level = "info"
+    _setup_logging(level)
+    try:
+        code: int = args.func(args)
+    except EmbedqError as exc:
+        print(f"embedq: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
