@@ -25,7 +25,9 @@ def default_path(need: int = 0) -> Path:
     return BUNDLED if BUNDLED.exists() else SHARED
 
 
-def iter_corpus(path: str | Path | None = None, limit: int | None = None) -> Iterator[tuple[str, str]]:
+def iter_corpus(
+    path: str | Path | None = None, limit: int | None = None
+) -> Iterator[tuple[str, str]]:
     """(id, text) pairs from a JSONL(.gz) file with `id` and `text` fields."""
     source = Path(path) if path else default_path(limit or 0)
     opener = gzip.open if source.suffix == ".gz" else open

@@ -94,14 +94,14 @@ class HotStore(ABC):
             self._listeners.append(listener)
         self._start_listening()
 
-    def _start_listening(self) -> None:
+    def _start_listening(self) -> None:  # noqa: B027 - optional hook
         """Start delivering notifications to listeners (Redis: a pub/sub thread)."""
 
     def _dispatch(self, fps: list[str]) -> None:
         for listener in list(self._listeners):
             listener(fps)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections and threads."""
 
 
@@ -213,8 +213,8 @@ class MemoryHotStore(HotStore):
                 if key.startswith(prefix):
                     value = self._get(key)
                     if value is not None:
-                        out[key[len(prefix):]] = value  # type: ignore[assignment]
-            return out
+                        out[key[len(prefix):]] = value
+            return out  # type: ignore[return-value]
 
     def ping(self) -> None:
         return None

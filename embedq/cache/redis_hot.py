@@ -12,7 +12,8 @@ from typing import Any
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from embedq.cache import keys
 from embedq.cache.hot import COUNTERS, HotStore
@@ -167,7 +168,7 @@ class RedisHotStore(HotStore):
             names = list(self.client.scan_iter(match=prefix + "*", count=100))
             values = self.client.mget(names) if names else []
         return {
-            n.decode()[len(prefix):]: json.loads(v) for n, v in zip(names, values) if v
+            n.decode()[len(prefix):]: json.loads(v) for n, v in zip(names, values, strict=True) if v
         }
 
     def ping(self) -> None:

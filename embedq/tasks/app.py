@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from kombu import Queue
+from kombu.entity import Queue
 
 from embedq.config import Settings
 from embedq.tasks import names
@@ -31,6 +31,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "unacked_restore_interval": settings.restore_interval_s,
         "unacked_restore_throttle": 1,
     }
+    backend: str | None
     if settings.embedded:
         backend = "cache+memory://"
         transport["polling_interval"] = 0.005  # the memory transport polls; Redis blocks
@@ -54,7 +55,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "visibility_timeout": settings.visibility_timeout_s,
         "result_expires": 3600,
         "task_default_queue": settings.online_queue,
-        "task_queues": [Queue(settings.online_queue), Queue(settings.bulk_queue)],
+        "task_queues": [
+            Queue(settings.online_queue),  # type: ignore[no-untyped-call]
+            Queue(settings.bulk_queue),  # type: ignore[no-untyped-call]
+        ],
         "task_routes": {
             names.EMBED: {"queue": settings.online_queue},
             names.BULK_CHUNK: {"queue": settings.bulk_queue},

@@ -21,8 +21,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from typing import Any
 
-from embedq.cache import DurableStore, HotStore, StoredVector, make_hot_store, to_bytes
-from embedq.cache import keys
+from embedq.cache import DurableStore, HotStore, StoredVector, keys, make_hot_store, to_bytes
 from embedq.cache.hot import encode_failure
 from embedq.config import Settings
 from embedq.encoders import Encoder, finish_vector, load_encoder

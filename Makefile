@@ -1,0 +1,40 @@
+# embedq: `make demo` and `make test` do all the set-up on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+K ?= 1
+
+.PHONY: demo test lint unit integration services faults bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# The CPU build of torch first: an unpinned torch would pull gigabytes of CUDA.
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/embedq demo
+
+services:
+	scripts/services.sh
+
+lint: $(STAMP)
+	$(BIN)/ruff check embedq tests
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+test: $(STAMP) services lint
+	$(BIN)/pytest -q tests
+
+faults: $(STAMP) services
+	EMBEDQ_FAULT_REPEAT=$(K) $(BIN)/pytest -q tests/faults
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

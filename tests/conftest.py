@@ -1,0 +1,68 @@
+"""Shared fixtures: one Redis db and one Postgres database per session, real workers."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import support
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    support.check_redis()
+    support.flush_redis()
+    return support.REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    support.check_postgres()
+    with support.temporary_database() as url:
+        yield url
+
+
+@dataclass
+class Cluster:
+    """A running test cluster: its environment, settings, worker and ledger."""
+
+    env: dict[str, str]
+    worker: support.WorkerProcess
+    ledger: Path
+    tmp: Path
+
+    @property
+    def settings(self) -> Any:
+        return support.settings_from(self.env)
+
+    def service(self, **overrides: Any) -> Any:
+        from embedq.service import EmbeddingService
+
+        return EmbeddingService(self.settings.with_overrides(**overrides))
+
+    def passes(self) -> dict[str, int]:
+        return support.ledger_counts(self.ledger)
+
+
+@pytest.fixture(scope="session")
+def cluster(redis_url: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Cluster]:
+    tmp = tmp_path_factory.mktemp("cluster")
+    ledger = tmp / "ledger.txt"
+    env = support.cluster_env(redis_url, pg_url, ledger_path=ledger)
+    worker = support.WorkerProcess(env, tmp / "worker.log").start()
+    try:
+        yield Cluster(env, worker, ledger, tmp)
+    finally:
+        worker.stop()
+
+
+@pytest.fixture
+def salt() -> str:
+    """Makes a test's texts unique, so no earlier test's cache answers for them."""
+    return uuid.uuid4().hex[:8]

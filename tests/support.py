@@ -1,0 +1,174 @@
+"""Test support: real servers, real worker processes, and honest skips.
+
+A test that needs a server skips only when the server is absent and `CI` is unset; with
+`CI` set it fails. Worker processes are started in their own process group so a test can
+SIGKILL the whole group (never by name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CI = bool(os.environ.get("CI"))
+REDIS_URL = os.environ.get("EMBEDQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+PG_ADMIN_URL = os.environ.get(
+    "EMBEDQ_TEST_POSTGRES_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def require(what: str, error: BaseException) -> None:
+    """Skip on a laptop without the server; fail in CI, where it must be there."""
+    message = f"{what} is not reachable ({error})"
+    if CI:
+        pytest.fail(message + "; CI must provide it (see .ci/run)")
+    pytest.skip(message + "; start it or set CI=1 to make this a failure")
+
+
+def check_redis(url: str = REDIS_URL) -> None:
+    import redis
+
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except Exception as exc:
+        require("Redis", exc)
+
+
+def check_postgres(url: str = PG_ADMIN_URL) -> None:
+    import psycopg
+
+    try:
+        psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"),
+                        connect_timeout=3).close()
+    except Exception as exc:
+        require("PostgreSQL", exc)
+
+
+@contextlib.contextmanager
+def temporary_database(admin_url: str = PG_ADMIN_URL) -> Iterator[str]:
+    """A fresh Postgres database migrated to head; dropped afterwards."""
+    import psycopg
+
+    from embedq.models import migrate
+
+    name = f"embedq_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = admin_url.rsplit("/", 1)[0] + f"/{name}"
+    migrate.upgrade(url)
+    try:
+        yield url
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (name,),
+            )
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def cluster_env(redis_url: str, database_url: str, **extra: Any) -> dict[str, str]:
+    """Environment for a process of a test cluster (worker, API, producer)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+    env.update(
+        {
+            "EMBEDQ_BROKER_URL": redis_url,
+            "EMBEDQ_REDIS_URL": redis_url,
+            "EMBEDQ_DATABASE_URL": database_url,
+            "EMBEDQ_ENCODER": "faulty",
+            "HF_HUB_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update({f"EMBEDQ_{k.upper()}": str(v) for k, v in extra.items()})
+    return env
+
+
+def settings_from(env: dict[str, str]) -> Any:
+    from embedq.config import Settings
+
+    return Settings.from_env({k: v for k, v in env.items() if k.startswith("EMBEDQ_")})
+
+
+class WorkerProcess:
+    """An `embedq worker` in its own process group, with its log in a file."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, *args: str) -> None:
+        self.env = env
+        self.log_path = log_path
+        self.args = args
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 60) -> WorkerProcess:
+        import redis
+
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "embedq.cli", "--loglevel", "info", "worker", *self.args],
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=ROOT,
+        )
+        client = redis.Redis.from_url(self.env["EMBEDQ_REDIS_URL"])
+        deadline = time.monotonic() + timeout_s
+        marker = f"-{self.proc.pid}"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{self.log_path.read_text()[-3000:]}")
+            beats = [k.decode() for k in client.scan_iter(match="embedq:workers:*")]
+            if any(k.endswith(marker) for k in beats) and b"ready" in self.log_path.read_bytes():
+                time.sleep(0.3)  # the consumer subscribes right after the runtime is ready
+                return self
+            time.sleep(0.1)
+        tail = self.log_path.read_text()[-3000:]
+        raise RuntimeError(f"worker not ready in {timeout_s}s:\n{tail}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        assert self.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill_group()
+        with contextlib.suppress(Exception):
+            self._log.close()
+
+
+def ledger_counts(path: Path) -> dict[str, int]:
+    """Forward passes per text digest, from the faulty encoder's ledger file."""
+    counts: dict[str, int] = {}
+    if path.exists():
+        for line in path.read_text().split():
+            counts[line] = counts.get(line, 0) + 1
+    return counts
+
+
+def flush_redis(url: str = REDIS_URL) -> None:
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
