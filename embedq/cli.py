@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -17,6 +19,14 @@ from embedq.errors import ConfigError, EmbedqError
 log = logging.getLogger("embedq")
 
 Handler = Callable[[argparse.Namespace], int]
+
+# Each feature registers its own subcommands: `add_parser(subparsers)` in these modules.
+FEATURE_COMMANDS = (
+    "embedq.api.commands",  # serve
+    "embedq.jobs.commands",  # bulk, jobs, beat
+    "embedq.cache.semantic.commands",  # cache
+    "embedq.mcp.commands",  # mcp
+)
 
 
 def _setup_logging(level: str) -> None:
@@ -130,7 +140,7 @@ def cmd_db(args: argparse.Namespace) -> int:
 
     url = Settings.from_env().resolved_database_url
     if args.action == "upgrade":
-        migrate.upgrade(url, args.revision or "head")
+        migrate.upgrade(url, args.revision or "heads")
     elif args.action == "downgrade":
         if not args.revision:
             raise ConfigError("embedq db downgrade needs a revision, e.g. `base` or `0001`")
@@ -186,6 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     from embedq import bench
 
     bench.add_parser(sub, cmd_bench)
+    for module in FEATURE_COMMANDS:
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module).add_parser(sub)
     return parser
 
 

@@ -19,7 +19,7 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
-def upgrade(url: str, revision: str = "head") -> None:
+def upgrade(url: str, revision: str = "heads") -> None:
     with map_db_errors():
         command.upgrade(alembic_config(url), revision)
 
@@ -30,6 +30,7 @@ def downgrade(url: str, revision: str) -> None:
 
 
 def current(url: str) -> str | None:
+    """The current revision(s), comma-joined when feature branches are not merged yet."""
     from alembic.runtime.migration import MigrationContext
 
     from embedq.models.engine import make_engine
@@ -37,6 +38,7 @@ def current(url: str) -> str | None:
     engine = make_engine(url)
     try:
         with map_db_errors(), engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+            heads = MigrationContext.configure(conn).get_current_heads()
+            return ",".join(sorted(heads)) or None
     finally:
         engine.dispose()
