@@ -91,7 +91,7 @@ class Settings:
     online_queue: str = "online"
     bulk_queue: str = "bulk"
     claim_ttl_ms: int = 60_000
-    run_lease_ms: int = 120_000
+    run_lease_ms: int = 15_000
     visibility_timeout_s: int = 300
     restore_interval_s: int = 2
     max_attempts: int = 3

@@ -73,8 +73,10 @@ class WorkerRuntime:
             on_attempt=self._count_attempt,
         )
         self._stop = threading.Event()
-        self._beat = threading.Thread(target=self._heartbeat, name="embedq-heartbeat", daemon=True)
-        self._beat.start()
+        self._leased: set[str] = set()
+        self._leases_lock = threading.Lock()
+        for target in (self._heartbeat, self._keep_leases):
+            threading.Thread(target=target, name=f"embedq{target.__name__}", daemon=True).start()
 
     # --- liveness
     def info(self) -> dict[str, object]:
@@ -147,44 +149,71 @@ class WorkerRuntime:
         """Encode under run leases; wait out fingerprints another execution is running."""
         done = 0
         pending = dict(pairs)
-        lease_ms = self.settings.run_lease_ms
         while pending:
             names = [keys.run_lease(fp) for fp in pending]
-            won = self.hot.acquire(names, self.worker_id, lease_ms)
+            won = self.hot.acquire(names, self.worker_id, self.settings.run_lease_ms)
             mine = [fp for fp, w in zip(pending, won, strict=True) if w]
             others = [fp for fp, w in zip(pending, won, strict=True) if not w]
             if mine:
+                with self._leases_lock:
+                    self._leased.update(mine)
                 try:
                     done += self._encode(spec, {fp: pending[fp] for fp in mine}, suspects, lane)
                 finally:
+                    with self._leases_lock:
+                        self._leased.difference_update(mine)
                     self.hot.release([keys.run_lease(fp) for fp in mine], self.worker_id)
-            for fp in mine:
-                del pending[fp]
-            if others:
-                done += self._wait_for_others(others)
-                for fp in others:
-                    if fp not in pending:
-                        continue
-                    if self.hot.holders([keys.run_lease(fp)])[0] is None:
-                        continue  # its runner let go without a result: take it over
+                for fp in mine:
+                    del pending[fp]
+            if not others:
+                break
+            finished, abandoned = self._wait_for_others(others)
+            done += finished
+            for fp in others:
+                if fp not in abandoned:
                     del pending[fp]
         return done
 
-    def _wait_for_others(self, fps: list[str]) -> int:
-        """Wait (bounded by the lease) until another execution finishes these."""
-        deadline = time.monotonic() + self.settings.run_lease_ms / 1000
+    def _wait_for_others(self, fps: list[str]) -> tuple[int, set[str]]:
+        """Wait while other live executions hold these leases (they refresh them).
+
+        Returns how many finished with a vector, and the fingerprints whose lease vanished
+        with no result (their runner died): the caller takes those over.
+        """
+        deadline = time.monotonic() + self.settings.visibility_timeout_s
         left = list(fps)
+        ok = 0
+        abandoned: set[str] = set()
         while left and time.monotonic() < deadline:
             vecs = self.hot.get_vectors(left)
             errs = self.hot.get_failures(left)
             holders = self.hot.holders([keys.run_lease(fp) for fp in left])
-            left = [
-                fp for fp, v, e, h in zip(left, vecs, errs, holders, strict=True)
-                if v is None and e is None and h is not None
-            ]
+            still = []
+            for fp, v, e, h in zip(left, vecs, errs, holders, strict=True):
+                if v is not None:
+                    ok += 1
+                elif e is not None:
+                    continue
+                elif h is None:
+                    abandoned.add(fp)
+                else:
+                    still.append(fp)
+            left = still
             if left:
                 time.sleep(0.05)
-        return len(fps) - len(left)
+        return ok, abandoned
+
+    def _keep_leases(self) -> None:
+        """Refresh the run leases of everything this process is encoding: a lease outlives
+        its runner by at most run_lease_ms, however long the batch takes."""
+        interval_s = self.settings.run_lease_ms / 3000
+        while not self._stop.wait(interval_s):
+            with self._leases_lock:
+                names = [keys.run_lease(fp) for fp in self._leased]
+            try:
+                self.hot.extend(names, self.settings.run_lease_ms)
+            except EmbedqError as exc:
+                log.warning("lease refresh failed: %s", exc)
 
     def _encode(self, spec: EncodeSpec, pairs: dict[str, str], suspects: set[str],
                 lane: int) -> int:
