@@ -5,7 +5,10 @@
     ├── InvalidInput           a caller sent something we cannot embed (HTTP 4xx)
     │   ├── UnknownModel
     │   ├── InputTooLarge      past a documented limit (HTTP 413)
+    │   ├── MalformedRequest   the body is not UTF-8 JSON (HTTP 400)
+    │   │   └── UnsupportedMediaType  the body is not sent as application/json (HTTP 415)
     │   └── BadInputFile       a bulk input file; names the line
+    ├── Unauthorized           no or a wrong API key (HTTP 401)
     ├── NotFound               a job or entry that does not exist (HTTP 404)
     ├── Unavailable            a server is down; retry later (HTTP 503, Retry-After)
     │   ├── DatabaseUnavailable
@@ -110,3 +113,15 @@ class UpstreamError(EmbedqError):
     """The remote embeddings API failed after its bounded retries."""
 
     retryable = True
+
+
+class MalformedRequest(InvalidInput):
+    """The request body cannot be read: not UTF-8, not JSON, or not a JSON object."""
+
+
+class UnsupportedMediaType(MalformedRequest):
+    """The request body is sent with a content type other than application/json."""
+
+
+class Unauthorized(EmbedqError):
+    """The request carries no API key, or one this deployment does not accept."""
