@@ -15,6 +15,7 @@ from embedq.workers import runtime
 def register(app: Celery, settings: Settings) -> None:
     @app.task(  # type: ignore[untyped-decorator]
         name=names.EMBED,
+        shared=False,
         bind=True,
         ignore_result=True,
         acks_late=True,

@@ -1,0 +1,123 @@
+"""The batcher: full batches, online first, duplicates once, budgets honoured."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import wait
+
+from embedq.encoders.hashing import HashingEncoder
+from embedq.fingerprint import EncodeSpec
+from embedq.workers.batcher import BULK, ONLINE, Batch, Batcher, Item
+
+SPEC = EncodeSpec("hashing", "hashing-v1")
+
+
+class RecordingEncoder(HashingEncoder):
+    """The hashing encoder, remembering each batch; can hold the first batch."""
+
+    def __init__(self, hold_first: bool = False) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+        self.release = threading.Event()
+        self.started = threading.Event()
+        if not hold_first:
+            self.release.set()
+
+    def encode(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        self.batches.append(list(texts))
+        self.started.set()
+        self.release.wait(10)
+        return super().encode(texts)
+
+
+def finish(batch: Batch) -> None:
+    assert batch.raw is not None
+    for row, items in zip(batch.raw, batch.waiters, strict=True):
+        for item in items:
+            item.future.set_result(row.tobytes())
+
+
+def items(texts: list[str], lane: int = ONLINE, alone: bool = False) -> list[Item]:
+    return [Item(fp=f"fp-{t}", text=t, spec=SPEC, lane=lane, alone=alone) for t in texts]
+
+
+def test_duplicate_texts_are_encoded_once() -> None:
+    enc = RecordingEncoder()
+    batcher = Batcher(enc, finish, wait_ms=20)
+    work = items(["same text", "same text", "other"])
+    batcher.submit(work)
+    wait([i.future for i in work], timeout=5)
+    assert all(i.future.result() for i in work)
+    assert sorted(t for b in enc.batches for t in b) == ["other", "same text"]
+    batcher.stop()
+
+
+def test_online_items_jump_ahead_of_queued_bulk_items() -> None:
+    enc = RecordingEncoder(hold_first=True)
+    batcher = Batcher(enc, finish, wait_ms=1, max_texts=4)
+    first = items([f"bulk first {i}" for i in range(4)], lane=BULK)
+    batcher.submit(first)
+    assert enc.started.wait(5)
+    later_bulk = items([f"bulk later {i}" for i in range(4)], lane=BULK)
+    online = items([f"online {i}" for i in range(2)], lane=ONLINE)
+    batcher.submit(later_bulk)
+    batcher.submit(online)
+    enc.release.set()
+    wait([i.future for i in first + later_bulk + online], timeout=5)
+    assert sorted(enc.batches[1]) == ["online 0", "online 1"]
+    batcher.stop()
+
+
+def test_batches_respect_the_token_budget_and_run_longest_first() -> None:
+    enc = RecordingEncoder(hold_first=True)
+    batcher = Batcher(enc, finish, wait_ms=1, max_tokens=40, max_texts=100)
+    blocker = items(["hold"])
+    batcher.submit(blocker)
+    assert enc.started.wait(5)
+    texts = [" ".join(["w"] * n) for n in (1, 8, 3, 7, 2, 5)]  # tokens = words + 2
+    work = items(texts)
+    batcher.submit(work)
+    enc.release.set()
+    wait([i.future for i in work], timeout=5)
+    for batch in enc.batches[1:]:
+        tokens = [2 + len(t.split()) for t in batch]
+        assert max(tokens) * len(batch) <= 40
+        assert tokens == sorted(tokens, reverse=True)
+    assert sorted(t for b in enc.batches[1:] for t in b) == sorted(texts)
+    batcher.stop()
+
+
+def test_suspects_are_encoded_alone() -> None:
+    enc = RecordingEncoder(hold_first=True)
+    batcher = Batcher(enc, finish, wait_ms=1)
+    blocker = items(["hold"])
+    batcher.submit(blocker)
+    assert enc.started.wait(5)
+    work = items(["a", "b"]) + items(["suspect"], alone=True) + items(["c"])
+    batcher.submit(work)
+    enc.release.set()
+    wait([i.future for i in work], timeout=5)
+    assert ["suspect"] in enc.batches
+    assert all(len(b) == 1 for b in enc.batches if "suspect" in b)
+    batcher.stop()
+
+
+def test_encoder_errors_reach_the_sink() -> None:
+    class Broken(HashingEncoder):
+        def encode(self, texts: list[str]):  # type: ignore[no-untyped-def]
+            raise RuntimeError("device lost")
+
+    seen: list[BaseException | None] = []
+
+    def sink(batch: Batch) -> None:
+        seen.append(batch.error)
+        for waiters in batch.waiters:
+            for item in waiters:
+                item.future.set_exception(batch.error or RuntimeError())
+
+    batcher = Batcher(Broken(), sink, wait_ms=1)
+    work = items(["x"])
+    batcher.submit(work)
+    wait([work[0].future], timeout=5)
+    assert isinstance(seen[0], RuntimeError) and "device lost" in str(seen[0])
+    batcher.stop()

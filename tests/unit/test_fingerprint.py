@@ -1,0 +1,65 @@
+"""Fingerprints change with everything that changes the vector, and nothing else."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from embedq.errors import InvalidInput
+from embedq.fingerprint import EncodeSpec, canonical_encoding, fingerprint, text_digest
+
+BASE = EncodeSpec("all-MiniLM-L6-v2", "sha256:abc", None, True, "float32")
+
+
+def test_fingerprint_is_64_hex_characters() -> None:
+    fp = fingerprint(BASE, "hello")
+    assert len(fp) == 64 and int(fp, 16) >= 0
+
+
+def test_one_byte_of_text_changes_the_fingerprint() -> None:
+    assert fingerprint(BASE, "hello") != fingerprint(BASE, "hellp")
+    assert fingerprint(BASE, "hello") != fingerprint(BASE, "hello ")
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        EncodeSpec("other-model", "sha256:abc"),
+        EncodeSpec("all-MiniLM-L6-v2", "sha256:def"),
+        EncodeSpec("all-MiniLM-L6-v2", "sha256:abc", dimensions=128),
+        EncodeSpec("all-MiniLM-L6-v2", "sha256:abc", normalize=False),
+    ],
+    ids=["model", "revision", "dimensions", "normalize"],
+)
+def test_every_spec_field_changes_the_fingerprint(other: EncodeSpec) -> None:
+    assert fingerprint(BASE, "hello") != fingerprint(other, "hello")
+
+
+def test_same_request_in_another_process_gives_the_same_fingerprint() -> None:
+    code = (
+        "from embedq.fingerprint import EncodeSpec, fingerprint;"
+        "print(fingerprint(EncodeSpec('all-MiniLM-L6-v2', 'sha256:abc'), 'héllo wörld'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={"PYTHONHASHSEED": "123"})
+    assert out.stdout.strip() == fingerprint(BASE, "héllo wörld")
+
+
+def test_encoding_is_documented_canonical_json() -> None:
+    raw = canonical_encoding(BASE, text_digest("x"))
+    assert raw.startswith(b"embedq-fp/1\n{\"dimensions\":null,\"dtype\":\"float32\"")
+    assert b" " not in raw.split(b"\n", 1)[1]
+
+
+def test_lone_surrogate_is_a_clear_input_error() -> None:
+    with pytest.raises(InvalidInput, match="UTF-8"):
+        fingerprint(BASE, "bad \ud800 text")
+
+
+def test_spec_rejects_unknown_dtype_and_bad_dimensions() -> None:
+    with pytest.raises(InvalidInput, match="float32"):
+        EncodeSpec("m", "r", dtype="int8")
+    with pytest.raises(InvalidInput, match="positive"):
+        EncodeSpec("m", "r", dimensions=0)

@@ -1,0 +1,83 @@
+"""The in-process and Redis hot stores behave the same (one body, both stores)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from embedq.cache import keys
+from embedq.cache.hot import HotStore, MemoryHotStore
+from tests import support
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Iterator[HotStore]:
+    if request.param == "memory":
+        yield MemoryHotStore()
+        return
+    support.check_redis()
+    from embedq.cache.redis_hot import RedisHotStore
+
+    support.flush_redis(support.REDIS_URL)
+    redis_store = RedisHotStore(support.REDIS_URL)
+    yield redis_store
+    redis_store.close()
+
+
+def test_vectors_round_trip_and_miss_as_none(store: HotStore) -> None:
+    store.put_vectors({"a": b"\x00\x01", "b": b"\x02"}, ttl_s=60)
+    assert store.get_vectors(["a", "zz", "b"]) == [b"\x00\x01", None, b"\x02"]
+
+
+def test_claims_are_won_once_and_expire(store: HotStore) -> None:
+    names = [keys.claim("x"), keys.claim("y")]
+    assert store.acquire(names, "me", ttl_ms=300) == [True, True]
+    assert store.acquire(names, "you", ttl_ms=300) == [False, False]
+    assert store.holders(names) == ["me", "me"]
+    store.release([names[0]], owner="you")
+    assert store.holders(names)[0] == "me"
+    store.release([names[0]], owner="me")
+    assert store.holders(names)[0] is None
+    time.sleep(0.4)
+    assert store.acquire([names[1]], "you", ttl_ms=300) == [True]
+
+
+def test_attempts_count_up_and_clear(store: HotStore) -> None:
+    assert store.add_attempts(["p", "q"], ttl_s=60) == [1, 1]
+    assert store.add_attempts(["p"], ttl_s=60) == [2]
+    assert store.peek_attempts(["p", "q", "r"]) == [2, 1, 0]
+    store.clear_attempts(["p"])
+    assert store.peek_attempts(["p"]) == [0]
+
+
+def test_counters_accumulate(store: HotStore) -> None:
+    store.incr({"encoded": 3, "batches": 1})
+    store.incr({"encoded": 2})
+    counters = store.counters()
+    assert counters["encoded"] == 5 and counters["batches"] == 1 and counters["failed"] == 0
+
+
+def test_done_notifications_reach_subscribers(store: HotStore) -> None:
+    got: list[list[str]] = []
+    seen = threading.Event()
+
+    def listener(fps: list[str]) -> None:
+        got.append(fps)
+        seen.set()
+
+    store.subscribe(listener)
+    deadline = time.monotonic() + 5
+    while not seen.is_set() and time.monotonic() < deadline:
+        store.publish_done(["f1", "f2"])  # the Redis listener may still be subscribing
+        seen.wait(0.1)
+    assert ["f1", "f2"] in got
+
+
+def test_failures_round_trip(store: HotStore) -> None:
+    store.put_failures({"bad": {"type": "InvalidVector", "message": "NaN"}}, ttl_s=60)
+    assert store.get_failures(["bad", "good"]) == [
+        {"type": "InvalidVector", "message": "NaN"}, None,
+    ]
