@@ -155,6 +155,8 @@ class EmbeddingService:
             "requests": 1,
             "texts": len(texts),
             "cache_hits": len(found),
+            "cache_hits_hot": sum(1 for src, _ in found.values() if src == "hot"),
+            "cache_hits_durable": sum(1 for src, _ in found.values() if src == "durable"),
             "coalesced": len(texts) - len(unique) + len(lost),
             "submitted": len(won),
         }

@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from embedq.cache import keys
 
@@ -20,6 +22,29 @@ COUNTERS = (
     "requests", "texts", "cache_hits", "coalesced", "submitted", "encoded", "batches",
     "failed", "dead_lettered", "upstream_calls", "upstream_tokens", "tokens_saved",
 )
+
+
+# Cluster-wide histograms: name -> upper bounds of the buckets (a last +Inf bucket is
+# implied). Workers observe; any process (the API's /metrics) reads them back.
+HISTOGRAMS: dict[str, tuple[float, ...]] = {
+    "batch_texts": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+    "batch_tokens": (64, 256, 1024, 2048, 4096, 8192, 16384, 32768, 65536),
+    "encode_seconds": (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+}
+
+
+@dataclass(frozen=True)
+class HistogramSnapshot:
+    """Per-bucket (not cumulative) counts, one more than `bounds` (+Inf), their sum."""
+
+    bounds: tuple[float, ...]
+    buckets: tuple[int, ...]
+    total: float
+    count: int
+
+
+def bucket_index(name: str, value: float) -> int:
+    return bisect.bisect_left(HISTOGRAMS[name], value)
 
 
 class HotStore(ABC):
@@ -74,6 +99,13 @@ class HotStore(ABC):
     @abstractmethod
     def counters(self) -> dict[str, int]: ...
 
+    @abstractmethod
+    def observe(self, values: dict[str, float]) -> None:
+        """Add one observation to each named histogram of HISTOGRAMS (one round trip)."""
+
+    @abstractmethod
+    def histograms(self) -> dict[str, HistogramSnapshot]: ...
+
     # --- liveness
     @abstractmethod
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None: ...
@@ -113,6 +145,7 @@ class MemoryHotStore(HotStore):
         self._data: dict[str, tuple[object, float]] = {}
         self._mutex = threading.Lock()
         self._stats: dict[str, int] = {}
+        self._hists: dict[str, tuple[list[int], float, int]] = {}
 
     def _get(self, key: str) -> object | None:
         item = self._data.get(key)
@@ -200,6 +233,22 @@ class MemoryHotStore(HotStore):
     def counters(self) -> dict[str, int]:
         with self._mutex:
             return {name: self._stats.get(name, 0) for name in (*COUNTERS, *self._stats)}
+
+    def observe(self, values: dict[str, float]) -> None:
+        with self._mutex:
+            for name, value in values.items():
+                buckets, total, count = self._hists.get(
+                    name, ([0] * (len(HISTOGRAMS[name]) + 1), 0.0, 0)
+                )
+                buckets[bucket_index(name, value)] += 1
+                self._hists[name] = (buckets, total + value, count + 1)
+
+    def histograms(self) -> dict[str, HistogramSnapshot]:
+        with self._mutex:
+            return {
+                name: HistogramSnapshot(HISTOGRAMS[name], tuple(b), total, count)
+                for name, (b, total, count) in self._hists.items()
+            }
 
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None:
         with self._mutex:

@@ -31,5 +31,12 @@ def attempts(fp: str) -> str:
 
 
 STATS = f"{PREFIX}:stats"
+
+
+def histogram(name: str) -> str:
+    """Cluster-wide histogram (hash of bucket counts, sum, count), e.g. batch sizes."""
+    return f"{PREFIX}:hist:{name}"
+
+
 DONE_CHANNEL = f"{PREFIX}:done"
 WORKERS = f"{PREFIX}:workers"

@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from embedq.cache import keys
-from embedq.cache.hot import COUNTERS, HotStore
+from embedq.cache.hot import COUNTERS, HISTOGRAMS, HistogramSnapshot, HotStore, bucket_index
 from embedq.errors import BrokerUnavailable
 
 log = logging.getLogger(__name__)
@@ -156,6 +156,37 @@ class RedisHotStore(HotStore):
             raw = self.client.hgetall(keys.STATS)
         out = {name: 0 for name in COUNTERS}
         out.update({k.decode(): int(v) for k, v in raw.items()})
+        return out
+
+    def observe(self, values: dict[str, float]) -> None:
+        if not values:
+            return
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for name, value in values.items():
+                key = keys.histogram(name)
+                pipe.hincrby(key, str(bucket_index(name, value)), 1)
+                pipe.hincrbyfloat(key, "sum", float(value))
+                pipe.hincrby(key, "count", 1)
+            pipe.execute()
+
+    def histograms(self) -> dict[str, HistogramSnapshot]:
+        names = list(HISTOGRAMS)
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for name in names:
+                pipe.hgetall(keys.histogram(name))
+            raw = pipe.execute()
+        out = {}
+        for name, fields in zip(names, raw, strict=True):
+            if not fields:
+                continue
+            got = {k.decode(): v for k, v in fields.items()}
+            bounds = HISTOGRAMS[name]
+            buckets = tuple(int(got.get(str(i), 0)) for i in range(len(bounds) + 1))
+            out[name] = HistogramSnapshot(
+                bounds, buckets, float(got.get("sum", 0)), int(got.get("count", 0))
+            )
         return out
 
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None:

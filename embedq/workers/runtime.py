@@ -270,6 +270,8 @@ class WorkerRuntime:
             self._fail(bad)
         self.hot.publish_done(sorted(blobs))
         self.hot.incr({"encoded": len(batch.texts), "batches": 1})
+        self.hot.observe({"batch_texts": len(batch.texts), "batch_tokens": batch.tokens,
+                          "encode_seconds": elapsed_ms / 1000})
         for item in items:
             if item.fp in blobs:
                 item.future.set_result(blobs[item.fp])
