@@ -1,0 +1,200 @@
+"""`embedq bulk`, `embedq jobs list|status|cancel|export`, `embedq beat`: thin commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from embedq.config import Settings
+from embedq.errors import BadInputFile, ConfigError, InvalidInput
+
+FINAL = ("succeeded", "failed", "cancelled")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("bulk", help="embed a file as a bulk job (JSONL, CSV or plain text)")
+    p.add_argument("file", help="JSONL, CSV or text (one text a line); .gz is read as gzip")
+    p.add_argument("--model", default=None)
+    p.add_argument("--format", choices=["jsonl", "csv", "text"], default=None,
+                   help="default: from the file name")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--id-field", default="id")
+    p.add_argument("--off-peak", default=None, metavar="HH:MM-HH:MM",
+                   help="run only inside this daily window (EMBEDQ_JOB_TIMEZONE)")
+    p.add_argument("--timezone", default=None, help="time zone of --off-peak")
+    p.add_argument("--not-before", default=None, metavar="ISO-8601",
+                   help="do not start before this moment")
+    p.add_argument("--now", action="store_true", help="ignore the off-peak window")
+    p.add_argument("--priority", choices=["bulk", "online"], default="bulk")
+    p.add_argument("--from-line", type=int, default=1,
+                   help="skip the lines before this one (resubmit after fixing a bad line)")
+    p.add_argument("--out", default=None, help="export when done: .parquet, .npy or .jsonl")
+    p.add_argument("--wait", action="store_true", help="show progress until the job ends")
+    p.add_argument("--json", action="store_true", help="print the final state as JSON")
+    p.set_defaults(func=cmd_bulk)
+
+    p = sub.add_parser("jobs", help="list, inspect, cancel and export jobs")
+    jobs_sub = p.add_subparsers(dest="jobs_command", required=True)
+    q = jobs_sub.add_parser("list", help="recent jobs")
+    q.add_argument("--limit", type=int, default=20)
+    q.add_argument("--status", default=None)
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_jobs_list)
+    q = jobs_sub.add_parser("status", help="one job's status and progress")
+    q.add_argument("id")
+    q.add_argument("--wait", action="store_true")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_jobs_status)
+    q = jobs_sub.add_parser("cancel", help="cancel what has not run yet")
+    q.add_argument("id")
+    q.set_defaults(func=cmd_jobs_cancel)
+    q = jobs_sub.add_parser("export", help="write ids and vectors in input order")
+    q.add_argument("id")
+    q.add_argument("--out", required=True, help=".parquet, .npy (+ .ids.jsonl) or .jsonl")
+    q.set_defaults(func=cmd_jobs_export)
+
+    p = sub.add_parser("beat", help="periodic job tick: windows, pauses, stalled jobs")
+    p.set_defaults(func=cmd_beat)
+
+
+def _jobs() -> Any:
+    from embedq.jobs.service import JobService
+    from embedq.service import EmbeddingService
+
+    return JobService(EmbeddingService.from_settings(Settings.from_env()))
+
+
+def _parse_moment(raw: str | None) -> datetime | None:
+    if raw is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidInput(f"--not-before {raw!r} is not ISO-8601, e.g. 2026-12-01T01:00+00:00",
+                           "not_before") from None
+    return moment
+
+
+def cmd_bulk(args: argparse.Namespace) -> int:
+    from embedq.jobs.readers import read_records
+
+    path = Path(args.file)
+    records = read_records(path, args.format, args.text_field, args.id_field, args.from_line)
+    jobs = _jobs()
+    saved: list[str] = []
+    embedded = jobs.settings.embedded
+    try:
+        job_id = jobs.submit(
+            records, model=args.model, priority=args.priority,
+            window=None if args.now else args.off_peak, timezone=args.timezone,
+            not_before=_parse_moment(args.not_before), source=path.name,
+            on_saved=saved.append,
+        )
+    except BadInputFile as exc:
+        if not saved:
+            raise
+        kept = jobs.describe(saved[0])["progress"]["total"]
+        raise BadInputFile(
+            f"{exc.args[0].split(': ', 1)[-1]}. The {kept} texts "
+            f"before it are saved in job {saved[0]}, which runs; fix the line and submit "
+            f"the rest with --from-line {exc.line}", exc.line,
+        ) from exc
+    print(f"job {job_id} submitted ({jobs.describe(job_id)['progress']['total']} texts)",
+          file=sys.stderr)
+    if embedded:
+        # Embedded mode: no worker outlives this process, so it runs the job itself.
+        from threading import Thread
+
+        runner = Thread(target=jobs.run_here, args=(job_id,), daemon=True)
+        runner.start()
+    state: dict[str, Any] = jobs.describe(job_id)
+    if args.wait or embedded:
+        from embedq.jobs.progress import wait
+
+        state = wait(jobs, job_id)
+    if args.out and state["status"] in FINAL:
+        from embedq.jobs.export import export
+
+        n = export(jobs.store, job_id, args.out)
+        print(f"exported {n} rows to {args.out}", file=sys.stderr)
+    elif args.out:
+        print(f"the job is {state['status']}: export later with "
+              f"`embedq jobs export {job_id} --out {args.out}`", file=sys.stderr)
+    if args.json:
+        print(json.dumps(state))
+    else:
+        print(job_id)
+    return 0 if state["status"] in ("succeeded", "queued", "running") else 1
+
+
+def cmd_jobs_list(args: argparse.Namespace) -> int:
+    rows = _jobs().list(args.limit, args.status)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for r in rows:
+        p = r["progress"]
+        print(f"{r['id']}  {r['status']:<9} {r['priority']:<6} {p['done']:>9,}/{p['total']:<9,} "
+              f"failed={p['failed']:<6} {r['created_at']}  {r['source'] or ''}")
+    return 0
+
+
+def cmd_jobs_status(args: argparse.Namespace) -> int:
+    jobs = _jobs()
+    state = jobs.describe(args.id)
+    if args.wait:
+        from embedq.jobs.progress import wait
+
+        state = wait(jobs, args.id)
+    if args.json:
+        print(json.dumps(state))
+    else:
+        for key, value in state.items():
+            if key == "progress":
+                value = ", ".join(f"{k}={v:,}" for k, v in value.items())
+            print(f"{key:<13} {value}")
+    return 0
+
+
+def cmd_jobs_cancel(args: argparse.Namespace) -> int:
+    jobs = _jobs()
+    if jobs.cancel(args.id):
+        print(f"job {args.id} cancelled; chunks already done keep their vectors")
+        return 0
+    print(f"job {args.id} is {jobs.get(args.id).status}: nothing to cancel", file=sys.stderr)
+    return 1
+
+
+def cmd_jobs_export(args: argparse.Namespace) -> int:
+    from embedq.jobs.export import export
+
+    jobs = _jobs()
+    n = export(jobs.store, args.id, args.out)
+    print(f"exported {n} rows to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_beat(args: argparse.Namespace) -> int:
+    """Celery beat with an in-memory schedule (no shelve file): one tick every job_tick_s."""
+    from embedq.tasks import names
+    from embedq.tasks.app import create_app
+
+    settings = Settings.from_env()
+    if settings.embedded:
+        raise ConfigError(
+            "embedq beat needs a shared broker: set EMBEDQ_BROKER_URL and EMBEDQ_REDIS_URL "
+            "(embedded `embedq bulk` runs its job itself)"
+        )
+    app = create_app(settings)
+    app.conf.beat_schedule = {
+        "embedq-jobs-tick": {"task": names.JOBS_TICK, "schedule": settings.job_tick_s,
+                             "options": {"queue": settings.online_queue}},
+    }
+    beat = app.Beat(scheduler="celery.beat:Scheduler", loglevel=args.loglevel.upper(),
+                    max_interval=min(settings.job_tick_s, 5.0))
+    beat.run()
+    return 0

@@ -1,0 +1,146 @@
+"""Dispatching jobs: waves of chunk tasks as Celery chords, closed by a callback.
+
+A running job has at most one wave on the broker: a chord of `job_wave_chunks` chunk
+tasks whose callback (`close`) dispatches the next wave, pauses the job when its window
+has closed, or finishes it when no chunk is pending. Bounding the wave bounds how many
+worker threads one job holds, so online messages always find a free thread.
+
+Every transition is compare-and-set on the job's generation (bumped per wave): a stale
+callback (an older wave, a duplicate) changes nothing. `tick` (run by `embedq beat`)
+starts queued jobs whose window opened, pauses running jobs whose window closed, and
+re-dispatches running jobs that made no progress for `job_stall_s` (their messages died
+with a flushed broker or killed workers); chunks already done never run again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from celery import Celery, chord, group
+from kombu.exceptions import OperationalError as KombuOperationalError
+
+from embedq.config import Settings
+from embedq.errors import BrokerUnavailable
+from embedq.jobs.store import JobStore, utcnow
+from embedq.jobs.windows import Window, may_run
+from embedq.models import Job
+from embedq.tasks import names
+
+log = logging.getLogger("embedq.jobs")
+
+Clock = Callable[[], datetime]
+
+
+def job_window(job: Job, settings: Settings) -> Window | None:
+    if not job.window:
+        return None
+    return Window.parse(job.window, job.timezone or settings.job_timezone)
+
+
+class Dispatcher:
+    def __init__(self, store: JobStore, app: Celery, settings: Settings,
+                 clock: Clock = utcnow) -> None:
+        self.store = store
+        self.app = app
+        self.settings = settings
+        self.clock = clock
+
+    def due(self, job: Job, now: datetime) -> tuple[bool, datetime | None]:
+        return may_run(job_window(job, self.settings), job.not_before, now)
+
+    def start(self, job_id: str, now: datetime | None = None) -> bool:
+        """Start a queued job if its window is open; True when a wave was dispatched."""
+        job = self.store.get(job_id)
+        now = now or self.clock()
+        if job.status != "queued" or not job.loaded or not self.due(job, now)[0]:
+            return False
+        generation = job.generation + 1
+        started = {"started_at": job.started_at or now}
+        if not self.store.transition(job.id, ["queued"], job.generation, status="running",
+                                     generation=generation, progress_at=now, **started):
+            return False
+        self.wave(job.id, generation)
+        return True
+
+    def wave(self, job_id: str, generation: int) -> int:
+        """Publish the next wave as a chord; finish the job when nothing is pending."""
+        if self.settings.embedded:
+            return 0  # the embedded process runs its chunks itself (see JobService.run)
+        job = self.store.get(job_id)
+        chunks = self.store.pending_chunks(job_id, self.settings.job_wave_chunks)
+        if not chunks:
+            self.finish(job_id, generation)
+            return 0
+        queue = self.settings.online_queue if job.priority == "online" else \
+            self.settings.bulk_queue
+        headers = group(
+            self.app.signature(names.BULK_CHUNK, args=[job_id, c, generation], queue=queue,
+                               immutable=True)
+            for c in chunks
+        )
+        body = self.app.signature(names.CLOSE_JOB, args=[job_id, generation], queue=queue,
+                                  immutable=True)
+        try:
+            chord(headers, body, app=self.app).apply_async()
+        except (KombuOperationalError, OSError) as exc:
+            # Back to queued: the next tick dispatches it again once the broker is back.
+            self.store.transition(job_id, ["running"], generation, status="queued")
+            raise BrokerUnavailable(f"the broker is unreachable ({exc}); the job stays "
+                                    "queued and `embedq beat` dispatches it") from exc
+        log.info("job %s wave %d: chunks %s on %s", job_id, generation, chunks, queue)
+        return len(chunks)
+
+    def close(self, job_id: str, generation: int, now: datetime | None = None) -> str:
+        """The chord callback: next wave, pause, or finish. Idempotent; returns what it did."""
+        job = self.store.get(job_id)
+        if job.status != "running" or job.generation != generation:
+            return "stale"
+        now = now or self.clock()
+        if not self.store.pending_chunks(job_id, 1):
+            return "finished" if self.finish(job_id, generation) else "stale"
+        if not self.due(job, now)[0]:
+            paused = self.store.transition(job_id, ["running"], generation, status="queued")
+            return "paused" if paused else "stale"
+        if not self.store.transition(job_id, ["running"], generation,
+                                     generation=generation + 1, progress_at=now):
+            return "stale"
+        self.wave(job_id, generation + 1)
+        return "next"
+
+    def finish(self, job_id: str, generation: int) -> bool:
+        job = self.store.get(job_id)
+        progress = self.store.progress(job)
+        status = "failed" if progress.total and progress.failed == progress.total \
+            else "succeeded"
+        return self.store.transition(job_id, ["running"], generation, status=status,
+                                     finished_at=self.clock())
+
+    def tick(self, now: datetime | None = None) -> dict[str, int]:
+        """Start due jobs, pause jobs outside their window, rescue stalled ones."""
+        now = now or self.clock()
+        counts = {"started": 0, "paused": 0, "rescued": 0}
+        stall = timedelta(seconds=self.settings.job_stall_s)
+        for job in self.store.jobs_in(["queued", "running"]):
+            try:
+                if job.status == "queued":
+                    counts["started"] += self.start(job.id, now)
+                elif not self.due(job, now)[0]:
+                    counts["paused"] += self.store.transition(
+                        job.id, ["running"], job.generation, status="queued")
+                elif job.progress_at is None or _aware(job.progress_at) + stall <= now:
+                    log.warning("job %s made no progress for %.0f s: dispatching again",
+                                job.id, self.settings.job_stall_s)
+                    if self.store.transition(job.id, ["running"], job.generation,
+                                             generation=job.generation + 1, progress_at=now):
+                        self.wave(job.id, job.generation + 1)
+                        counts["rescued"] += 1
+            except BrokerUnavailable as exc:
+                log.warning("job %s not dispatched: %s", job.id, exc)
+        return counts
+
+
+def _aware(moment: datetime) -> datetime:
+
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

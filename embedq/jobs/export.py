@@ -1,0 +1,135 @@
+"""Export a job's vectors in input order: Parquet, NPY (+ an ids sidecar) or JSONL.
+
+Streaming: rows are read `PAGE_ROWS` at a time and written as they come, so exporting a
+million vectors costs one page of memory. A failed item keeps its place: a null embedding
+(Parquet, JSONL) or a NaN row (NPY), with its error in the `error` column / sidecar.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from embedq.errors import InvalidInput
+from embedq.jobs.store import JobStore, ResultRow
+
+EXPORT_FORMATS = {".parquet": "parquet", ".npy": "npy", ".jsonl": "jsonl"}
+ROW_GROUP = 2000
+
+
+def export_format(path: Path) -> str:
+    fmt = EXPORT_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise InvalidInput(
+            f"cannot export to {path.name!r}: name the file .parquet, .npy or .jsonl", "out"
+        )
+    return fmt
+
+
+def ids_sidecar(path: Path) -> Path:
+    """Where the NPY export writes ids and errors, one JSON object a line."""
+    return path.with_suffix(".ids.jsonl")
+
+
+def export(store: JobStore, job_id: str, out: str | Path) -> int:
+    """Write every item of the job to `out` in input order; return how many rows."""
+    path = Path(out)
+    fmt = export_format(path)
+    job = store.get(job_id)
+    rows = store.results(job_id, 0, max(job.total, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        return _jsonl(rows, path)
+    dim = _dimension(store, job_id, job.dimensions)
+    if fmt == "npy":
+        return _npy(rows, path, job.total, dim)
+    return _parquet(rows, path, dim)
+
+
+def _dimension(store: JobStore, job_id: str, declared: int | None) -> int:
+    if declared:
+        return declared
+    for row in store.results(job_id, 0, 1 << 31):
+        if row.vector is not None:
+            return len(row.vector) // 4
+    return 0
+
+
+def _jsonl(rows: Iterator[ResultRow], path: Path) -> int:
+    n = 0
+    with path.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            item: dict[str, Any] = {"index": row.index, "id": row.id}
+            if row.vector is not None:
+                item["embedding"] = np.frombuffer(row.vector, dtype="<f4").tolist()
+            else:
+                item["error"] = row.error or "not embedded yet"
+            fh.write(json.dumps(item, separators=(",", ":")) + "\n")
+            n += 1
+    return n
+
+
+def _npy(rows: Iterator[ResultRow], path: Path, total: int, dim: int) -> int:
+    from numpy.lib import format as npy_format
+
+    blank = np.full(dim, np.nan, dtype="<f4").tobytes()
+    n = 0
+    with path.open("wb") as fh, ids_sidecar(path).open("w", encoding="utf-8") as ids:
+        npy_format.write_array_header_1_0(
+            fh, {"descr": "<f4", "fortran_order": False, "shape": (total, dim)}
+        )
+        for row in rows:
+            fh.write(row.vector if row.vector is not None else blank)
+            _sidecar_line(ids, row)
+            n += 1
+    return n
+
+
+def _sidecar_line(ids: IO[str], row: ResultRow) -> None:
+    error = None if row.vector is not None else (row.error or "not embedded yet")
+    ids.write(json.dumps({"index": row.index, "id": row.id, "error": error}) + "\n")
+
+
+def _parquet(rows: Iterator[ResultRow], path: Path, dim: int) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    vector_type = pa.list_(pa.float32(), dim) if dim else pa.list_(pa.float32())
+    schema = pa.schema([
+        ("index", pa.int64()), ("id", pa.string()), ("embedding", vector_type),
+        ("error", pa.string()),
+    ])
+    n = 0
+    with pq.ParquetWriter(path, schema) as writer:
+        page: list[ResultRow] = []
+        for row in rows:
+            page.append(row)
+            if len(page) >= ROW_GROUP:
+                writer.write_table(_table(page, schema, vector_type))
+                n += len(page)
+                page = []
+        if page or n == 0:
+            writer.write_table(_table(page, schema, vector_type))
+            n += len(page)
+    return n
+
+
+def _table(page: list[ResultRow], schema: Any, vector_type: Any) -> Any:
+    import pyarrow as pa
+
+    vectors = [
+        np.frombuffer(r.vector, dtype="<f4") if r.vector is not None else None for r in page
+    ]
+    return pa.table({
+        "index": pa.array([r.index for r in page], pa.int64()),
+        "id": pa.array([r.id for r in page], pa.string()),
+        "embedding": pa.array(vectors, vector_type),
+        "error": pa.array(
+            [None if r.vector is not None else (r.error or "not embedded yet") for r in page],
+            pa.string(),
+        ),
+    }, schema=schema)

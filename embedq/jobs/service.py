@@ -1,0 +1,243 @@
+"""JobService: submit, inspect, cancel and collect jobs.
+
+A job is accepted once its row, its items (index, external id, text, fingerprint) and its
+chunks are committed: only then does `submit` return an id, so a database outage before
+that point loses nothing that was acknowledged, and nothing after it can lose the job
+(Redis and the broker hold only copies of work that can be dispatched again).
+
+Items are stored as they stream in, `PAGE_ITEMS` per transaction; chunks are cut by an
+estimated token budget (`job_chunk_tokens`) and a text count (`job_chunk_max_texts`).
+A file with a bad line keeps every line before it: the job is sealed with those items
+and the error, and the error is raised naming the line.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+from embedq.errors import BadInputFile, EmbedqError, InvalidInput
+from embedq.fingerprint import fingerprint
+from embedq.jobs.dispatch import Clock, Dispatcher, job_window
+from embedq.jobs.readers import Record
+from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
+from embedq.jobs.windows import Window
+from embedq.models import Job
+from embedq.service import EmbeddingService
+
+PAGE_ITEMS = 2000
+PRIORITIES = ("online", "bulk")
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens a text will cost, without loading a tokenizer (about 4 bytes a token,
+    capped at a typical 512-token model window)."""
+    return min(len(text.encode("utf-8")) // 4 + 2, 512)
+
+
+class JobService:
+    def __init__(self, service: EmbeddingService, clock: Clock = utcnow) -> None:
+        self.service = service
+        self.settings = service.settings
+        self.store = JobStore(service.db)
+        self.dispatcher = Dispatcher(self.store, service.app, self.settings, clock)
+        self.clock = clock
+
+    # --- submitting
+    def submit(
+        self,
+        records: Iterable[Record | str],
+        *,
+        model: str | None = None,
+        priority: str = "bulk",
+        window: str | None = None,
+        timezone: str | None = None,
+        not_before: datetime | None = None,
+        source: str | None = None,
+        on_saved: Callable[[str], None] | None = None,
+        start: bool = True,
+    ) -> str:
+        """Store a job and its items, then start it if its window is open; return its id.
+
+        `on_saved(job_id)` is called once the job row exists, before items load, so a
+        caller can name the job in an error about a bad line.
+        """
+        if priority not in PRIORITIES:
+            raise InvalidInput(f"priority {priority!r} is unknown: use online or bulk",
+                               "priority")
+        spec = self.service.spec(model)
+        tz = timezone or self.settings.job_timezone
+        if window:
+            window = str(Window.parse(window, tz))
+        job_id = uuid.uuid4().hex
+        self.store.create(Job(
+            id=job_id, status="queued", priority=priority, model=spec.model,
+            revision=spec.revision, dimensions=spec.dimensions, normalize=spec.normalize,
+            source=(source or "")[:255] or None, window=window, timezone=tz if window else None,
+            not_before=not_before, total=0, chunks=0, loaded=False, generation=0,
+        ))
+        if on_saved is not None:
+            on_saved(job_id)
+        loader = _Loader(self, job_id, spec)
+        try:
+            for n, record in enumerate(records):
+                loader.add(record, n)
+        except BadInputFile as exc:
+            loader.seal(error=str(exc))
+            raise
+        loader.seal()
+        if start:
+            self.start(job_id)
+        return job_id
+
+    def start(self, job_id: str) -> bool:
+        """Dispatch the job's first wave if it may run now; in embedded mode run it here."""
+        if self.settings.embedded:
+            return self.dispatcher.start(job_id)
+        try:
+            return self.dispatcher.start(job_id)
+        except EmbedqError:
+            return False  # stays queued in the database; `embedq beat` dispatches it
+
+    # --- embedded mode: chords need a result backend with counters, which the in-process
+    # cache backend lacks, so the embedded process runs the chunks itself, in order.
+    def run_here(self, job_id: str, poll_s: float = 1.0) -> None:
+        from embedq.workers.bulk import run_chunk
+        from embedq.workers.runtime import current
+
+        self.service._ensure_worker()
+        runtime = current()
+        while True:
+            job = self.store.get(job_id)
+            if job.status in ("succeeded", "failed", "cancelled"):
+                return
+            if job.status == "queued":
+                if not self.dispatcher.start(job_id):
+                    time.sleep(poll_s)  # outside its window: wait for it to open
+                continue
+            for chunk in self.store.pending_chunks(job_id, self.settings.job_wave_chunks):
+                run_chunk(runtime, self.store, job_id, chunk)
+            self.dispatcher.close(job_id, job.generation)
+
+    # --- reading
+    def get(self, job_id: str) -> Job:
+        return self.store.get(job_id)
+
+    def progress(self, job: Job) -> Progress:
+        return self.store.progress(job)
+
+    def describe(self, job_id: str) -> dict[str, Any]:
+        """The job as the API and `embedq jobs status` show it."""
+        job = self.store.get(job_id)
+        progress = self.store.progress(job)
+        waiting: str | None = None
+        if job.status == "queued" and job.loaded:
+            due, when = self.dispatcher.due(job, self.clock())
+            waiting = when.isoformat() if when is not None and not due else None
+        return {
+            "id": job.id,
+            "object": "job",
+            "status": job.status,
+            "priority": job.priority,
+            "model": job.model,
+            "source": job.source,
+            "window": job.window,
+            "timezone": job.timezone,
+            "waiting_until": waiting,
+            "loaded": job.loaded,
+            "progress": progress.to_json(),
+            "error": job.error,
+            "created_at": _iso(job.created_at),
+            "started_at": _iso(job.started_at),
+            "finished_at": _iso(job.finished_at),
+        }
+
+    def list(self, limit: int = 50, status: str | None = None) -> list[dict[str, Any]]:
+        return [self.describe(job.id) for job in self.store.recent(limit, status)]
+
+    def results(self, job_id: str, offset: int = 0, limit: int = 100) -> Iterator[ResultRow]:
+        if offset < 0 or limit < 1:
+            raise InvalidInput("offset must be >= 0 and limit >= 1", "offset")
+        self.store.get(job_id)
+        return self.store.results(job_id, offset, limit)
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel what has not run; chunks already done keep their vectors."""
+        job = self.store.get(job_id)
+        return self.store.transition(job.id, ["queued", "running"], None,
+                                     status="cancelled", finished_at=self.clock())
+
+    def tick(self, now: datetime | None = None) -> dict[str, int]:
+        return self.dispatcher.tick(now)
+
+    def window_of(self, job: Job) -> Window | None:
+        return job_window(job, self.settings)
+
+
+class _Loader:
+    """Streams records into items and chunk rows, one transaction per page."""
+
+    def __init__(self, jobs: JobService, job_id: str, spec: Any) -> None:
+        self.jobs = jobs
+        self.job_id = job_id
+        self.spec = spec
+        self.items: list[dict[str, Any]] = []
+        self.chunks: list[dict[str, Any]] = []
+        self.count = 0
+        self.chunk_no = 0
+        self.chunk_start = 0
+        self.chunk_tokens = 0
+        self.max_tokens = jobs.settings.job_chunk_tokens
+        self.max_texts = jobs.settings.job_chunk_max_texts
+        self.limit = jobs.settings.max_job_inputs
+
+    def add(self, record: Record | str, n: int) -> None:
+        if isinstance(record, str):
+            record = Record(n + 1, None, record)
+        if not isinstance(record.text, str) or not record.text:
+            raise BadInputFile("the text is empty: give every input some text", record.line)
+        if self.count >= self.limit:
+            raise BadInputFile(
+                f"a job holds at most {self.limit} inputs (EMBEDQ_MAX_JOB_INPUTS): split "
+                "the file", record.line)
+        try:
+            fp = fingerprint(self.spec, record.text)
+        except InvalidInput as exc:
+            raise BadInputFile(str(exc), record.line) from None
+        tokens = estimate_tokens(record.text)
+        texts = self.count - self.chunk_start
+        if texts and (texts >= self.max_texts or self.chunk_tokens + tokens > self.max_tokens):
+            self._close_chunk()
+        self.items.append({"job_id": self.job_id, "index": self.count,
+                           "external_id": record.id, "text": record.text, "fingerprint": fp})
+        self.count += 1
+        self.chunk_tokens += tokens
+        if len(self.items) >= PAGE_ITEMS:
+            self._flush()
+
+    def _close_chunk(self) -> None:
+        self.chunks.append({
+            "job_id": self.job_id, "chunk": self.chunk_no, "start": self.chunk_start,
+            "stop": self.count, "tokens": self.chunk_tokens, "status": "pending",
+            "encoded": 0, "done": 0, "cached": 0, "coalesced": 0, "failed": 0,
+        })
+        self.chunk_no += 1
+        self.chunk_start = self.count
+        self.chunk_tokens = 0
+
+    def _flush(self) -> None:
+        self.jobs.store.add(self.items, self.chunks)
+        self.items, self.chunks = [], []
+
+    def seal(self, error: str | None = None) -> None:
+        if self.count > self.chunk_start:
+            self._close_chunk()
+        self._flush()
+        self.jobs.store.seal(self.job_id, self.count, self.chunk_no, error)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None

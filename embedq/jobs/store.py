@@ -1,0 +1,217 @@
+"""Every SQL statement about jobs, in one place: rows in, progress out.
+
+Progress is the sum over a job's chunk rows; a chunk turns `done` in one UPDATE guarded by
+`status = 'pending'`, so a chunk that ran twice is counted once. State changes of a job
+are compare-and-set on (status, generation): of two processes that race to dispatch or
+close the same job, exactly one wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+
+from embedq.errors import NotFound
+from embedq.models import Database, Embedding, Job, JobChunk, JobItem
+from embedq.models.job import CHUNK_DONE, CHUNK_PENDING
+
+PAGE_ROWS = 2000
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Progress:
+    total: int
+    done: int
+    cached: int
+    coalesced: int
+    failed: int
+    encoded: int
+    chunks: int
+    chunks_done: int
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "total": self.total, "done": self.done, "cached": self.cached,
+            "coalesced": self.coalesced, "failed": self.failed, "encoded": self.encoded,
+            "chunks": self.chunks, "chunks_done": self.chunks_done,
+        }
+
+
+@dataclass(frozen=True)
+class ChunkCounts:
+    encoded: int = 0
+    done: int = 0
+    cached: int = 0
+    coalesced: int = 0
+    failed: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"encoded": self.encoded, "done": self.done, "cached": self.cached,
+                "coalesced": self.coalesced, "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    index: int
+    id: str | None
+    vector: bytes | None
+    error: str | None
+
+
+class JobStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # --- creating
+    def create(self, job: Job) -> None:
+        with self.db.session() as s:
+            s.add(job)
+
+    def add(self, items: Sequence[dict[str, Any]], chunks: Sequence[dict[str, Any]]) -> None:
+        """Insert a page of items and the chunks they close, in one transaction."""
+        with self.db.session() as s:
+            if items:
+                s.execute(insert(JobItem), list(items))
+            if chunks:
+                s.execute(insert(JobChunk), list(chunks))
+
+    def seal(self, job_id: str, total: int, chunks: int, error: str | None) -> None:
+        values: dict[str, Any] = {"loaded": True, "total": total, "chunks": chunks,
+                                  "error": error}
+        if total == 0:
+            values.update(status="failed", finished_at=utcnow())
+        with self.db.session() as s:
+            s.execute(update(Job).where(Job.id == job_id).values(**values))
+
+    # --- reading
+    def get(self, job_id: str) -> Job:
+        with self.db.session() as s:
+            job = s.get(Job, job_id)
+        if job is None:
+            raise NotFound(f"job {job_id!r} does not exist: `embedq jobs list` shows the jobs")
+        return job
+
+    def progress(self, job: Job) -> Progress:
+        with self.db.session() as s:
+            row = s.execute(
+                select(
+                    func.coalesce(func.sum(JobChunk.done), 0),
+                    func.coalesce(func.sum(JobChunk.cached), 0),
+                    func.coalesce(func.sum(JobChunk.coalesced), 0),
+                    func.coalesce(func.sum(JobChunk.failed), 0),
+                    func.coalesce(func.sum(JobChunk.encoded), 0),
+                    func.count().filter(JobChunk.status == CHUNK_DONE),
+                ).where(JobChunk.job_id == job.id)
+            ).one()
+        done, cached, coalesced, failed, encoded, chunks_done = (int(v or 0) for v in row)
+        return Progress(job.total, done, cached, coalesced, failed, encoded, job.chunks,
+                        chunks_done)
+
+    def recent(self, limit: int = 50, status: str | None = None) -> list[Job]:
+        query = select(Job).order_by(Job.created_at.desc()).limit(limit)
+        if status:
+            query = query.where(Job.status == status)
+        with self.db.session() as s:
+            return list(s.scalars(query))
+
+    def jobs_in(self, statuses: Sequence[str]) -> list[Job]:
+        with self.db.session() as s:
+            return list(s.scalars(
+                select(Job).where(Job.status.in_(statuses), Job.loaded.is_(True))
+                .order_by(Job.created_at)
+            ))
+
+    def pending_chunks(self, job_id: str, limit: int) -> list[int]:
+        with self.db.session() as s:
+            return list(s.scalars(
+                select(JobChunk.chunk).where(
+                    JobChunk.job_id == job_id, JobChunk.status == CHUNK_PENDING
+                ).order_by(JobChunk.chunk).limit(limit)
+            ))
+
+    def chunk(self, job_id: str, chunk: int) -> JobChunk:
+        with self.db.session() as s:
+            row = s.get(JobChunk, (job_id, chunk))
+        if row is None:
+            raise NotFound(f"job {job_id!r} has no chunk {chunk}")
+        return row
+
+    def chunk_items(self, job_id: str, start: int, stop: int) -> list[tuple[str, str]]:
+        """(fingerprint, text) of the items in [start, stop), in input order."""
+        with self.db.session() as s:
+            rows = s.execute(
+                select(JobItem.fingerprint, JobItem.text).where(
+                    JobItem.job_id == job_id, JobItem.index >= start, JobItem.index < stop
+                ).order_by(JobItem.index)
+            )
+            return [(fp, text) for fp, text in rows]
+
+    def stored(self, fps: Sequence[str]) -> set[str]:
+        """The fingerprints among `fps` whose vectors are already in the durable tier."""
+        if not fps:
+            return set()
+        with self.db.session() as s:
+            return set(s.scalars(select(Embedding.fingerprint).where(
+                Embedding.fingerprint.in_(list(fps)))))
+
+    def results(self, job_id: str, offset: int, limit: int) -> Iterator[ResultRow]:
+        """Items in input order from `offset`, each with its vector or error; paged."""
+        index = offset
+        end = offset + limit
+        while index < end:
+            page = min(PAGE_ROWS, end - index)
+            with self.db.session() as s:
+                rows = list(s.execute(
+                    select(JobItem.index, JobItem.external_id, Embedding.vector, JobItem.error)
+                    .outerjoin(Embedding, Embedding.fingerprint == JobItem.fingerprint)
+                    .where(JobItem.job_id == job_id, JobItem.index >= index)
+                    .order_by(JobItem.index).limit(page)
+                ))
+            for i, ext, vec, err in rows:
+                yield ResultRow(i, ext, bytes(vec) if vec is not None else None, err)
+            if len(rows) < page:
+                return
+            index = rows[-1][0] + 1
+
+    # --- state changes (compare-and-set)
+    def transition(self, job_id: str, from_status: Sequence[str], at_generation: int | None,
+                   **values: Any) -> bool:
+        """Set `values` if the job is in one of `from_status` (and at `at_generation`)."""
+        stmt = update(Job).where(Job.id == job_id, Job.status.in_(from_status))
+        if at_generation is not None:
+            stmt = stmt.where(Job.generation == at_generation)
+        with self.db.session() as s:
+            result = s.execute(stmt.values(**values))
+        return bool(getattr(result, "rowcount", 0))
+
+    def finish_chunk(self, job_id: str, chunk: int, counts: ChunkCounts) -> bool:
+        """Record a chunk's counts once; False when it was already done (a second run)."""
+        now = utcnow()
+        with self.db.session() as s:
+            result = s.execute(
+                update(JobChunk).where(
+                    JobChunk.job_id == job_id, JobChunk.chunk == chunk,
+                    JobChunk.status == CHUNK_PENDING,
+                ).values(status=CHUNK_DONE, finished_at=now, **counts.to_json())
+            )
+            won = bool(getattr(result, "rowcount", 0))
+            if won:
+                s.execute(update(Job).where(Job.id == job_id).values(progress_at=now))
+        return won
+
+    def record_failures(self, job_id: str, start: int, stop: int,
+                        errors: dict[str, str]) -> None:
+        with self.db.session() as s:
+            for fp, message in errors.items():
+                s.execute(update(JobItem).where(
+                    JobItem.job_id == job_id, JobItem.index >= start, JobItem.index < stop,
+                    JobItem.fingerprint == fp,
+                ).values(error=message))

@@ -1,0 +1,102 @@
+"""Off-peak windows: "HH:MM-HH:MM" in a time zone, possibly across midnight.
+
+A job with a window runs only while the window is open: it waits for the next opening,
+pauses at the chunk boundary after it closes, and resumes at the next opening. Pure
+functions of an explicit `now`, so tests drive them with a fake clock.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from embedq.errors import ConfigError, InvalidInput
+
+_WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+
+
+def zone(name: str) -> ZoneInfo:
+    """The named IANA time zone; ConfigError if this machine does not know it."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ConfigError(
+            f"time zone {name!r} is unknown: use an IANA name such as UTC or Europe/Paris "
+            "(EMBEDQ_JOB_TIMEZONE)"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class Window:
+    start: time
+    end: time
+    tz: ZoneInfo
+
+    @classmethod
+    def parse(cls, text: str, tz_name: str = "UTC") -> Window:
+        m = _WINDOW.match(text.strip())
+        if not m:
+            raise InvalidInput(
+                f"off-peak window {text!r} is not HH:MM-HH:MM (24-hour clock), "
+                "e.g. 01:00-06:00", "window",
+            )
+        h1, m1, h2, m2 = (int(g) for g in m.groups())
+        if (h1, m1) == (h2, m2):
+            raise InvalidInput(
+                f"off-peak window {text!r} opens and closes at the same minute: "
+                "give two different times, or leave the window out to run at once", "window",
+            )
+        return cls(time(h1, m1), time(h2, m2), zone(tz_name))
+
+    def __str__(self) -> str:
+        return f"{self.start:%H:%M}-{self.end:%H:%M}"
+
+    def is_open(self, now: datetime) -> bool:
+        local = _aware(now).astimezone(self.tz).time().replace(tzinfo=None)
+        if self.start < self.end:
+            return self.start <= local < self.end
+        return local >= self.start or local < self.end  # across midnight
+
+    def next_open(self, now: datetime) -> datetime:
+        """When the window opens next (`now` itself when it is open), in UTC."""
+        now = _aware(now)
+        if self.is_open(now):
+            return now.astimezone(UTC)
+        local = now.astimezone(self.tz)
+        for days in (0, 1, 2):
+            day = local.date() + timedelta(days=days)
+            candidate = datetime.combine(day, self.start, tzinfo=self.tz)
+            if candidate > local:
+                return candidate.astimezone(UTC)
+        raise AssertionError("a daily window opens within two days")
+
+    def next_close(self, now: datetime) -> datetime:
+        """When the window closes next, in UTC."""
+        local = _aware(now).astimezone(self.tz)
+        for days in (0, 1, 2):
+            day = local.date() + timedelta(days=days)
+            candidate = datetime.combine(day, self.end, tzinfo=self.tz)
+            if candidate > local:
+                return candidate.astimezone(UTC)
+        raise AssertionError("a daily window closes within two days")
+
+
+def _aware(now: datetime) -> datetime:
+    return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+
+def may_run(
+    window: Window | None, not_before: datetime | None, now: datetime
+) -> tuple[bool, datetime | None]:
+    """(True, None) when a job may run at `now`; else (False, when it may start)."""
+    now = _aware(now)
+    if not_before is not None and _aware(not_before) > now:
+        start = _aware(not_before)
+        if window is not None:
+            start = window.next_open(start)
+        return False, start
+    if window is not None and not window.is_open(now):
+        return False, window.next_open(now)
+    return True, None

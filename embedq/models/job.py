@@ -1,0 +1,91 @@
+"""Jobs: one row per job, its items (one per input line) and its chunks.
+
+A job's progress lives here, never in Redis: a chunk row turns `done` in one guarded
+UPDATE (`WHERE status = 'pending'`), so a chunk task that runs twice counts once, and the
+job's progress is the sum over its chunks. Items keep the text and its fingerprint, so
+any worker can run any chunk again after the broker lost every message.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    func,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from embedq.models.base import Base
+
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+PRIORITIES = ("online", "bulk")
+CHUNK_PENDING = "pending"
+CHUNK_DONE = "done"
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    priority: Mapped[str] = mapped_column(String(8), default="bulk")
+    model: Mapped[str] = mapped_column(String(255))
+    revision: Mapped[str] = mapped_column(String(255))
+    dimensions: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    normalize: Mapped[bool] = mapped_column(Boolean, default=True)
+    source: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # Off-peak window "HH:MM-HH:MM" in `timezone`; None runs at once.
+    window: Mapped[str | None] = mapped_column(String(11), nullable=True)
+    timezone: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    not_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    chunks: Mapped[int] = mapped_column(Integer, default=0)
+    # True once every item is stored; a job still loading is never dispatched.
+    loaded: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Bumped on every dispatch: a chord callback of an older wave is stale and ignored.
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Last dispatch or chunk completion: a running job idle past the stall limit is
+    # re-dispatched (its messages were lost with a flushed broker or killed workers).
+    progress_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class JobItem(Base):
+    __tablename__ = "job_items"
+
+    job_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    external_id: Mapped[str | None] = mapped_column(Text, nullable=True)
+    text: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class JobChunk(Base):
+    __tablename__ = "job_chunks"
+
+    job_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    chunk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    start: Mapped[int] = mapped_column(Integer)  # first item index
+    stop: Mapped[int] = mapped_column(Integer)  # one past the last item index
+    tokens: Mapped[int] = mapped_column(Integer, default=0)  # estimated
+    status: Mapped[str] = mapped_column(String(8), default=CHUNK_PENDING)
+    encoded: Mapped[int] = mapped_column(Integer, default=0)  # distinct texts computed
+    done: Mapped[int] = mapped_column(Integer, default=0)  # items with a vector
+    cached: Mapped[int] = mapped_column(Integer, default=0)
+    coalesced: Mapped[int] = mapped_column(Integer, default=0)
+    failed: Mapped[int] = mapped_column(Integer, default=0)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
