@@ -115,6 +115,14 @@ class Settings:
     max_job_inputs: int = 1_000_000
     max_online_depth: int = 10_000
 
+    # --- jobs and bulk vectorization
+    job_chunk_tokens: int = 65_536  # estimated tokens per chunk task
+    job_chunk_max_texts: int = 2048
+    job_wave_chunks: int = 4  # chunk tasks per chord; bounds the bulk threads per job
+    job_tick_s: float = 10.0  # how often `embedq beat` checks windows and stalled jobs
+    job_stall_s: float = 300.0  # a running job idle this long is dispatched again
+    job_timezone: str = "UTC"  # the time zone of off-peak windows
+
     @property
     def embedded(self) -> bool:
         """True when no servers are configured: broker and hot store live in this process."""

@@ -8,7 +8,7 @@ from celery import Celery, Task
 
 from embedq.config import Settings
 from embedq.errors import Unavailable
-from embedq.tasks import names
+from embedq.tasks import bulk, names
 from embedq.workers import runtime
 
 
@@ -30,3 +30,4 @@ def register(app: Celery, settings: Settings) -> None:
         return runtime.current().handle_embed(payload)
 
     del embed
+    bulk.register(app, settings)

@@ -3,3 +3,4 @@
 EMBED = "embedq.embed"
 BULK_CHUNK = "embedq.bulk_chunk"
 CLOSE_JOB = "embedq.close_job"
+JOBS_TICK = "embedq.jobs_tick"
