@@ -1,0 +1,227 @@
+"""The semantic cache: (query, payload) entries in namespaces, found again by meaning.
+
+`SemanticCache` orchestrates embed -> index -> table:
+  put     embed the query (EmbeddingService.embed: fingerprint, exact cache, coalescing),
+          write the row and its change to the table, then catch the index up;
+  lookup  embed the query, search the namespace's index (cosine, [-1, 1]), read the
+          candidates' rows (expired ones never hit), keep those at or above the threshold
+          that match the metadata filter, and count the hit or the miss.
+A threshold of 1.0 means "this exact text" and is answered from the table by the text's
+digest, without embedding. The table is the source of truth; indexes are views (sync.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from embedq.cache.semantic.index import IndexConfig, unit_rows
+from embedq.cache.semantic.store import Entry, SemanticStore, utcnow
+from embedq.cache.semantic.sync import IndexSync, SyncConfig
+from embedq.config import Settings
+from embedq.errors import ConfigError, InputTooLarge, InvalidInput, NotFound
+from embedq.service import EmbeddingService
+
+NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+MAX_K = 100
+EXACT = 1.0
+
+
+@dataclass(frozen=True)
+class Match:
+    id: int
+    score: float
+    query: str
+    payload: Any
+    metadata: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    hit: bool
+    matches: list[Match]
+    threshold: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hit": self.hit, "threshold": self.threshold,
+                "matches": [m.to_json() for m in self.matches]}
+
+
+def space_of(model: str, revision: str, dimensions: int | None) -> str:
+    """The vector space an entry lives in: entries of two spaces are never compared."""
+    body = json.dumps({"model": model, "revision": revision, "dimensions": dimensions},
+                      sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def check_namespace(namespace: str) -> str:
+    if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+        raise InvalidInput(
+            f"namespace {namespace!r} is not valid: use 1-128 characters from letters, "
+            "digits and . _ : - (starting with a letter or digit)", "namespace",
+        )
+    return namespace
+
+
+def check_threshold(threshold: Any) -> float:
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or (
+        math.isnan(threshold) or not -1.0 <= threshold <= 1.0
+    ):
+        raise InvalidInput(
+            f"threshold {threshold!r} is outside [-1, 1]: it is a cosine similarity "
+            "(1.0 = the exact text only)", "threshold",
+        )
+    return float(threshold)
+
+
+class SemanticCache:
+    """One per process: owns the indexes of the service's model space and their sync."""
+
+    def __init__(self, service: EmbeddingService, settings: Settings | None = None, *,
+                 start: bool = True) -> None:
+        self.service = service
+        self.settings = settings or service.settings
+        s = self.settings
+        if s.semantic_index not in {"faiss", "exact"}:
+            raise ConfigError(
+                f"EMBEDQ_SEMANTIC_INDEX={s.semantic_index!r} is unknown: use faiss or exact")
+        self.default_threshold = s.semantic_threshold
+        if not -1.0 <= self.default_threshold <= 1.0:
+            raise ConfigError("EMBEDQ_SEMANTIC_THRESHOLD must be within [-1, 1]")
+        spec = service.spec()
+        self.model = spec.model
+        self.space = space_of(spec.model, spec.revision, spec.dimensions)
+        self.store = SemanticStore(service.db)
+        self.sync = IndexSync(
+            self.store, self.space, s.data_dir,
+            IndexConfig(kind=s.semantic_index, flat_max=s.semantic_flat_max,
+                        ivf_list_size=s.semantic_ivf_list_size, nprobe=s.semantic_nprobe,
+                        use_gpu=s.semantic_gpu),
+            SyncConfig(interval_s=s.semantic_sync_interval_s,
+                       sweep_interval_s=s.semantic_sweep_interval_s,
+                       snapshot_interval_s=s.semantic_snapshot_interval_s,
+                       compact_deletes=s.semantic_compact_deletes,
+                       change_retention_s=s.semantic_change_retention_s),
+        )
+        if start:
+            self.sync.start()
+
+    # --- input checks
+    def _query(self, query: Any) -> str:
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query is empty: send the question or text to cache", "query")
+        if len(query) > self.settings.max_input_chars:
+            raise InputTooLarge(
+                f"query has {len(query)} characters; the limit is "
+                f"{self.settings.max_input_chars}", "query",
+            )
+        return query
+
+    def _json_size(self, value: Any, name: str) -> None:
+        try:
+            size = len(json.dumps(value, allow_nan=False).encode("utf-8"))
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"{name} is not JSON ({exc}): send JSON values", name) from exc
+        limit = self.settings.semantic_max_payload_bytes
+        if size > limit:
+            raise InputTooLarge(
+                f"{name} is {size} bytes as JSON; the limit is {limit} "
+                "(EMBEDQ_SEMANTIC_MAX_PAYLOAD_BYTES): store a reference instead", name,
+            )
+
+    def _vector(self, query: str) -> np.ndarray:
+        vector = self.service.embed([query]).vectors()[0]
+        return unit_rows(vector.reshape(1, -1))[0]
+
+    # --- the calls
+    def put(
+        self, namespace: str, query: str, payload: Any, *, ttl_s: int | None = None,
+        sliding: bool | None = None, metadata: dict[str, Any] | None = None,
+    ) -> int:
+        """Store (query, payload); the same query text replaces the payload. Returns the id."""
+        check_namespace(namespace)
+        query = self._query(query)
+        self._json_size(payload, "payload")
+        metadata = {} if metadata is None else metadata
+        if not isinstance(metadata, dict):
+            raise InvalidInput("metadata must be a JSON object", "metadata")
+        self._json_size(metadata, "metadata")
+        if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, int)
+                                  or ttl_s <= 0):
+            raise InvalidInput(f"ttl_s {ttl_s!r} must be a positive integer of seconds", "ttl_s")
+        vector = self._vector(query)
+        result = self.store.put(
+            namespace=namespace, model=self.model, space=self.space, query=query,
+            vector=np.ascontiguousarray(vector, dtype="<f4").tobytes(), payload=payload,
+            metadata=metadata, ttl_s=ttl_s,
+            sliding=self.settings.semantic_sliding_ttl if sliding is None else bool(sliding),
+            max_entries=self.settings.semantic_max_entries,
+        )
+        self.sync.catch_up()  # this process reads its own writes at once
+        return result.id
+
+    def lookup(
+        self, namespace: str, query: str, *, threshold: float | None = None, k: int = 1,
+        filter: dict[str, Any] | None = None,
+    ) -> LookupResult:
+        """Matches at or above the threshold, best first; an unknown namespace is a miss."""
+        check_namespace(namespace)
+        query = self._query(query)
+        threshold = self.default_threshold if threshold is None else check_threshold(threshold)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise InvalidInput(f"k {k!r} must be an integer from 1 to {MAX_K}", "k")
+        if filter is not None and not isinstance(filter, dict):
+            raise InvalidInput("filter must be a JSON object of metadata values", "filter")
+        now = utcnow()
+        if threshold >= EXACT:
+            entry = self.store.exact_entry(namespace, self.space, query, now)
+            scored = [(entry, 1.0)] if entry is not None else []
+        else:
+            fetch = k + 4 if not filter else max(4 * k, 32)
+            hits = [(i, s) for i, s in self.sync.search(namespace, self._vector(query), fetch)
+                    if s >= threshold]
+            rows = self.store.live_entries([i for i, _ in hits], now)
+            scored = [(rows[i], s) for i, s in hits if i in rows]
+        matches = [
+            Match(e.id, round(s, 6), e.query, e.payload, e.metadata)
+            for e, s in scored if _matches_filter(e, filter)
+        ][:k]
+        self.store.record_lookup(namespace, [m.id for m in matches], now)
+        return LookupResult(bool(matches), matches, threshold)
+
+    def delete(self, namespace: str, entry_id: int) -> None:
+        check_namespace(namespace)
+        if not self.store.delete_entry(namespace, int(entry_id)):
+            raise NotFound(f"no entry {entry_id} in namespace {namespace!r}")
+        self.sync.catch_up()
+
+    def drop(self, namespace: str) -> int:
+        """Delete the whole namespace; return how many entries went."""
+        check_namespace(namespace)
+        removed = self.store.drop_namespace(namespace)
+        self.sync.catch_up()
+        return removed
+
+    def stats(self, namespace: str) -> dict[str, Any]:
+        check_namespace(namespace)
+        stats = self.store.stats(namespace, utcnow())
+        stats.update(self.sync.describe(namespace))
+        stats["model"] = self.model
+        stats["threshold"] = self.default_threshold
+        return stats
+
+    def close(self, save: bool = True) -> None:
+        self.sync.close(save=save)
+
+
+def _matches_filter(entry: Entry, wanted: dict[str, Any] | None) -> bool:
+    return not wanted or all(entry.metadata.get(k) == v for k, v in wanted.items())

@@ -1,0 +1,301 @@
+"""Table access for the semantic cache: entries, the change log, namespace counters.
+
+Writers (put, delete, drop, expiry sweep, eviction, pruning) hold one Postgres advisory
+lock for their transaction, so change `seq` numbers are handed out in commit order: a
+follower that has read every change up to `seq` W can never later see a change <= W
+appear. That makes the watermark exact. SQLite (embedded mode) has one writer anyway.
+
+Change ops: "put" (entry added), "delete" (entry gone), "drop" (a whole namespace gone),
+"pruned" (changes up to `entry_id` were removed from the log; older snapshots are stale).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import case, delete, func, select, text, update
+from sqlalchemy.orm import Session
+
+from embedq.models import Database, SemanticChange, SemanticEntry, SemanticNamespace
+from embedq.models.engine import map_db_errors
+
+WRITE_LOCK_KEY = 0x656D62_5345  # "emb" "SE": one lock for every semantic-cache writer
+SWEEP_BATCH = 1000
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def aware(moment: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; every time here is UTC."""
+    if moment is not None and moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment
+
+
+def query_digest(query: str) -> str:
+    return hashlib.sha256(query.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: int
+    namespace: str
+    query: str
+    payload: Any
+    metadata: dict[str, Any]
+    created_at: datetime
+    expires_at: datetime | None
+    hit_count: int
+    last_hit_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Change:
+    seq: int
+    entry_id: int
+    namespace: str
+    space: str
+    op: str
+    vector: bytes | None  # "put" whose entry still exists
+
+
+@dataclass(frozen=True)
+class PutResult:
+    id: int
+    created: bool
+    evicted: list[int]
+
+
+def _entry(row: SemanticEntry) -> Entry:
+    return Entry(
+        id=row.id, namespace=row.namespace, query=row.query, payload=row.payload,
+        metadata=dict(row.meta or {}), created_at=aware(row.created_at) or utcnow(),
+        expires_at=aware(row.expires_at), hit_count=row.hit_count,
+        last_hit_at=aware(row.last_hit_at),
+    )
+
+
+def _live(now: datetime) -> Any:
+    return (SemanticEntry.expires_at.is_(None)) | (SemanticEntry.expires_at > now)
+
+
+class SemanticStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Session]:
+        with self.db.session() as s:
+            if self.db.dialect == "postgresql":
+                s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+            yield s
+
+    def _log(self, s: Session, op: str, rows: list[tuple[int, str, str]]) -> None:
+        for entry_id, namespace, space in rows:
+            s.add(SemanticChange(entry_id=entry_id, namespace=namespace, space=space, op=op))
+
+    # --- writes
+    def put(
+        self, *, namespace: str, model: str, space: str, query: str, vector: bytes,
+        payload: Any, metadata: dict[str, Any], ttl_s: int | None, sliding: bool,
+        max_entries: int,
+    ) -> PutResult:
+        """Insert, or replace the payload of the same query text; evict past `max_entries`."""
+        now = utcnow()
+        expires = now + timedelta(seconds=ttl_s) if ttl_s else None
+        digest = query_digest(query)
+        with self._writing() as s:
+            existing = s.scalar(select(SemanticEntry).where(
+                SemanticEntry.namespace == namespace, SemanticEntry.space == space,
+                SemanticEntry.query_sha256 == digest,
+            ))
+            if existing is not None:
+                existing.payload, existing.meta = payload, metadata
+                existing.ttl_s, existing.sliding, existing.expires_at = ttl_s, sliding, expires
+                return PutResult(existing.id, False, [])
+            if s.get(SemanticNamespace, namespace) is None:
+                s.add(SemanticNamespace(namespace=namespace, hits=0, misses=0))
+            row = SemanticEntry(
+                namespace=namespace, model=model, space=space, query=query,
+                query_sha256=digest, vector=vector, payload=payload, meta=metadata,
+                created_at=now, expires_at=expires, ttl_s=ttl_s, sliding=sliding,
+                hit_count=0, last_hit_at=None,
+            )
+            s.add(row)
+            s.flush()
+            self._log(s, "put", [(row.id, namespace, space)])
+            evicted = self._evict(s, namespace, max_entries, now)
+            return PutResult(row.id, True, evicted)
+
+    def _evict(self, s: Session, namespace: str, max_entries: int, now: datetime) -> list[int]:
+        """Keep the namespace at `max_entries`: expired first, then least recently hit."""
+        count = s.scalar(select(func.count()).where(SemanticEntry.namespace == namespace)) or 0
+        excess = count - max_entries
+        if excess <= 0:
+            return []
+        expired_first = case((_live(now), 1), else_=0)
+        recency = func.coalesce(SemanticEntry.last_hit_at, SemanticEntry.created_at)
+        victims = s.execute(
+            select(SemanticEntry.id, SemanticEntry.space)
+            .where(SemanticEntry.namespace == namespace)
+            .order_by(expired_first, recency, SemanticEntry.id)
+            .limit(excess)
+        ).all()
+        ids = [v.id for v in victims]
+        s.execute(delete(SemanticEntry).where(SemanticEntry.id.in_(ids)))
+        self._log(s, "delete", [(v.id, namespace, v.space) for v in victims])
+        return ids
+
+    def delete_entry(self, namespace: str, entry_id: int) -> bool:
+        with self._writing() as s:
+            row = s.get(SemanticEntry, entry_id)
+            if row is None or row.namespace != namespace:
+                return False
+            s.delete(row)
+            self._log(s, "delete", [(row.id, namespace, row.space)])
+            return True
+
+    def drop_namespace(self, namespace: str) -> int:
+        """Delete every entry of the namespace (one "drop" change); return how many."""
+        with self._writing() as s:
+            gone = s.execute(delete(SemanticEntry).where(SemanticEntry.namespace == namespace))
+            known = s.execute(
+                delete(SemanticNamespace).where(SemanticNamespace.namespace == namespace)
+            )
+            removed = max(int(getattr(gone, "rowcount", 0) or 0), 0)
+            if removed or getattr(known, "rowcount", 0):
+                self._log(s, "drop", [(0, namespace, "")])
+            return removed
+
+    def sweep_expired(self, now: datetime | None = None) -> int:
+        """Delete expired entries (in batches), logging each; return how many."""
+        now = now or utcnow()
+        total = 0
+        while True:
+            with self._writing() as s:
+                rows = s.execute(
+                    select(SemanticEntry.id, SemanticEntry.namespace, SemanticEntry.space)
+                    .where(SemanticEntry.expires_at <= now).limit(SWEEP_BATCH)
+                ).all()
+                if not rows:
+                    return total
+                s.execute(delete(SemanticEntry).where(SemanticEntry.id.in_([r.id for r in rows])))
+                self._log(s, "delete", [(r.id, r.namespace, r.space) for r in rows])
+                total += len(rows)
+
+    def prune_changes(self, retention_s: float) -> int:
+        """Drop log rows older than `retention_s`, leaving a "pruned" marker; return the seq."""
+        cutoff = utcnow() - timedelta(seconds=retention_s)
+        with self._writing() as s:
+            horizon = s.scalar(
+                select(func.max(SemanticChange.seq)).where(SemanticChange.created_at < cutoff)
+            )
+            if horizon is None:
+                return 0
+            s.execute(delete(SemanticChange).where(SemanticChange.seq <= horizon))
+            self._log(s, "pruned", [(int(horizon), "", "")])
+            return int(horizon)
+
+    # --- reads
+    def live_entries(self, ids: list[int], now: datetime) -> dict[int, Entry]:
+        if not ids:
+            return {}
+        with self.db.session() as s:
+            rows = s.scalars(
+                select(SemanticEntry).where(SemanticEntry.id.in_(ids), _live(now))
+            ).all()
+            return {r.id: _entry(r) for r in rows}
+
+    def exact_entry(self, namespace: str, space: str, query: str, now: datetime
+                    ) -> Entry | None:
+        with self.db.session() as s:
+            row = s.scalar(select(SemanticEntry).where(
+                SemanticEntry.namespace == namespace, SemanticEntry.space == space,
+                SemanticEntry.query_sha256 == query_digest(query), _live(now),
+            ))
+            return _entry(row) if row is not None else None
+
+    def record_lookup(self, namespace: str, hit_ids: list[int], now: datetime) -> None:
+        """Count a hit or a miss; hits refresh recency and sliding expiry."""
+        with self.db.session() as s:
+            column = SemanticNamespace.hits if hit_ids else SemanticNamespace.misses
+            s.execute(update(SemanticNamespace).where(SemanticNamespace.namespace == namespace)
+                      .values({column: column + 1}))
+            if not hit_ids:
+                return
+            s.execute(update(SemanticEntry).where(SemanticEntry.id.in_(hit_ids)).values(
+                hit_count=SemanticEntry.hit_count + 1, last_hit_at=now,
+            ))
+            for row in s.scalars(select(SemanticEntry).where(
+                SemanticEntry.id.in_(hit_ids), SemanticEntry.sliding.is_(True),
+                SemanticEntry.ttl_s.is_not(None),
+            )):
+                row.expires_at = now + timedelta(seconds=row.ttl_s or 0)
+
+    def changes_after(self, seq: int, limit: int = 10_000) -> list[Change]:
+        with self.db.session() as s:
+            rows = s.execute(
+                select(SemanticChange, SemanticEntry.vector)
+                .outerjoin(SemanticEntry, (SemanticEntry.id == SemanticChange.entry_id)
+                           & (SemanticChange.op == "put"))
+                .where(SemanticChange.seq > seq).order_by(SemanticChange.seq).limit(limit)
+            ).all()
+            return [
+                Change(c.seq, c.entry_id, c.namespace, c.space, c.op,
+                       bytes(vec) if vec is not None else None)
+                for c, vec in rows
+            ]
+
+    def pruned_horizon(self) -> int:
+        with self.db.session() as s:
+            got = s.scalar(select(func.max(SemanticChange.entry_id))
+                           .where(SemanticChange.op == "pruned"))
+            return int(got or 0)
+
+    def snapshot(self, space: str, batch: int = 20_000) -> tuple[int, Iterator[
+            list[tuple[int, str, bytes]]]]:
+        """(watermark, batches of (id, namespace, vector)) read in one consistent snapshot."""
+        conn = self.db.engine.connect()
+        try:
+            with map_db_errors():
+                if self.db.dialect == "postgresql":
+                    conn = conn.execution_options(isolation_level="REPEATABLE READ")
+                conn.begin()
+                watermark = int(conn.scalar(select(func.max(SemanticChange.seq))) or 0)
+        except BaseException:
+            conn.close()
+            raise
+
+        def batches() -> Iterator[list[tuple[int, str, bytes]]]:
+            try:
+                with map_db_errors():
+                    result = conn.execution_options(yield_per=batch).execute(
+                        select(SemanticEntry.id, SemanticEntry.namespace, SemanticEntry.vector)
+                        .where(SemanticEntry.space == space).order_by(SemanticEntry.id)
+                    )
+                    for part in result.partitions(batch):
+                        yield [(int(i), str(ns), bytes(v)) for i, ns, v in part]
+            finally:
+                conn.close()
+
+        return watermark, batches()
+
+    def stats(self, namespace: str, now: datetime) -> dict[str, Any]:
+        with self.db.session() as s:
+            known = s.get(SemanticNamespace, namespace)
+            entries = s.scalar(select(func.count()).where(
+                SemanticEntry.namespace == namespace, _live(now))) or 0
+            return {
+                "namespace": namespace,
+                "exists": known is not None,
+                "entries": int(entries),
+                "hits": int(known.hits) if known else 0,
+                "misses": int(known.misses) if known else 0,
+            }

@@ -1,0 +1,282 @@
+"""Keeping this process's indexes in step with the table, by change-log watermark.
+
+`IndexSync` owns one index per namespace for the process's space. At start it loads a
+current snapshot (else the table, in one consistent read that also gives the watermark),
+then follows `semantic_changes` from there: every `sync_interval_s` in a thread, and at once
+after this process's own writes. Applying changes in `seq` order is exact: a put whose entry
+is already gone is skipped (its delete follows and is skipped too), so no id is counted
+twice and nothing is missed. A crash between the table write and the index update loses
+nothing: the change is in the log and the next catch-up (here or in any process) applies it.
+
+Upkeep on the same thread: compaction (tombstones past `compact_deletes` are removed),
+rebuilds (flat promoted to IVF, or IVF retrained when its size moved 4x) built outside the
+lock from a copy and swapped in after replaying the changes made meanwhile, the expiry
+sweep, change-log pruning, and periodic snapshots.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from embedq.cache.semantic import snapshot
+from embedq.cache.semantic.index import (
+    Hit,
+    Ids,
+    IndexConfig,
+    Matrix,
+    VectorIndex,
+    build_index,
+    wants_rebuild,
+)
+from embedq.cache.semantic.store import Change, SemanticStore, utcnow
+from embedq.errors import EmbedqError
+
+log = logging.getLogger("embedq.semantic")
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    interval_s: float = 0.2
+    upkeep_interval_s: float = 5.0
+    sweep_interval_s: float = 30.0
+    snapshot_interval_s: float = 300.0
+    compact_deletes: int = 256
+    change_retention_s: float = 7 * 86_400.0
+
+
+@dataclass
+class _Rebuild:
+    journal: list[tuple[str, list[int], Matrix | None]]
+
+
+def _vectors(blobs: list[bytes]) -> Matrix:
+    return np.frombuffer(b"".join(blobs), dtype="<f4").astype(np.float32).reshape(len(blobs), -1)
+
+
+class IndexSync:
+    def __init__(
+        self, store: SemanticStore, space: str, data_dir: Path, index_config: IndexConfig,
+        config: SyncConfig,
+    ) -> None:
+        self.store = store
+        self.space = space
+        self.data_dir = data_dir
+        self.index_config = index_config
+        self.config = config
+        self.indexes: dict[str, VectorIndex] = {}
+        self.watermark = 0
+        self.saved_watermark = -1
+        self.last_sync: datetime | None = None
+        self.loaded_from = ""
+        self._skipped: set[int] = set()
+        self._rebuilds: dict[str, _Rebuild] = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- start and stop
+    def load(self) -> None:
+        """Fill the indexes: a current snapshot, else the table; then catch up."""
+        found = snapshot.load(self.data_dir, self.space, self.index_config,
+                              self.store.pruned_horizon())
+        if found is not None:
+            self.indexes, self.watermark = found.indexes, found.watermark
+            self.saved_watermark = found.watermark
+            self.loaded_from = "snapshot"
+        else:
+            self._load_table()
+            self.loaded_from = "table"
+        self.catch_up()
+        log.info("semantic indexes loaded from %s: %d namespaces, watermark %d",
+                 self.loaded_from, len(self.indexes), self.watermark)
+
+    def _load_table(self) -> None:
+        watermark, batches = self.store.snapshot(self.space)
+        ids: dict[str, list[int]] = defaultdict(list)
+        blobs: dict[str, list[bytes]] = defaultdict(list)
+        for part in batches:
+            for entry_id, namespace, blob in part:
+                ids[namespace].append(entry_id)
+                blobs[namespace].append(blob)
+        indexes = {}
+        for namespace, id_list in ids.items():
+            vectors = _vectors(blobs.pop(namespace))
+            indexes[namespace] = build_index(np.asarray(id_list, dtype=np.int64), vectors,
+                                             vectors.shape[1], self.index_config)
+        self.indexes, self.watermark = indexes, watermark
+
+    def start(self) -> None:
+        self.load()
+        self._thread = threading.Thread(target=self._run, name="embedq-semantic-sync",
+                                        daemon=True)
+        self._thread.start()
+
+    def close(self, save: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if save:
+            self.save_snapshot()
+
+    # --- reads
+    def search(self, namespace: str, vector: Matrix, k: int) -> list[Hit]:
+        with self._lock:
+            index = self.indexes.get(namespace)
+            return index.search(vector, k) if index is not None else []
+
+    def describe(self, namespace: str) -> dict[str, object]:
+        with self._lock:
+            index = self.indexes.get(namespace)
+            return {
+                "index_kind": index.kind if index is not None else None,
+                "index_vectors": len(index) if index is not None else 0,
+                "index_bytes": index.memory_bytes() if index is not None else 0,
+                "watermark": self.watermark,
+                "last_sync": self.last_sync.isoformat() if self.last_sync else None,
+                "loaded_from": self.loaded_from,
+            }
+
+    # --- following the log
+    def catch_up(self) -> int:
+        """Apply every change past the watermark; return how many were read."""
+        total = 0
+        with self._lock:
+            while True:
+                changes = self.store.changes_after(self.watermark)
+                if changes:
+                    self._apply(changes)
+                    self.watermark = changes[-1].seq
+                    total += len(changes)
+                if len(changes) < 10_000:
+                    break
+            self.last_sync = utcnow()
+        return total
+
+    def _apply(self, changes: list[Change]) -> None:
+        for op, namespace, group in _runs(changes):
+            if op == "put":
+                present = [c for c in group if c.vector is not None and c.space == self.space]
+                self._skipped.update(c.entry_id for c in group if c.vector is None)
+                if present:
+                    vectors = _vectors([c.vector for c in present if c.vector is not None])
+                    self._mutate(namespace, [c.entry_id for c in present], vectors)
+            elif op == "delete":
+                ids = [c.entry_id for c in group
+                       if c.space == self.space and not self._discard_skipped(c.entry_id)]
+                if ids and namespace in self.indexes:
+                    self._mutate(namespace, ids, None)
+            elif op == "drop":
+                self.indexes.pop(namespace, None)
+                self._rebuilds.pop(namespace, None)
+
+    def _discard_skipped(self, entry_id: int) -> bool:
+        if entry_id in self._skipped:
+            self._skipped.discard(entry_id)
+            return True
+        return False
+
+    def _mutate(self, namespace: str, ids: list[int], vectors: Matrix | None) -> None:
+        index = self.indexes.get(namespace)
+        if vectors is not None:
+            if index is None:
+                index = build_index(np.zeros(0, dtype=np.int64), vectors[:0], vectors.shape[1],
+                                    self.index_config)
+                self.indexes[namespace] = index
+            index.add(ids, vectors)
+        elif index is not None:
+            index.remove(ids)
+        rebuild = self._rebuilds.get(namespace)
+        if rebuild is not None:
+            rebuild.journal.append(("add" if vectors is not None else "remove", ids, vectors))
+
+    # --- upkeep
+    def _run(self) -> None:
+        next_upkeep = next_sweep = time.monotonic()
+        next_save = time.monotonic() + self.config.snapshot_interval_s
+        while not self._stop.wait(self.config.interval_s):
+            try:
+                self.catch_up()
+                now = time.monotonic()
+                if now >= next_sweep:
+                    next_sweep = now + self.config.sweep_interval_s
+                    self.store.sweep_expired()
+                    self.store.prune_changes(self.config.change_retention_s)
+                if now >= next_upkeep:
+                    next_upkeep = now + self.config.upkeep_interval_s
+                    self.upkeep()
+                if now >= next_save:
+                    next_save = now + self.config.snapshot_interval_s
+                    self.save_snapshot()
+            except EmbedqError as exc:
+                log.warning("semantic sync: %s (retrying)", exc)
+            except Exception:
+                log.exception("semantic sync failed (retrying)")
+
+    def upkeep(self, wait: bool = False) -> None:
+        """Compact indexes with many tombstones; start rebuilds where another shape fits."""
+        workers = []
+        with self._lock:
+            for namespace, index in self.indexes.items():
+                if len(index.deleted) >= self.config.compact_deletes:
+                    gone = index.compact()
+                    log.info("semantic %s: compacted %d deleted vectors", namespace, gone)
+                if wants_rebuild(index, self.index_config) and namespace not in self._rebuilds:
+                    self._rebuilds[namespace] = _Rebuild([])
+                    ids, vectors = index.contents()
+                    worker = threading.Thread(
+                        target=self._rebuild, args=(namespace, ids, vectors, index.dimension),
+                        name=f"embedq-semantic-rebuild-{namespace}", daemon=True,
+                    )
+                    worker.start()
+                    workers.append(worker)
+        if wait:
+            for worker in workers:
+                worker.join()
+
+    def _rebuild(self, namespace: str, ids: Ids, vectors: Matrix, dimension: int) -> None:
+        started = time.perf_counter()
+        try:
+            fresh = build_index(ids, vectors, dimension, self.index_config)
+        except Exception:
+            log.exception("semantic %s: rebuild failed; keeping the current index", namespace)
+            with self._lock:
+                self._rebuilds.pop(namespace, None)
+            return
+        with self._lock:
+            rebuild = self._rebuilds.pop(namespace, None)
+            if rebuild is None or namespace not in self.indexes:
+                return  # the namespace was dropped meanwhile
+            for op, op_ids, op_vectors in rebuild.journal:
+                if op == "add" and op_vectors is not None:
+                    fresh.add(op_ids, op_vectors)
+                else:
+                    fresh.remove(op_ids)
+            self.indexes[namespace] = fresh
+        log.info("semantic %s: rebuilt as %s with %d vectors in %.2f s", namespace, fresh.kind,
+                 len(fresh), time.perf_counter() - started)
+
+    def save_snapshot(self) -> None:
+        with self._lock:
+            if self.watermark == self.saved_watermark:
+                return
+            snapshot.save(self.data_dir, self.space, self.watermark, self.indexes)
+            self.saved_watermark = self.watermark
+
+
+def _runs(changes: list[Change]) -> list[tuple[str, str, list[Change]]]:
+    """Consecutive changes with the same op and namespace, grouped to batch index calls."""
+    runs: list[tuple[str, str, list[Change]]] = []
+    for change in changes:
+        if runs and runs[-1][0] == change.op and runs[-1][1] == change.namespace:
+            runs[-1][2].append(change)
+        else:
+            runs.append((change.op, change.namespace, [change]))
+    return runs
