@@ -115,6 +115,22 @@ class Settings:
     max_job_inputs: int = 1_000_000
     max_online_depth: int = 10_000
 
+    # --- semantic cache
+    semantic_threshold: float = 0.8  # cosine; chosen from the labelled-pairs test (README)
+    semantic_max_entries: int = 100_000  # per namespace; least recently hit evicted first
+    semantic_max_payload_bytes: int = 256 * 1024  # payload and metadata, as JSON
+    semantic_sliding_ttl: bool = False  # default expiry mode: absolute, or sliding on hit
+    semantic_index: str = "faiss"  # or "exact" (the in-memory fake: tests, checks)
+    semantic_flat_max: int = 10_000  # past this many vectors a namespace's index is IVF
+    semantic_ivf_list_size: int = 256  # vectors per IVF list (nlist = n / this)
+    semantic_nprobe: int = 24  # IVF lists searched per lookup
+    semantic_gpu: bool = True  # build indexes on the GPU when faiss-gpu sees one
+    semantic_sync_interval_s: float = 0.2  # how often other processes' writes are applied
+    semantic_compact_deletes: int = 256  # tombstones an index holds before compaction
+    semantic_sweep_interval_s: float = 30.0  # expired-entry sweep and log pruning
+    semantic_snapshot_interval_s: float = 300.0  # index snapshots under data_dir/semantic
+    semantic_change_retention_s: float = 7 * 86_400.0  # change-log rows kept this long
+
     # --- jobs and bulk vectorization
     job_chunk_tokens: int = 65_536  # estimated tokens per chunk task
     job_chunk_max_texts: int = 2048

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from embedq.cache.semantic.index import IndexConfig, unit_rows
+from embedq.cache.semantic.index import IndexConfig, Matrix, unit_rows
 from embedq.cache.semantic.store import Entry, SemanticStore, utcnow
 from embedq.cache.semantic.sync import IndexSync, SyncConfig
 from embedq.config import Settings
@@ -138,9 +138,9 @@ class SemanticCache:
                 "(EMBEDQ_SEMANTIC_MAX_PAYLOAD_BYTES): store a reference instead", name,
             )
 
-    def _vector(self, query: str) -> np.ndarray:
+    def _vector(self, query: str) -> Matrix:
         vector = self.service.embed([query]).vectors()[0]
-        return unit_rows(vector.reshape(1, -1))[0]
+        return unit_rows(vector.reshape(1, -1))
 
     # --- the calls
     def put(
