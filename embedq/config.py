@@ -114,6 +114,9 @@ class Settings:
     max_body_bytes: int = 16 * 1024 * 1024
     max_job_inputs: int = 1_000_000
     max_online_depth: int = 10_000
+    # --- HTTP API (embedq serve): concurrent requests coalesced into one service call
+    api_batch_wait_ms: float = 2.0  # linger for more requests while a call is in flight
+    api_batch_max_texts: int = 1024  # texts per coalesced call
 
     # --- semantic cache
     semantic_threshold: float = 0.8  # cosine; chosen from the labelled-pairs test (README)

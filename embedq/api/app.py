@@ -1,0 +1,132 @@
+"""The FastAPI app: `create_app(settings)`; `embedq serve` runs it under uvicorn.
+
+Routes: POST /v1/embeddings, GET /v1/models, GET /healthz, GET /readyz, GET /metrics,
+GET /openapi.json, GET /docs, plus the feature routers of FEATURE_ROUTERS when they are
+part of the build. Every route but /healthz and /readyz needs an API key when
+EMBEDQ_API_KEYS is set; every error is answered in the OpenAI error shape (errors.py);
+every request body is limited while it streams in (limits.py). Feature routers get all
+three without doing anything.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.concurrency import run_in_threadpool
+
+import embedq
+from embedq.api.auth import require_api_key
+from embedq.api.batching import RequestBatcher
+from embedq.api.depth import QueueDepth
+from embedq.api.errors import error_responses, install_handlers
+from embedq.api.limits import BodyLimitMiddleware
+from embedq.api.metrics import ApiMetrics, ClusterCollector, MetricsMiddleware
+from embedq.api.routes import embeddings, health, models
+from embedq.api.state import ApiState, get_state
+from embedq.config import Settings
+from embedq.encoders.tokens import load_token_counter
+from embedq.service import EmbeddingService
+
+log = logging.getLogger("embedq.api")
+
+# Routers of other features: each module exposes `router: fastapi.APIRouter`.
+FEATURE_ROUTERS = (
+    "embedq.api.routes.jobs",  # async and bulk jobs
+    "embedq.api.routes.semantic",  # the semantic cache
+)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API for `settings` (default: from the environment); servers start in lifespan."""
+    settings = settings or Settings.from_env()
+    metrics = ApiMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service = await run_in_threadpool(EmbeddingService.from_settings, settings)
+        tokens = await run_in_threadpool(load_token_counter, settings)
+        batcher = RequestBatcher(service, wait_ms=settings.api_batch_wait_ms,
+                                 max_texts=settings.api_batch_max_texts)
+        depth = QueueDepth(service)
+        metrics.attach(ClusterCollector(service, depth))
+        batcher.start()
+        app.state.service = service
+        app.state.embedq = ApiState(settings, service, tokens, batcher, depth, metrics)
+        if not settings.api_keys:
+            log.warning("EMBEDQ_API_KEYS is unset: the API is open to anyone who can reach "
+                        "it; set EMBEDQ_API_KEYS=key1,key2 to require Bearer keys")
+        log.info("serving model=%s revision=%s window=%s dimension=%s", service.model,
+                 service.revision, tokens.window, tokens.dimension)
+        try:
+            yield
+        finally:
+            await batcher.close()
+            service.close()
+
+    app = FastAPI(
+        title="embedq",
+        version=getattr(embedq, "__version__", "0"),
+        description=(
+            "An embedding service that never computes the same vector twice. "
+            "POST /v1/embeddings is OpenAI-compatible."
+        ),
+        lifespan=lifespan,
+        openapi_url=None,  # served below, behind the API key like every other route
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    install_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+
+    protected = [Depends(require_api_key)]
+    app.include_router(health.router)
+    app.include_router(embeddings.build_router(settings), dependencies=protected)
+    app.include_router(models.router, dependencies=protected)
+    app.include_router(_meta_router(app), dependencies=protected)
+    for router in _feature_routers():
+        app.include_router(router, dependencies=protected)
+    return app
+
+
+def _feature_routers() -> list[APIRouter]:
+    routers = []
+    for module in FEATURE_ROUTERS:
+        try:
+            feature = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name and module.startswith(exc.name):
+                continue  # that feature is not part of this build
+            raise
+        routers.append(feature.router)
+    return routers
+
+
+def _meta_router(app: FastAPI) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/metrics", tags=["health"], summary="Prometheus metrics",
+                response_class=Response, responses={
+                    200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}},
+                    **error_responses(401)})
+    async def metrics(request: Request) -> Response:
+        body = await run_in_threadpool(get_state(request).metrics.render)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    @router.get("/openapi.json", include_in_schema=False)
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @router.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="embedq API")
+
+    return router

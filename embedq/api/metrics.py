@@ -1,0 +1,194 @@
+"""GET /metrics: Prometheus text, from this process and from the whole cluster.
+
+Two sources:
+  - this API process: HTTP requests by route, method and status, their latency, and
+    inputs truncated (prometheus-client metrics; with `serve --workers N` they are shared
+    by the N processes through PROMETHEUS_MULTIPROC_DIR);
+  - the cluster, read at scrape time by `ClusterCollector`: the hot store's counters
+    (texts, cache hits by tier, coalesced, encoded texts, batches, failures...), the
+    histograms workers record per batch (batch texts, batch tokens, encode seconds),
+    queue depth per queue, and jobs by status from the database.
+A part that cannot be read (a server down) is left out of that scrape, and counted in
+`embedq_scrape_errors_total{part}`; the rest is still answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from sqlalchemy import text
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from embedq.api.depth import QueueDepth
+from embedq.errors import EmbedqError
+from embedq.service import EmbeddingService
+
+log = logging.getLogger("embedq.api")
+
+# Hot-store counters with a name or labels of their own; every other counter is exported
+# as embedq_<name>_total, so counters added by other features appear without code here.
+_RENAMED = {
+    "encoded": ("embedq_encoded_texts", "texts encoded by a model (forward passes)", {}),
+    "requests": ("embedq_lookups",
+                 "service calls (the API makes one per coalesced group of requests)", {}),
+    "cache_hits_hot": ("embedq_cache_hits", "inputs answered from a cache tier",
+                       {"tier": "hot"}),
+    "cache_hits_durable": ("embedq_cache_hits", "inputs answered from a cache tier",
+                           {"tier": "durable"}),
+    "cache_hits": ("embedq_cache_hits_all", "inputs answered from any exact cache tier", {}),
+}
+_HISTOGRAM_HELP = {
+    "batch_texts": "distinct texts per model batch (all workers)",
+    "batch_tokens": "padded tokens per model batch (all workers)",
+    "encode_seconds": "model time per batch, from encode start to its write (all workers)",
+}
+_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+
+class ClusterCollector(Collector):
+    def __init__(self, service: EmbeddingService, depth: QueueDepth) -> None:
+        self.service = service
+        self.depth = depth
+        self.errors: dict[str, int] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        for part, produce in (
+            ("counters", self._counters),
+            ("histograms", self._histograms),
+            ("queues", self._queues),
+            ("jobs", self._jobs),
+        ):
+            try:
+                yield from list(produce())
+            except EmbedqError as exc:
+                self.errors[part] = self.errors.get(part, 0) + 1
+                log.warning("metrics: %s left out of this scrape: %s", part, exc)
+        failures = CounterMetricFamily(
+            "embedq_scrape_errors", "parts of /metrics that could not be read", labels=["part"]
+        )
+        for part, n in sorted(self.errors.items()):
+            failures.add_metric([part], n)
+        yield failures
+
+    def _counters(self) -> Iterator[Metric]:
+        families: dict[str, CounterMetricFamily] = {}
+        for name, value in sorted(self.service.hot.counters().items()):
+            metric, help_, labels = _RENAMED.get(
+                name, (f"embedq_{_NAME.sub('_', name)}", f"cluster-wide counter {name!r}", {})
+            )
+            family = families.get(metric)
+            if family is None:
+                family = CounterMetricFamily(metric, help_, labels=list(labels))
+                families[metric] = family
+            family.add_metric(list(labels.values()), value)
+        yield from families.values()
+
+    def _histograms(self) -> Iterator[Metric]:
+        for name, snap in sorted(self.service.hot.histograms().items()):
+            cumulative = 0
+            buckets: list[tuple[str, float]] = []
+            for bound, n in zip((*snap.bounds, float("inf")), snap.buckets, strict=True):
+                cumulative += n
+                buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)),
+                                cumulative))
+            yield HistogramMetricFamily(
+                f"embedq_{name}", _HISTOGRAM_HELP.get(name, name), buckets=buckets,
+                sum_value=snap.total,
+            )
+
+    def _queues(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "embedq_queue_depth", "messages waiting on the broker per queue", labels=["queue"]
+        )
+        for queue, n in self.depth.probe_all().items():
+            family.add_metric([queue], n)
+        yield family
+
+    def _jobs(self) -> Iterator[Metric]:
+        db = self.service.db
+        if not db.has_tables("jobs"):
+            return
+        with db.session() as s:
+            rows = s.execute(text("SELECT status, count(*) FROM jobs GROUP BY status")).all()
+        family = GaugeMetricFamily("embedq_jobs", "jobs by status", labels=["status"])
+        for status, n in rows:
+            family.add_metric([str(status)], int(n))
+        yield family
+
+
+class ApiMetrics:
+    """This process's metrics plus the cluster collector, rendered per scrape."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "embedq_http_requests", "HTTP requests by route, method and status",
+            ["route", "method", "status"], registry=self.registry,
+        )
+        self.latency = Histogram(
+            "embedq_http_request_seconds", "HTTP request latency by route", ["route"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.truncated = Counter(
+            "embedq_truncated_inputs", "inputs longer than the model's window, truncated",
+            registry=self.registry,
+        )
+        self._cluster: ClusterCollector | None = None
+
+    def attach(self, cluster: ClusterCollector) -> None:
+        self._cluster = cluster
+
+    def render(self) -> bytes:
+        registry: Any = self.registry
+        multiproc = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if multiproc:
+            from prometheus_client import multiprocess
+
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry, path=multiproc)  # type: ignore[no-untyped-call]
+        cluster = CollectorRegistry()
+        if self._cluster is not None:
+            cluster.register(self._cluster)
+        return bytes(generate_latest(registry) + generate_latest(cluster))
+
+
+class MetricsMiddleware:
+    """Counts every HTTP request by its route template (not its raw path) and status."""
+
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        started = time.perf_counter()
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            self.metrics.latency.labels(route).observe(time.perf_counter() - started)

@@ -1,0 +1,1 @@
+"""Routers of the HTTP API; feature routers (jobs, semantic) live here too."""

@@ -1,0 +1,149 @@
+"""POST /v1/embeddings: the OpenAI request and response shapes, answered by the service.
+
+One request, top to bottom: read and check the body (limits, types, model, dimensions),
+count tokens with the model's tokenizer (refuse or flag inputs over the window), refuse
+with 429 when the online queue is past EMBEDQ_MAX_ONLINE_DEPTH, hand the texts to the
+request batcher (coalesced with concurrent requests), and answer in input order.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from embedq.api.errors import error_responses
+from embedq.api.schemas import (
+    EmbeddingCall,
+    EmbeddingResponse,
+    parse_embedding_request,
+    read_json_body,
+    request_schema,
+)
+from embedq.api.state import ApiState, get_state
+from embedq.config import Settings
+from embedq.encoders.tokens import TokenCounter
+from embedq.errors import EmbedqError, InvalidInput, Overloaded
+from embedq.service import Outcome
+
+TRUNCATED_HEADER = "X-Embedq-Truncated"
+# Past these sizes, counting tokens and writing JSON leave the event loop for a thread.
+_INLINE_CHARS = 20_000
+_INLINE_VECTORS = 32
+
+
+def build_router(settings: Settings) -> APIRouter:
+    router = APIRouter(tags=["embeddings"])
+
+    @router.post(
+        "/v1/embeddings",
+        response_model=EmbeddingResponse,
+        responses=error_responses(400, 401, 404, 413, 415, 422, 429, 503),
+        summary="Embed a string or a list of strings (OpenAI-compatible)",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": request_schema(settings)}},
+            }
+        },
+    )
+    async def create_embeddings(request: Request) -> Response:
+        state = get_state(request)
+        payload = read_json_body(request.headers.get("content-type"), await request.body())
+        call = parse_embedding_request(payload, state.settings)
+        state.service.spec(call.model)  # UnknownModel (404) names the served model
+        dimensions = _dimensions(call.dimensions, state.tokens.dimension)
+        raw_tokens = await _count(state.tokens, call.texts)
+        truncated = _over_window(raw_tokens, state.tokens.window, state.settings.truncate)
+        depth = await state.depth.online()
+        if depth > state.settings.max_online_depth:
+            raise Overloaded(
+                f"{depth} online messages are queued, over EMBEDQ_MAX_ONLINE_DEPTH="
+                f"{state.settings.max_online_depth}: retry after the Retry-After seconds",
+                retry_after_s=1,
+            )
+        outcomes = await state.batcher.embed(call.texts, dimensions)
+        _raise_first_failure(outcomes)
+        if truncated:
+            state.metrics.truncated.inc(truncated)
+        body = await _render(state, call, outcomes, raw_tokens)
+        return Response(body, media_type="application/json",
+                        headers={TRUNCATED_HEADER: str(truncated)})
+
+    return router
+
+
+def _dimensions(requested: int | None, native: int | None) -> int | None:
+    """The spec's dimensions: None for the native width (one fingerprint, not two)."""
+    if requested is None or native is None:
+        return requested
+    if requested > native:
+        raise InvalidInput(
+            f"dimensions={requested} is wider than the model's {native}: send a value from "
+            f"1 to {native}, or omit it for the full width",
+            "dimensions",
+        )
+    return None if requested == native else requested
+
+
+async def _count(tokens: TokenCounter, texts: list[str]) -> list[int]:
+    if sum(map(len, texts)) <= _INLINE_CHARS:
+        return tokens.raw_tokens(texts)
+    return await run_in_threadpool(tokens.raw_tokens, texts)
+
+
+def _over_window(raw_tokens: list[int], window: int | None, truncate: bool) -> int:
+    """How many inputs are over the window; InvalidInput naming them when truncation is off."""
+    if window is None:
+        return 0
+    over = [(i, n) for i, n in enumerate(raw_tokens) if n > window]
+    if over and not truncate:
+        i, n = over[0]
+        more = f" ({len(over)} inputs in all)" if len(over) > 1 else ""
+        raise InvalidInput(
+            f"input[{i}] has {n} tokens, over the model's window of {window}{more}: shorten "
+            "it, or run the server with EMBEDQ_TRUNCATE=true to embed its first tokens",
+            "input",
+        )
+    return len(over)
+
+
+def _raise_first_failure(outcomes: list[Outcome]) -> None:
+    for i, outcome in enumerate(outcomes):
+        if outcome.error is not None:
+            error: EmbedqError = outcome.error
+            raise type(error)(f"input[{i}]: {error}") from error
+
+
+async def _render(
+    state: ApiState, call: EmbeddingCall, outcomes: list[Outcome], raw_tokens: list[int]
+) -> bytes:
+    window = state.tokens.window
+    used = sum(min(n, window) if window is not None else n for n in raw_tokens)
+    model = state.service.model
+    if len(outcomes) <= _INLINE_VECTORS:
+        return _json_body(outcomes, call.encoding_format, model, used)
+    return await run_in_threadpool(_json_body, outcomes, call.encoding_format, model, used)
+
+
+def _json_body(outcomes: list[Outcome], encoding_format: str, model: str, tokens: int) -> bytes:
+    data: list[dict[str, Any]] = []
+    for i, outcome in enumerate(outcomes):
+        assert outcome.vector is not None
+        vector = outcome.vector
+        embedding: Any
+        if encoding_format == "base64":
+            embedding = base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+        else:
+            embedding = vector.tolist()
+        data.append({"object": "embedding", "index": i, "embedding": embedding})
+    body = {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")

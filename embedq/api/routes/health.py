@@ -1,0 +1,89 @@
+"""GET /healthz (the process is alive) and GET /readyz (it can answer requests).
+
+Ready means: the hot store and the broker answer, the database answers, and at least one
+live worker (a heartbeat in the hot store) serves this deployment's model and revision.
+Not ready is 503 with Retry-After, each failed check named in the message. Neither route
+needs an API key: orchestrators probe them without one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from starlette.concurrency import run_in_threadpool
+
+from embedq.api.errors import error_response
+from embedq.api.state import ApiState, get_state
+from embedq.errors import EmbedqError
+
+router = APIRouter(tags=["health"])
+
+READY_RETRY_AFTER_S = 5
+
+
+@router.get("/healthz", summary="The process is alive")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="Broker, database and a worker are reachable",
+            responses={503: {"description": "not ready; the message names what is down"}})
+async def readyz(request: Request) -> JSONResponse:
+    state = getattr(request.app.state, "embedq", None)
+    if state is None:
+        checks, failed = {"startup": "the server is still starting"}, ["startup"]
+    else:
+        checks, failed = await run_in_threadpool(readiness, get_state(request))
+    if not failed:
+        return JSONResponse({"status": "ready", "checks": checks})
+    reasons = "; ".join(f"{name}: {checks[name]}" for name in failed)
+    return error_response(
+        503, f"not ready ({reasons}); retry after the Retry-After seconds",
+        "service_unavailable", "not_ready",
+        headers={"Retry-After": str(READY_RETRY_AFTER_S)},
+        extra={"status": "unavailable", "checks": checks},
+    )
+
+
+def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
+    """Each check's result ("ok", or what is wrong) and the names of those that failed."""
+    service = state.service
+    checks: dict[str, str] = {}
+    checks["hot_store"] = _check(service.hot.ping)
+    checks["broker"] = _check(lambda: state.depth.probe(state.settings.online_queue))
+    checks["database"] = _check(lambda: _select_one(state))
+    failed = [name for name, detail in checks.items() if detail != "ok"]
+    try:
+        workers = service.hot.live_workers()
+    except EmbedqError as exc:
+        checks["workers"] = f"cannot list workers: {exc}"
+        return checks, [*failed, "workers"]
+    serving = [w for w in workers.values()
+               if (w.get("model"), w.get("revision")) == (service.model, service.revision)]
+    if serving:
+        checks["workers"] = f"{len(serving)} live"
+        return checks, failed
+    if workers:
+        checks["workers"] = (
+            f"{len(workers)} live workers, none serving {service.model}@{service.revision}: "
+            "start a worker with the same EMBEDQ_MODEL and revision"
+        )
+    else:
+        checks["workers"] = "no live worker: start `embedq worker`"
+    return checks, [*failed, "workers"]
+
+
+def _check(probe: Any) -> str:
+    try:
+        probe()
+    except EmbedqError as exc:
+        return str(exc)
+    return "ok"
+
+
+def _select_one(state: ApiState) -> None:
+    with state.service.db.session() as s:
+        s.execute(text("SELECT 1"))

@@ -1,0 +1,50 @@
+"""GET /v1/models: the models this deployment serves, with width and window."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from embedq.api.errors import error_responses
+from embedq.api.schemas import ModelCard, ModelList
+from embedq.api.state import ApiState, get_state
+from embedq.errors import NotFound
+
+router = APIRouter(tags=["models"])
+
+
+@router.get("/v1/models", response_model=ModelList, responses=error_responses(401),
+            summary="The models served here")
+async def list_models(request: Request) -> ModelList:
+    return ModelList(data=[await _card(get_state(request))])
+
+
+@router.get("/v1/models/{model_id:path}", response_model=ModelCard,
+            responses=error_responses(401, 404), summary="One served model")
+async def get_model(request: Request, model_id: str) -> ModelCard:
+    state = get_state(request)
+    if model_id not in {state.service.model, state.settings.model}:
+        raise NotFound(f"model {model_id!r} is not served here: GET /v1/models lists them")
+    return await _card(state)
+
+
+async def _card(state: ApiState) -> ModelCard:
+    dimension, window = state.tokens.dimension, state.tokens.window
+    if dimension is None or window is None:
+        # An upstream encoder's facts are known only to the workers that call it.
+        workers = await run_in_threadpool(state.service.hot.live_workers)
+        for info in workers.values():
+            if info.get("model") == state.service.model:
+                dimension = dimension or _int(info.get("dimension"))
+                window = window or _int(info.get("max_seq_length"))
+    return ModelCard(
+        id=state.service.model,
+        revision=state.service.revision,
+        dimension=state.settings.dimensions or dimension,
+        max_seq_length=window,
+        truncate=state.settings.truncate,
+    )
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) else None

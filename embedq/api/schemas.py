@@ -1,0 +1,213 @@
+"""Wire shapes of the OpenAI-compatible routes, and the parsing of an embeddings request.
+
+The request body is parsed by hand (`parse_embedding_request`), not by a pydantic body
+parameter, so that every mistake gets its own status and a message that says what to
+change; `request_schema(settings)` documents the same rules, limits included, in OpenAPI.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from embedq.config import Settings
+from embedq.errors import InputTooLarge, InvalidInput, MalformedRequest, UnsupportedMediaType
+
+ENCODING_FORMATS = ("float", "base64")
+
+
+class EmbeddingData(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str = Field(
+        description="floats, or base64 of little-endian float32 bytes (encoding_format=base64)"
+    )
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingData]
+    model: str
+    usage: Usage
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "embedq"
+    revision: str
+    dimension: int | None = Field(description="width of the vectors returned by default")
+    max_seq_length: int | None = Field(description="tokens per input the model reads")
+    truncate: bool = Field(description="longer inputs are truncated (true) or refused")
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+@dataclass(frozen=True)
+class EmbeddingCall:
+    """A parsed, checked request: texts in input order and how to answer them."""
+
+    texts: list[str]
+    model: str | None
+    encoding_format: str
+    dimensions: int | None
+
+
+def request_schema(settings: Settings) -> dict[str, Any]:
+    """The JSON schema of POST /v1/embeddings, with this deployment's limits."""
+    text = {"type": "string", "minLength": 1, "maxLength": settings.max_input_chars}
+    return {
+        "title": "EmbeddingRequest",
+        "type": "object",
+        "required": ["input"],
+        "properties": {
+            "input": {
+                "description": "a string, or a list of strings, each non-empty",
+                "anyOf": [
+                    text,
+                    {"type": "array", "items": text, "minItems": 1,
+                     "maxItems": settings.max_inputs},
+                ],
+            },
+            "model": {"type": "string", "description": "the served model (GET /v1/models)"},
+            "encoding_format": {"type": "string", "enum": list(ENCODING_FORMATS),
+                                "default": "float"},
+            "dimensions": {"type": "integer", "minimum": 1,
+                           "description": "truncate vectors to this width (renormalized)"},
+            "user": {"type": "string", "description": "accepted and ignored"},
+        },
+    }
+
+
+def read_json_body(content_type: str | None, body: bytes) -> Any:
+    """The JSON value of a request body; MalformedRequest (400/415) says what is wrong."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"the body is sent as {media or 'no content type'!r}: send JSON with the "
+            "header `Content-Type: application/json`"
+        )
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedRequest(
+            f"the body is not valid UTF-8 (byte {exc.start}): encode the JSON as UTF-8"
+        ) from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise MalformedRequest(f"the body is not valid JSON ({exc}): fix the JSON") from None
+
+
+def parse_embedding_request(payload: Any, settings: Settings) -> EmbeddingCall:
+    """Check an embeddings request against the wire rules and this deployment's limits."""
+    if not isinstance(payload, dict):
+        raise MalformedRequest(
+            'the body must be a JSON object such as {"input": ["some text"], "model": "..."}'
+        )
+    texts = _texts(payload.get("input"), settings)
+    model = payload.get("model")
+    if model is not None and not isinstance(model, str):
+        raise InvalidInput("model must be a string naming a served model (GET /v1/models)",
+                           "model")
+    fmt = payload.get("encoding_format")
+    if fmt is None:
+        fmt = "float"
+    if fmt not in ENCODING_FORMATS:
+        raise InvalidInput(
+            f"encoding_format={fmt!r} is not supported: use 'float' or 'base64'",
+            "encoding_format",
+        )
+    dims = payload.get("dimensions")
+    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
+        raise InvalidInput(
+            f"dimensions={dims!r} is not a positive integer: send e.g. 256, or omit it",
+            "dimensions",
+        )
+    user = payload.get("user")
+    if user is not None and not isinstance(user, str):
+        raise InvalidInput("user must be a string (it is accepted and ignored)", "user")
+    return EmbeddingCall(texts, model, fmt, dims)
+
+
+def _texts(raw: Any, settings: Settings) -> list[str]:
+    if raw is None:
+        raise InvalidInput('input is missing: send "input": "text" or ["text", ...]', "input")
+    if isinstance(raw, str):
+        texts = [raw]
+    elif isinstance(raw, list):
+        texts = raw
+        if not texts:
+            raise InvalidInput("input is an empty list: send at least one string", "input")
+        if len(texts) > settings.max_inputs:
+            raise InputTooLarge(
+                f"input has {len(texts)} items, over the limit of {settings.max_inputs} per "
+                "request: split it into several requests, or use a bulk job",
+                "input",
+            )
+    else:
+        raise InvalidInput(
+            "input must be a string or a list of strings (token arrays are not supported)",
+            "input",
+        )
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidInput(
+                f"input[{i}] is a {_json_type(text)}, not a string: send text only "
+                "(token arrays are not supported)",
+                "input",
+            )
+        if not text:
+            raise InvalidInput(f"input[{i}] is an empty string: send non-empty text", "input")
+        if len(text) > settings.max_input_chars:
+            raise InputTooLarge(
+                f"input[{i}] has {len(text)} characters, over the limit of "
+                f"{settings.max_input_chars}: split or shorten it",
+                "input",
+            )
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(
+                f"input[{i}] contains a lone surrogate escape (\\ud800-\\udfff), which is not "
+                "text: send valid Unicode",
+                "input",
+            ) from None
+    return texts
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__

@@ -1,0 +1,160 @@
+"""Token counts and model facts without the model: what an API process needs.
+
+`load_token_counter(settings)` reads only the tokenizer and a few JSON files from the
+model folder (`model_path`), never the weights, so an API process can count tokens,
+report the window and the dimension, and refuse or flag inputs over the window exactly as
+the worker's encoder will see them.
+
+Counting rules, per encoder:
+  sentence-transformers  the model's own tokenizer, special tokens included, untruncated;
+                         the window is `max_seq_length` from sentence_bert_config.json
+  hashing, faulty        the hashing encoder's rule (2 + whitespace-separated words)
+  upstream               the hashing rule as an estimate; window and dimension unknown
+                         (the remote API truncates and decides by itself)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from embedq.config import Settings
+from embedq.encoders import model_path
+from embedq.encoders.hashing import HashingEncoder
+from embedq.errors import ConfigError
+
+Counter = Callable[[list[str]], list[int]]
+
+# Tokenizers emit at most one token per UTF-8 byte, plus special tokens: a text this much
+# under the window in bytes cannot reach it, and is not tokenized to find out.
+_SPECIAL_TOKENS_BOUND = 8
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """Counts the tokens each text costs the model, before truncation to `window`."""
+
+    count: Counter
+    window: int | None  # the model's max sequence length; None when unknown
+    dimension: int | None  # the model's native output width; None when unknown
+
+    def raw_tokens(self, texts: list[str]) -> list[int]:
+        return self.count(texts) if texts else []
+
+    def over_window(self, texts: list[str]) -> list[tuple[int, int]]:
+        """(index, tokens) of each text longer than the window, in input order."""
+        if self.window is None:
+            return []
+        limit = self.window - _SPECIAL_TOKENS_BOUND
+        suspects = [i for i, t in enumerate(texts) if len(t) > limit // 4
+                    and len(t.encode("utf-8", "surrogatepass")) > limit]
+        if not suspects:
+            return []
+        counts = self.raw_tokens([texts[i] for i in suspects])
+        return [(i, n) for i, n in zip(suspects, counts, strict=True) if n > self.window]
+
+    def billed_tokens(self, texts: list[str]) -> int:
+        """Tokens the model sees for these texts (each capped at the window)."""
+        counts = self.raw_tokens(texts)
+        if self.window is not None:
+            counts = [min(n, self.window) for n in counts]
+        return sum(counts)
+
+
+def load_token_counter(settings: Settings) -> TokenCounter:
+    """The counter for the configured encoder; raises ConfigError when it cannot load."""
+    if settings.encoder in {"hashing", "faulty"}:
+        rule = HashingEncoder(settings.model)
+        return TokenCounter(rule.raw_tokens, rule.max_seq_length, rule.dimension)
+    if settings.encoder == "upstream":
+        return TokenCounter(HashingEncoder(settings.model).raw_tokens, None, None)
+    return _sentence_transformers_counter(model_path(settings.model))
+
+
+def _sentence_transformers_counter(path: str) -> TokenCounter:
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ConfigError(
+            f"model {path!r} is not a folder, so its tokenizer cannot be read without "
+            "downloading: set EMBEDQ_MODEL to a sentence-transformers model folder"
+        )
+    count = _tokenizer_counter(folder)
+    return TokenCounter(count, _window(folder), _dimension(folder))
+
+
+def _tokenizer_counter(folder: Path) -> Counter:
+    """The `tokenizers` library alone when tokenizer.json exists (no torch import)."""
+    if (folder / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        # Shipped tokenizer files often carry a padding and truncation setup of their own.
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+
+        def count_fast(texts: list[str]) -> list[int]:
+            return [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=True)]
+
+        return count_fast
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    try:
+        slow: Any = AutoTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot load the tokenizer from {str(folder)!r}: {exc}") from exc
+
+    def count_slow(texts: list[str]) -> list[int]:
+        ids = slow(texts, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+        return [len(row) for row in ids]
+
+    return count_slow
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _modules(folder: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+
+
+def _window(folder: Path) -> int | None:
+    for module in _modules(folder):
+        if str(module.get("type", "")).endswith("Transformer"):
+            config = _read_json(folder / str(module.get("path", "")) / "sentence_bert_config.json")
+            if isinstance(config.get("max_seq_length"), int):
+                return int(config["max_seq_length"])
+    config = _read_json(folder / "sentence_bert_config.json")
+    if isinstance(config.get("max_seq_length"), int):
+        return int(config["max_seq_length"])
+    positions = _read_json(folder / "config.json").get("max_position_embeddings")
+    return int(positions) if isinstance(positions, int) else None
+
+
+def _dimension(folder: Path) -> int | None:
+    """The width of the last module that sets one (Dense after Pooling), else hidden_size."""
+    width: int | None = None
+    for module in _modules(folder):
+        config = _read_json(folder / str(module.get("path", "")) / "config.json")
+        kind = str(module.get("type", ""))
+        if kind.endswith("Dense") and isinstance(config.get("out_features"), int):
+            width = int(config["out_features"])
+        elif kind.endswith("Pooling") and isinstance(config.get("word_embedding_dimension"), int):
+            width = int(config["word_embedding_dimension"])
+    if width is None:
+        hidden = _read_json(folder / "config.json").get("hidden_size")
+        width = int(hidden) if isinstance(hidden, int) else None
+    return width
