@@ -47,11 +47,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """The API for `settings` (default: from the environment); servers start in lifespan."""
     settings = settings or Settings.from_env()
     metrics = ApiMetrics()
+    tokens = load_token_counter(settings)  # the tokenizer only: fast, and fails early
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = await run_in_threadpool(EmbeddingService.from_settings, settings)
-        tokens = await run_in_threadpool(load_token_counter, settings)
         batcher = RequestBatcher(service, wait_ms=settings.api_batch_wait_ms,
                                  max_texts=settings.api_batch_max_texts)
         depth = QueueDepth(service)
@@ -89,7 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     protected = [Depends(require_api_key)]
     app.include_router(health.router)
-    app.include_router(embeddings.build_router(settings), dependencies=protected)
+    app.include_router(embeddings.build_router(settings, tokens.dimension), dependencies=protected)
     app.include_router(models.router, dependencies=protected)
     app.include_router(_meta_router(app), dependencies=protected)
     for router in _feature_routers():

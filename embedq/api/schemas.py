@@ -76,9 +76,15 @@ class EmbeddingCall:
     dimensions: int | None
 
 
-def request_schema(settings: Settings) -> dict[str, Any]:
+def request_schema(settings: Settings, dimension: int | None) -> dict[str, Any]:
     """The JSON schema of POST /v1/embeddings, with this deployment's limits."""
     text = {"type": "string", "minLength": 1, "maxLength": settings.max_input_chars}
+    dimensions: dict[str, Any] = {
+        "type": ["integer", "null"], "minimum": 1,
+        "description": "truncate vectors to this width (renormalized)",
+    }
+    if dimension is not None:
+        dimensions["maximum"] = dimension
     return {
         "title": "EmbeddingRequest",
         "type": "object",
@@ -92,12 +98,11 @@ def request_schema(settings: Settings) -> dict[str, Any]:
                      "maxItems": settings.max_inputs},
                 ],
             },
-            "model": {"type": "string", "description": "the served model (GET /v1/models)"},
-            "encoding_format": {"type": "string", "enum": list(ENCODING_FORMATS),
-                                "default": "float"},
-            "dimensions": {"type": "integer", "minimum": 1,
-                           "description": "truncate vectors to this width (renormalized)"},
-            "user": {"type": "string", "description": "accepted and ignored"},
+            "model": {"type": ["string", "null"],
+                      "description": "the served model (GET /v1/models); null: that one"},
+            "encoding_format": {"enum": [*ENCODING_FORMATS, None], "default": "float"},
+            "dimensions": dimensions,
+            "user": {"type": ["string", "null"], "description": "accepted and ignored"},
         },
     }
 
@@ -142,6 +147,8 @@ def parse_embedding_request(payload: Any, settings: Settings) -> EmbeddingCall:
             "encoding_format",
         )
     dims = payload.get("dimensions")
+    if isinstance(dims, float) and dims.is_integer():
+        dims = int(dims)  # JSON has one number type: 256.0 is the integer 256
     if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
         raise InvalidInput(
             f"dimensions={dims!r} is not a positive integer: send e.g. 256, or omit it",

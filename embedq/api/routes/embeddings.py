@@ -35,7 +35,8 @@ _INLINE_CHARS = 20_000
 _INLINE_VECTORS = 32
 
 
-def build_router(settings: Settings) -> APIRouter:
+def build_router(settings: Settings, dimension: int | None) -> APIRouter:
+    """The route, its OpenAPI request schema stating this deployment's limits."""
     router = APIRouter(tags=["embeddings"])
 
     @router.post(
@@ -46,7 +47,7 @@ def build_router(settings: Settings) -> APIRouter:
         openapi_extra={
             "requestBody": {
                 "required": True,
-                "content": {"application/json": {"schema": request_schema(settings)}},
+                "content": {"application/json": {"schema": request_schema(settings, dimension)}},
             }
         },
     )
