@@ -78,7 +78,7 @@ def test_threshold_override_and_exact_text(cache: SemanticCache, salt: str) -> N
     ns = f"t-{salt}"
     cache.put(ns, "alpha question", 1)
     cache.put(ns, "beta question", 2)
-    anything = cache.lookup(ns, "gamma question", threshold=-1.0, k=5)
+    anything = cache.lookup(ns, "something else entirely", threshold=-1.0, k=5)
     assert anything.hit and {m.payload for m in anything.matches} == {1, 2}
     assert all(-1.0 <= m.score <= 1.0 for m in anything.matches)
     exact = cache.lookup(ns, "alpha question", threshold=1.0)
@@ -111,7 +111,7 @@ def test_delete_entry_and_namespace(cache: SemanticCache, salt: str) -> None:
 def test_namespaces_never_see_each_other(cache: SemanticCache, salt: str) -> None:
     cache.put(f"a-{salt}", "shared words", "from a")
     assert not cache.lookup(f"b-{salt}", "shared words", threshold=-1.0).hit
-    cache.put(f"b-{salt}", "other words", "from b")
+    cache.put(f"b-{salt}", "an entry of namespace b", "from b")
     got = cache.lookup(f"b-{salt}", "shared words", threshold=-1.0, k=10)
     assert [m.payload for m in got.matches] == ["from b"]
 
@@ -226,9 +226,10 @@ def _answers(cache: SemanticCache, ns: str, queries: list[str]) -> list[list[tup
 def test_restart_rebuilds_the_same_answers(open_cache: Any, tmp_path: Path, salt: str) -> None:
     ns = f"restart-{salt}"
     first = open_cache()
-    ids = [first.put(ns, f"stored question {i}", i) for i in range(30)]
+    ids = [first.put(ns, f"stored question {i} on topic {7 * i}", i) for i in range(30)]
     first.delete(ns, ids[3])
-    queries = [f"stored question {i}" for i in range(0, 30, 3)] + ["something else"]
+    queries = [f"stored question {i} on topic {7 * i}" for i in range(0, 30, 3)]
+    queries += ["something else", "stored question 1 on topic 9"]
     before = _answers(first, ns, queries)
     first.close()  # writes the snapshot
     from_snapshot = open_cache()

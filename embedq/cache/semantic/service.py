@@ -5,7 +5,8 @@
           write the row and its change to the table, then catch the index up;
   lookup  embed the query, search the namespace's index (cosine, [-1, 1]), read the
           candidates' rows (expired ones never hit), keep those at or above the threshold
-          that match the metadata filter, and count the hit or the miss.
+          that the contrast guard lets through (guard.py) and that match the metadata
+          filter, and count the hit or the miss.
 A threshold of 1.0 means "this exact text" and is answered from the table by the text's
 digest, without embedding. The table is the source of truth; indexes are views (sync.py).
 """
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from embedq.cache.semantic.guard import contrasting
 from embedq.cache.semantic.index import IndexConfig, Matrix, unit_rows
 from embedq.cache.semantic.store import Entry, SemanticStore, utcnow
 from embedq.cache.semantic.sync import IndexSync, SyncConfig
@@ -191,6 +193,8 @@ class SemanticCache:
                     if s >= threshold]
             rows = self.store.live_entries([i for i, _ in hits], now)
             scored = [(rows[i], s) for i, s in hits if i in rows]
+            if self.settings.semantic_contrast_guard:
+                scored = [(e, s) for e, s in scored if not contrasting(query, e.query)]
         matches = [
             Match(e.id, round(s, 6), e.query, e.payload, e.metadata)
             for e, s in scored if _matches_filter(e, filter)
