@@ -192,7 +192,8 @@ def cmd_beat(args: argparse.Namespace) -> int:
     app = create_app(settings)
     app.conf.beat_schedule = {
         "embedq-jobs-tick": {"task": names.JOBS_TICK, "schedule": settings.job_tick_s,
-                             "options": {"queue": settings.online_queue}},
+                             "options": {"queue": settings.online_queue,
+                                         "expires": max(settings.job_tick_s, 1.0)}},
     }
     beat = app.Beat(scheduler="celery.beat:Scheduler", loglevel=args.loglevel.upper(),
                     max_interval=min(settings.job_tick_s, 5.0))

@@ -87,6 +87,8 @@ class JobService:
                 loader.add(record, n)
         except BadInputFile as exc:
             loader.seal(error=str(exc))
+            if start and loader.count:
+                self.start(job_id)  # the lines before the bad one run; nothing is lost
             raise
         loader.seal()
         if start:
@@ -106,10 +108,9 @@ class JobService:
     # cache backend lacks, so the embedded process runs the chunks itself, in order.
     def run_here(self, job_id: str, poll_s: float = 1.0) -> None:
         from embedq.workers.bulk import run_chunk
-        from embedq.workers.runtime import current
+        from embedq.workers.embedded import ensure_embedded_worker
 
-        self.service._ensure_worker()
-        runtime = current()
+        runtime = ensure_embedded_worker(self.service.app, self.settings)
         while True:
             job = self.store.get(job_id)
             if job.status in ("succeeded", "failed", "cancelled"):

@@ -1,6 +1,8 @@
 """Job tasks: a chunk (chord header), the wave callback, and the periodic tick.
 
-Thin: each unpacks ids and calls the worker-side chunk logic or the dispatcher. Chunk
+Shared tasks, bound to every embedq app (importing this module from
+`embedq.tasks.definitions` defines them). Thin: each unpacks ids and calls the
+worker-side chunk logic or the dispatcher. Chunk
 tasks carry (job id, chunk number, generation) and return counts, never vectors; the
 callback receives only those counts and reads the truth from the database.
 """
@@ -9,9 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from celery import Celery, Task
+from celery import Task, shared_task
 
-from embedq.config import Settings
 from embedq.errors import Unavailable
 from embedq.jobs.dispatch import Dispatcher
 from embedq.jobs.store import ChunkCounts, JobStore
@@ -28,46 +29,42 @@ _RETRY = {
 }
 
 
-def register(app: Celery, settings: Settings) -> None:
-    @app.task(  # type: ignore[untyped-decorator]
-        name=names.BULK_CHUNK, shared=False, bind=True, acks_late=True,
-        reject_on_worker_lost=True, **_RETRY,
-    )
-    def bulk_chunk(task: Task, job_id: str, chunk: int, generation: int) -> dict[str, int]:
-        """Embed one chunk of a job; a second run of a finished chunk does nothing."""
-        from embedq.workers.bulk import run_chunk
+@shared_task(  # type: ignore[untyped-decorator]
+    name=names.BULK_CHUNK, bind=True, acks_late=True, reject_on_worker_lost=True, **_RETRY,
+)
+def bulk_chunk(task: Task, job_id: str, chunk: int, generation: int) -> dict[str, int]:
+    """Embed one chunk of a job; a second run of a finished chunk does nothing."""
+    from embedq.workers.bulk import run_chunk
 
-        current = runtime.current()
-        store = JobStore(current.db)
-        try:
-            return run_chunk(current, store, job_id, chunk)
-        except Unavailable:
-            raise
-        except Exception as exc:
-            # A chunk that can never succeed must not stall its job: fail its items.
-            log.exception("job %s chunk %d failed", job_id, chunk)
-            row = store.chunk(job_id, chunk)
-            message = f"EmbeddingFailed: the chunk task failed: {exc}"
-            items = store.chunk_items(job_id, row.start, row.stop)
-            store.record_failures(job_id, row.start, row.stop, {fp: message for fp, _ in items})
-            store.finish_chunk(job_id, chunk, ChunkCounts(failed=len(items)))
-            return {"failed": len(items)}
+    current = runtime.current(task.request.hostname)
+    store = JobStore(current.db)
+    try:
+        return run_chunk(current, store, job_id, chunk)
+    except Unavailable:
+        raise
+    except Exception as exc:
+        # A chunk that can never succeed must not stall its job: fail its items.
+        log.exception("job %s chunk %d (wave %d) failed", job_id, chunk, generation)
+        row = store.chunk(job_id, chunk)
+        message = f"EmbeddingFailed: the chunk task failed: {exc}"
+        items = store.chunk_items(job_id, row.start, row.stop)
+        store.record_failures(job_id, row.start, row.stop, {fp: message for fp, _ in items})
+        store.finish_chunk(job_id, chunk, ChunkCounts(failed=len(items)))
+        return {"failed": len(items)}
 
-    @app.task(  # type: ignore[untyped-decorator]
-        name=names.CLOSE_JOB, shared=False, bind=True, acks_late=True,
-        reject_on_worker_lost=True, ignore_result=True, **_RETRY,
-    )
-    def close_job(task: Task, job_id: str, generation: int) -> str:
-        """The wave's chord callback: dispatch the next wave, pause, or finish the job."""
-        dispatcher = Dispatcher(JobStore(runtime.current().db), task.app, settings)
-        return dispatcher.close(job_id, generation)
 
-    @app.task(  # type: ignore[untyped-decorator]
-        name=names.JOBS_TICK, shared=False, bind=True, ignore_result=True,
-        expires=max(settings.job_tick_s, 1.0),
-    )
-    def jobs_tick(task: Task) -> dict[str, int]:
-        """Sent by `embedq beat`: start due jobs, pause closed windows, rescue stalls."""
-        return Dispatcher(JobStore(runtime.current().db), task.app, settings).tick()
+@shared_task(  # type: ignore[untyped-decorator]
+    name=names.CLOSE_JOB, bind=True, acks_late=True, reject_on_worker_lost=True,
+    ignore_result=True, **_RETRY,
+)
+def close_job(task: Task, job_id: str, generation: int) -> str:
+    """The wave's chord callback: dispatch the next wave, pause, or finish the job."""
+    current = runtime.current(task.request.hostname)
+    return Dispatcher(JobStore(current.db), task.app, current.settings).close(job_id, generation)
 
-    del bulk_chunk, close_job, jobs_tick
+
+@shared_task(name=names.JOBS_TICK, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
+def jobs_tick(task: Task) -> dict[str, int]:
+    """Sent by `embedq beat`: start due jobs, pause closed windows, rescue stalls."""
+    current = runtime.current(task.request.hostname)
+    return Dispatcher(JobStore(current.db), task.app, current.settings).tick()

@@ -1,0 +1,307 @@
+"""Jobs on real Redis, Postgres and `embedq worker` processes: bulk files, the HTTP API,
+windows under a fake clock, cancellation, export round-trips."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from embedq.corpus import iter_corpus
+from embedq.jobs.service import JobService
+from embedq.service import EmbeddingService
+from tests import support
+
+pytestmark = pytest.mark.integration
+
+
+class JobCluster:
+    """A worker on queues of its own (so no other test's worker takes these tasks)."""
+
+    def __init__(self, env: dict[str, str], worker: support.WorkerProcess, ledger: Path,
+                 tmp: Path) -> None:
+        self.env = env
+        self.worker = worker
+        self.ledger = ledger
+        self.tmp = tmp
+
+    def jobs(self, clock: Any = None) -> JobService:
+        service = EmbeddingService(support.settings_from(self.env))
+        return JobService(service, clock) if clock else JobService(service)
+
+    def passes(self) -> dict[str, int]:
+        return support.ledger_counts(self.ledger)
+
+    def cli(self, *args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "embedq.cli", *args], env=self.env, cwd=support.ROOT,
+            capture_output=True, text=True, timeout=timeout_s,
+        )
+
+
+def job_env(redis_url: str, pg_url: str, tmp: Path, tag: str, **extra: Any) -> dict[str, str]:
+    return support.cluster_env(
+        redis_url, pg_url, ledger_path=tmp / "ledger.txt", online_queue=f"online-{tag}",
+        bulk_queue=f"bulk-{tag}", job_chunk_max_texts=300, job_wave_chunks=2,
+        **extra,
+    )
+
+
+@pytest.fixture(scope="module")
+def jc(redis_url: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory
+       ) -> Iterator[JobCluster]:
+    tmp = tmp_path_factory.mktemp("jobs")
+    env = job_env(redis_url, pg_url, tmp, "jobs")
+    worker = support.WorkerProcess(env, tmp / "worker.log").start()
+    try:
+        yield JobCluster(env, worker, tmp / "ledger.txt", tmp)
+    finally:
+        worker.stop()
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def wait_for(jobs: JobService, job_id: str, timeout_s: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = jobs.describe(job_id)
+        if state["status"] in ("succeeded", "failed", "cancelled"):
+            return state
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not end: {jobs.describe(job_id)}")
+
+
+def corpus_file(path: Path, salt: str, n: int) -> list[tuple[str, str]]:
+    rows = [(pid, f"{salt} {text}") for pid, text in iter_corpus(limit=n)]
+    with path.open("w") as fh:
+        for pid, text in rows:
+            fh.write(json.dumps({"id": pid, "text": text}) + "\n")
+    return rows
+
+
+def test_debian_job_encodes_each_distinct_text_once_and_exports_in_order(
+    jc: JobCluster, salt: str
+) -> None:
+    import pyarrow.parquet as pq
+
+    src = jc.tmp / f"debian-{salt}.jsonl"
+    rows = corpus_file(src, salt, 3000)
+    texts = [t for _, t in rows]
+    distinct = set(texts)
+    assert len(distinct) < len(texts)  # the slice has duplicates to collapse
+    out = jc.tmp / f"out-{salt}.parquet"
+    done = jc.cli("bulk", str(src), "--now", "--wait", "--json", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    state = json.loads(done.stdout)
+    p = state["progress"]
+    assert state["status"] == "succeeded"
+    assert (p["total"], p["done"], p["failed"]) == (3000, 3000, 0)
+    assert p["encoded"] == len(distinct)
+    assert p["coalesced"] + p["cached"] == 3000 - len(distinct)
+    passes = jc.passes()
+    assert [passes.get(digest(t), 0) for t in sorted(distinct)] == [1] * len(distinct)
+
+    table = pq.read_table(out)
+    assert table.column("id").to_pylist() == [pid for pid, _ in rows]
+    exported = np.array(table.column("embedding").to_pylist(), dtype=np.float32)
+    sample = list(range(0, 3000, 7))
+    jobs = jc.jobs()
+    expected = jobs.service.embed([texts[i] for i in sample]).vectors()
+    np.testing.assert_array_equal(exported[sample], np.stack(expected))
+
+    npy = jc.tmp / f"out-{salt}.npy"
+    assert jc.cli("jobs", "export", state["id"], "--out", str(npy)).returncode == 0
+    np.testing.assert_array_equal(np.load(npy), exported)
+    ids = [json.loads(line)["id"] for line in npy.with_suffix(".ids.jsonl").open()]
+    assert ids == [pid for pid, _ in rows]
+    jl = jc.tmp / f"out-{salt}.jsonl"
+    assert jc.cli("jobs", "export", state["id"], "--out", str(jl)).returncode == 0
+    lines = [json.loads(line) for line in jl.open()]
+    assert [r["index"] for r in lines] == list(range(3000))
+    np.testing.assert_array_equal(np.array(lines[11]["embedding"], np.float32), exported[11])
+
+
+def test_second_job_over_the_same_texts_is_all_cached(jc: JobCluster, salt: str) -> None:
+    jobs = jc.jobs()
+    texts = [f"{salt} again {i % 40}" for i in range(200)]
+    first = wait_for(jobs, jobs.submit(texts))
+    second = wait_for(jobs, jobs.submit(texts))
+    assert first["progress"]["encoded"] == 40
+    assert second["progress"]["cached"] == 200 and second["progress"]["encoded"] == 0
+    assert all(n == 1 for n in (jc.passes()[digest(t)] for t in set(texts)))
+
+
+def test_bad_line_names_it_and_keeps_the_lines_before(jc: JobCluster, salt: str) -> None:
+    src = jc.tmp / f"bad-{salt}.jsonl"
+    good = [f"{salt} good {i}" for i in range(5)]
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in good)
+                   + '{"title": "no text field"}\n' + json.dumps({"text": "after"}) + "\n")
+    run = jc.cli("bulk", str(src), "--now")
+    assert run.returncode == 2
+    assert "line 6" in run.stderr and "--from-line 6" in run.stderr
+    job_id = run.stderr.split("saved in job ")[1].split(",")[0]
+    jobs = jc.jobs()
+    state = wait_for(jobs, job_id)
+    assert state["status"] == "succeeded" and state["progress"]["done"] == 5
+    assert "line 6" in state["error"]
+    got = [r.vector for r in jobs.results(job_id, 0, 10)]
+    want = jobs.service.embed(good).vectors()
+    for blob, vec in zip(got, want, strict=True):
+        assert blob is not None
+        np.testing.assert_array_equal(np.frombuffer(blob, "<f4"), vec)
+
+
+def test_non_utf8_and_empty_files_are_refused_clearly(jc: JobCluster, salt: str) -> None:
+    raw = jc.tmp / f"latin-{salt}.txt"
+    raw.write_bytes(f"{salt} ok\n".encode() + b"caf\xe9\n")
+    run = jc.cli("bulk", str(raw), "--now")
+    assert run.returncode == 2 and "line 2" in run.stderr and "UTF-8" in run.stderr
+    empty = jc.tmp / f"empty-{salt}.jsonl"
+    empty.write_text("")
+    run = jc.cli("bulk", str(empty), "--now")
+    assert run.returncode == 2 and "holds no texts" in run.stderr
+
+
+class FakeClock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_window_waits_pauses_and_resumes_under_a_fake_clock(jc: JobCluster, salt: str
+                                                           ) -> None:
+    real = datetime.now(UTC).replace(second=0, microsecond=0)
+    # A window around the real time, so the worker's own (real) clock agrees with "open".
+    window = f"{real - timedelta(hours=1):%H:%M}-{real + timedelta(hours=1):%H:%M}"
+    clock = FakeClock(real - timedelta(hours=2))
+    jobs = jc.jobs(clock)
+    texts = [f"{salt} slow {i} [[sleep:0.15]]" for i in range(1500)]
+    job_id = jobs.submit(texts, window=window, priority="bulk")
+    state = jobs.describe(job_id)
+    assert state["status"] == "queued" and state["waiting_until"] is not None
+    assert jobs.tick()["started"] == 0
+    time.sleep(0.5)
+    assert jobs.describe(job_id)["progress"]["done"] == 0
+
+    clock.now = real
+    assert jobs.tick()["started"] == 1
+    time.sleep(0.3)
+    clock.now = real + timedelta(hours=2)  # the window closes mid-job
+    assert jobs.tick()["paused"] == 1
+    time.sleep(4)  # chunks already running finish; nothing new starts
+    paused = jobs.describe(job_id)
+    assert paused["status"] == "queued" and paused["progress"]["done"] < 1500
+    time.sleep(1.5)
+    assert jobs.describe(job_id)["progress"]["done"] == paused["progress"]["done"]
+
+    clock.now = real + timedelta(days=1)  # the next opening
+    assert jobs.tick()["started"] == 1
+    final = wait_for(jobs, job_id)
+    assert final["status"] == "succeeded" and final["progress"]["done"] == 1500
+
+
+def test_cancel_stops_what_has_not_run(jc: JobCluster, salt: str) -> None:
+    jobs = jc.jobs()
+    texts = [f"{salt} cancel {i} [[sleep:0.2]]" for i in range(1500)]
+    job_id = jobs.submit(texts)
+    time.sleep(0.5)
+    assert jobs.cancel(job_id)
+    time.sleep(4)
+    state = jobs.describe(job_id)
+    assert state["status"] == "cancelled"
+    assert state["progress"]["done"] <= 600  # at most the one wave already running
+    assert not jobs.cancel(job_id)
+
+
+@pytest.fixture(scope="module")
+def api(jc: JobCluster) -> Iterator[str]:
+    import uvicorn
+    from fastapi import FastAPI
+
+    from embedq.api.errors import install_handlers
+    from embedq.api.routes.jobs import router
+
+    settings = support.settings_from(jc.env)
+    app = FastAPI()
+    app.state.settings = settings
+    app.state.service = EmbeddingService(settings)
+    install_handlers(app)
+    app.include_router(router)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_http_jobs_submit_poll_results(api: str, jc: JobCluster, salt: str) -> None:
+    inputs = [f"{salt} http {i}" for i in range(30)] + [{"id": "last", "text": f"{salt} x"}]
+    r = httpx.post(f"{api}/v1/jobs", json={"input": inputs, "priority": "bulk"})
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert set(body) >= {"id", "status", "status_url"}
+    deadline = time.monotonic() + 60
+    while (state := httpx.get(body["status_url"]).json())["status"] != "succeeded":
+        assert time.monotonic() < deadline, state
+        time.sleep(0.2)
+    assert state["progress"]["total"] == 31 and state["created_at"] and state["finished_at"]
+    page = httpx.get(f"{api}/v1/jobs/{body['id']}/results",
+                     params={"offset": 25, "limit": 10}).json()
+    assert [d["index"] for d in page["data"]] == list(range(25, 31))
+    assert page["data"][-1]["id"] == "last" and page["has_more"] is False
+    want = jc.jobs().service.embed([f"{salt} http 25"]).vectors()[0]
+    np.testing.assert_array_equal(np.array(page["data"][0]["embedding"], np.float32), want)
+    assert httpx.get(f"{api}/v1/jobs/nope").status_code == 404
+    bad = httpx.post(f"{api}/v1/jobs", json={"input": ["ok", ""]})
+    assert bad.status_code == 422 and "input 1" in bad.json()["error"]["message"]
+    gone = httpx.delete(f"{api}/v1/jobs/{body['id']}").json()
+    assert gone["cancelled"] is False and gone["status"] == "succeeded"
+
+
+def test_http_jobs_answer_503_with_retry_after_when_the_database_is_down(jc: JobCluster
+                                                                         ) -> None:
+    import uvicorn
+    from fastapi import FastAPI
+
+    from embedq.api.errors import install_handlers
+    from embedq.api.routes.jobs import router
+
+    settings = support.settings_from(jc.env).with_overrides(
+        database_url="postgresql://postgres@127.0.0.1:1/embedq_down")
+    app = FastAPI()
+    app.state.settings = settings
+    app.state.service = EmbeddingService(settings)
+    install_handlers(app)
+    app.include_router(router)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/jobs", json={"input": ["a"]}, timeout=30)
+        assert r.status_code == 503 and int(r.headers["Retry-After"]) > 0
+        assert "retry" in r.json()["error"]["message"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
