@@ -1,0 +1,101 @@
+"""/v1/semantic-cache: put, look up, delete and count (query, payload) entries by meaning.
+
+    PUT    /v1/semantic-cache/{namespace}               {"query", "payload", "ttl_s"?,
+                                                         "sliding"?, "metadata"?} -> {"id"}
+    POST   /v1/semantic-cache/{namespace}/lookup        {"query", "threshold"?, "k"?,
+                                                         "filter"?} -> {"hit", "matches"}
+    DELETE /v1/semantic-cache/{namespace}/{entry_id}    one entry (404 if absent)
+    DELETE /v1/semantic-cache/{namespace}               the whole namespace
+    GET    /v1/semantic-cache/{namespace}/stats         entries, hits, misses, index, sync
+
+The process's SemanticCache is built in this router's lifespan (merged into the app's),
+so its indexes are loaded before the first request and its sync thread stops at shutdown.
+Bad input raises embedq errors; the app's error table answers them (4xx, OpenAI shape).
+Handlers are plain functions: FastAPI runs them on its thread pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from embedq.cache.semantic import SemanticCache
+from embedq.errors import Unavailable
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    cache = await run_in_threadpool(SemanticCache, app.state.service)
+    app.state.semantic = cache
+    try:
+        yield
+    finally:
+        await run_in_threadpool(cache.close)
+
+
+router = APIRouter(prefix="/v1/semantic-cache", tags=["semantic cache"], lifespan=lifespan)
+
+
+def semantic_cache(request: Request) -> SemanticCache:
+    cache: SemanticCache | None = getattr(request.app.state, "semantic", None)
+    if cache is None:
+        raise Unavailable("the semantic cache is still loading; retry in a moment", 1)
+    return cache
+
+
+Cache = Annotated[SemanticCache, Depends(semantic_cache)]
+
+
+class PutRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description="the question or text the payload answers")
+    payload: Any = Field(description="any JSON: an LLM reply, a tool result, a context")
+    ttl_s: int | None = Field(default=None, description="seconds to live; none = no expiry")
+    sliding: bool | None = Field(default=None, description="each hit restarts the ttl")
+    metadata: dict[str, Any] | None = None
+
+
+class LookupRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str
+    threshold: float | None = Field(
+        default=None, description="cosine in [-1, 1]; 1.0 = exact text only; none = default")
+    k: int = Field(default=1, description="matches to return, best first")
+    filter: dict[str, Any] | None = Field(default=None, description="metadata to match")
+
+
+@router.put("/{namespace}", summary="Store a (query, payload) entry")
+def put_entry(namespace: str, body: PutRequest, cache: Cache) -> dict[str, Any]:
+    entry_id = cache.put(namespace, body.query, body.payload, ttl_s=body.ttl_s,
+                         sliding=body.sliding, metadata=body.metadata)
+    return {"id": entry_id, "namespace": namespace}
+
+
+@router.post("/{namespace}/lookup", summary="Find entries whose query means the same")
+def lookup(namespace: str, body: LookupRequest, cache: Cache) -> dict[str, Any]:
+    result = cache.lookup(namespace, body.query, threshold=body.threshold, k=body.k,
+                          filter=body.filter)
+    return result.to_json()
+
+
+@router.delete("/{namespace}/{entry_id}", summary="Delete one entry")
+def delete_entry(namespace: str, entry_id: int, cache: Cache) -> dict[str, Any]:
+    cache.delete(namespace, entry_id)
+    return {"id": entry_id, "deleted": True}
+
+
+@router.delete("/{namespace}", summary="Delete a whole namespace")
+def drop_namespace(namespace: str, cache: Cache) -> dict[str, Any]:
+    return {"namespace": namespace, "deleted": cache.drop(namespace)}
+
+
+@router.get("/{namespace}/stats", summary="Entries, hits, misses, index kind, last sync")
+def stats(namespace: str, cache: Cache) -> dict[str, Any]:
+    return cache.stats(namespace)
