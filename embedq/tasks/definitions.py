@@ -12,7 +12,7 @@ from celery import Celery, Task, shared_task
 
 from embedq.config import Settings
 from embedq.errors import Unavailable
-from embedq.tasks import names
+from embedq.tasks import bulk, names  # noqa: F401 - importing bulk defines the job tasks
 from embedq.workers import runtime
 
 
