@@ -6,8 +6,13 @@ EMBEDQ_BROKER_URL / EMBEDQ_REDIS_URL / EMBEDQ_DATABASE_URL it joins a cluster.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from embedq.config import Settings
 from embedq.service import EmbeddingService, EmbedResult, Vector
+
+if TYPE_CHECKING:
+    from embedq.cache.semantic import LookupResult, SemanticCache
 
 
 class Client:
@@ -46,7 +51,36 @@ class Client:
     def stats(self) -> dict[str, int]:
         return self.service.stats()
 
+    # --- the semantic cache (loaded on first use; see embedq/cache/semantic)
+    @property
+    def semantic(self) -> SemanticCache:
+        if getattr(self, "_semantic", None) is None:
+            from embedq.cache.semantic import SemanticCache
+
+            self._semantic = SemanticCache(self.service)
+        return self._semantic
+
+    def cache_put(self, namespace: str, query: str, payload: Any, **options: Any) -> int:
+        """Store (query, payload); options: ttl_s, sliding, metadata. Returns the entry id."""
+        return self.semantic.put(namespace, query, payload, **options)
+
+    def cache_lookup(self, namespace: str, query: str, **options: Any) -> LookupResult:
+        """Entries meaning the same as `query`; options: threshold, k, filter."""
+        return self.semantic.lookup(namespace, query, **options)
+
+    def cache_delete(self, namespace: str, entry_id: int | None = None) -> int:
+        """Delete one entry, or the whole namespace when no id is given; returns how many."""
+        if entry_id is None:
+            return self.semantic.drop(namespace)
+        self.semantic.delete(namespace, entry_id)
+        return 1
+
+    def cache_stats(self, namespace: str) -> dict[str, Any]:
+        return self.semantic.stats(namespace)
+
     def close(self) -> None:
+        if getattr(self, "_semantic", None) is not None:
+            self._semantic.close()
         self.service.close()
 
     def __enter__(self) -> Client:

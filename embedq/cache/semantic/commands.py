@@ -1,0 +1,93 @@
+"""`embedq cache put|lookup|delete|stats`: the semantic cache from the command line.
+
+    embedq cache put NAMESPACE QUERY PAYLOAD_JSON [--ttl-s N] [--sliding] [--metadata JSON]
+    embedq cache lookup NAMESPACE QUERY [--threshold T] [-k K] [--filter JSON]
+    embedq cache delete NAMESPACE (ENTRY_ID | --all)
+    embedq cache stats NAMESPACE
+Every command prints JSON. Lookups exit 0 on a hit and 1 on a miss, for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from embedq.errors import InvalidInput
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("cache", help="the semantic cache: put, lookup, delete, stats")
+    actions = p.add_subparsers(dest="cache_action", required=True)
+
+    put = actions.add_parser("put", help="store a (query, payload) entry; prints its id")
+    put.add_argument("namespace")
+    put.add_argument("query")
+    put.add_argument("payload", help="any JSON value, e.g. '{\"answer\": \"...\"}' or '\"text\"'")
+    put.add_argument("--ttl-s", type=int, default=None, help="seconds to live (default: none)")
+    put.add_argument("--sliding", action="store_true", help="each hit restarts the ttl")
+    put.add_argument("--metadata", default=None, help="a JSON object")
+
+    look = actions.add_parser("lookup", help="find entries meaning the same (exit 1 on a miss)")
+    look.add_argument("namespace")
+    look.add_argument("query")
+    look.add_argument("--threshold", type=float, default=None,
+                      help="cosine in [-1, 1]; 1.0 = exact text only")
+    look.add_argument("-k", type=int, default=1)
+    look.add_argument("--filter", default=None, help="a JSON object of metadata to match")
+
+    rm = actions.add_parser("delete", help="delete one entry, or --all of a namespace")
+    rm.add_argument("namespace")
+    rm.add_argument("entry_id", nargs="?", type=int)
+    rm.add_argument("--all", action="store_true", help="delete the whole namespace")
+
+    st = actions.add_parser("stats", help="entries, hits, misses, index kind, last sync")
+    st.add_argument("namespace")
+    p.set_defaults(func=cmd_cache)
+
+
+def _json(raw: str | None, name: str) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(
+            f"{name} is not JSON ({exc}); quote strings, e.g. '\"an answer\"'", name
+        ) from exc
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from embedq.cache.semantic.service import SemanticCache
+    from embedq.service import EmbeddingService
+
+    if args.cache_action == "delete" and (args.entry_id is None) == (not args.all):
+        raise InvalidInput("embedq cache delete needs an ENTRY_ID or --all (not both)")
+    service = EmbeddingService.from_settings()
+    cache = SemanticCache(service)
+    code = 0
+    try:
+        out: dict[str, Any]
+        if args.cache_action == "put":
+            entry_id = cache.put(args.namespace, args.query, _json(args.payload, "payload"),
+                                 ttl_s=args.ttl_s, sliding=args.sliding or None,
+                                 metadata=_json(args.metadata, "metadata"))
+            out = {"id": entry_id, "namespace": args.namespace}
+        elif args.cache_action == "lookup":
+            result = cache.lookup(args.namespace, args.query, threshold=args.threshold,
+                                  k=args.k, filter=_json(args.filter, "filter"))
+            out = result.to_json()
+            code = 0 if result.hit else 1
+        elif args.cache_action == "delete":
+            if args.all:
+                out = {"namespace": args.namespace, "deleted": cache.drop(args.namespace)}
+            else:
+                cache.delete(args.namespace, args.entry_id)
+                out = {"id": args.entry_id, "deleted": True}
+        else:
+            out = cache.stats(args.namespace)
+        print(json.dumps(out, ensure_ascii=False))
+    finally:
+        cache.close()
+        service.close()
+    return code
