@@ -105,6 +105,13 @@ class EmbeddingService:
         settings = settings or Settings.from_env()
         if settings.embedded:
             _prepare_embedded_database(settings)
+            # The memory transport is process-global: give each embedded client its own
+            # queues so two clients with different settings never take each other's work.
+            tag = uuid.uuid4().hex[:8]
+            settings = settings.with_overrides(
+                online_queue=f"{settings.online_queue}-{tag}",
+                bulk_queue=f"{settings.bulk_queue}-{tag}",
+            )
         service = cls(settings)
         service._ensure_worker()
         return service

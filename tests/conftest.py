@@ -66,3 +66,14 @@ def cluster(redis_url: str, pg_url: str, tmp_path_factory: pytest.TempPathFactor
 def salt() -> str:
     """Makes a test's texts unique, so no earlier test's cache answers for them."""
     return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def model_client(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """An embedded Client on the real default model, loaded once per test session."""
+    from embedq import Client
+    from embedq.config import Settings
+
+    data_dir = tmp_path_factory.mktemp("model-client")
+    settings = Settings.from_env({"EMBEDQ_DATA_DIR": str(data_dir)})
+    return Client(settings)

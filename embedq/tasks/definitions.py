@@ -29,7 +29,8 @@ from embedq.workers import runtime
 )
 def embed(task: Task, payload: dict[str, Any]) -> dict[str, int]:
     """Embed the (fingerprint, text) pairs of one online message."""
-    return runtime.current().handle_embed(payload)
+    queue = (task.request.delivery_info or {}).get("routing_key")
+    return runtime.current(queue).handle_embed(payload)
 
 
 def register(app: Celery, settings: Settings) -> None:

@@ -20,6 +20,12 @@ log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _started: dict[int, tuple[WorkerRuntime, threading.Thread]] = {}
+_runtimes: dict[int, WorkerRuntime] = {}
+
+
+def embedded_runtime(app: Celery) -> WorkerRuntime | None:
+    """The runtime of the embedded worker started for `app`, if any."""
+    return _runtimes.get(id(app))
 
 
 def ensure_embedded_worker(app: Celery, settings: Settings) -> WorkerRuntime:
@@ -28,14 +34,15 @@ def ensure_embedded_worker(app: Celery, settings: Settings) -> WorkerRuntime:
         if id(app) in _started:
             return _started[id(app)][0]
         runtime = WorkerRuntime(settings)
-        install(runtime)
+        queues = [settings.online_queue, settings.bulk_queue]
+        install(runtime, queues)
         app.finalize()
         worker = app.WorkController(
             app=app,
             pool="threads",
             concurrency=settings.concurrency,
-            queues=[settings.online_queue, settings.bulk_queue],
-            hostname=f"embedq-embedded@{runtime.worker_id}",
+            queues=queues,
+            hostname=f"embedq-embedded@{runtime.worker_id}-{len(_started)}",
             loglevel=logging.WARNING,
             without_heartbeat=True,
             without_mingle=True,
@@ -51,5 +58,6 @@ def ensure_embedded_worker(app: Celery, settings: Settings) -> WorkerRuntime:
                 raise RuntimeError("the embedded worker did not start within 30 s")
             time.sleep(0.01)
         _started[id(app)] = (runtime, thread)
+        _runtimes[id(app)] = runtime
         log.info("embedded worker started (memory broker, SQLite, in-process store)")
         return runtime

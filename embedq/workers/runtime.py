@@ -332,16 +332,28 @@ def _relay(target: Future[bytes]) -> Any:
 
 
 _current: WorkerRuntime | None = None
+_by_queue: dict[str, WorkerRuntime] = {}
 
 
-def install(runtime: WorkerRuntime) -> None:
+def install(runtime: WorkerRuntime, queues: list[str] | None = None) -> None:
+    """Make `runtime` the one tasks use: per queue for embedded workers (several may share
+    a process, each on its own queues), else process-wide."""
     global _current
-    _current = runtime
+    if queues is None or _current is None:
+        _current = runtime
+    if queues is not None:
+        _by_queue.update({q: runtime for q in queues})
 
 
-def current() -> WorkerRuntime:
+def current(queue: str | None = None) -> WorkerRuntime:
+    """The runtime serving `queue` (embedded workers), else the process's runtime."""
+    if queue is not None and queue in _by_queue:
+        return _by_queue[queue]
     if _current is None:
-        raise RuntimeError("no worker runtime in this process: start it with `embedq worker`")
+        raise RuntimeError(
+            f"no worker runtime for queue {queue!r} in this process: "
+            "start workers with `embedq worker`"
+        )
     return _current
 
 

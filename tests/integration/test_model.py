@@ -1,0 +1,47 @@
+"""The real default model (all-MiniLM-L6-v2 from its PyPI package) end to end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.model
+
+
+def test_default_model_gives_normalized_384_dim_vectors(model_client: Any) -> None:
+    vectors = model_client.embed(["how do I open an account", "how to create an account",
+                                  "the boiling point of water"])
+    assert all(v.shape == (384,) for v in vectors)
+    assert all(np.isclose(np.linalg.norm(v), 1.0, atol=1e-4) for v in vectors)
+    paraphrase = float(vectors[0] @ vectors[1])
+    unrelated = float(vectors[0] @ vectors[2])
+    assert paraphrase > 0.7 > unrelated
+
+
+def test_pipeline_vectors_equal_a_bare_encode(model_client: Any) -> None:
+    from embedq.encoders.sentence import SentenceTransformerEncoder
+
+    texts = ["Development files of gfal2", "manage mail domains for Dovecot and Postfix"]
+    vectors = model_client.embed(texts)
+    runtime_encoder = _embedded_encoder(model_client)
+    assert isinstance(runtime_encoder, SentenceTransformerEncoder)
+    bare = runtime_encoder.model.encode(texts, normalize_embeddings=True)
+    for got, want in zip(vectors, bare, strict=True):
+        assert float(got @ want) > 0.9999
+
+
+def test_dimensions_truncate_and_renormalize(model_client: Any) -> None:
+    full = model_client.embed(["matryoshka text"])[0]
+    short = model_client.embed(["matryoshka text"], dimensions=128)[0]
+    assert short.shape == (128,)
+    np.testing.assert_allclose(short, full[:128] / np.linalg.norm(full[:128]), atol=1e-5)
+
+
+def _embedded_encoder(client: Any) -> Any:
+    from embedq.workers.embedded import embedded_runtime
+
+    runtime = embedded_runtime(client.service.app)
+    assert runtime is not None
+    return runtime.encoder
