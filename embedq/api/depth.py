@@ -37,9 +37,11 @@ class QueueDepth:
     def probe(self, queue: str) -> int:
         """Messages waiting in `queue` now; BrokerUnavailable when the broker is down."""
         if self.settings.embedded:
-            from embedq.workers.runtime import current
+            from embedq.workers.embedded import ensure_embedded_worker
 
-            return current().batcher.depth() if queue == self.settings.online_queue else 0
+            # Started by the service already; this returns that worker's runtime.
+            runtime = ensure_embedded_worker(self.service.app, self.settings)
+            return runtime.batcher.depth() if queue == self.settings.online_queue else 0
         try:
             with self.service.app.pool.acquire(block=True, timeout=5) as conn:
                 channel = conn.channel()

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -65,3 +66,67 @@ class ApiServer:
                 self.proc.wait(timeout=15)
         with contextlib.suppress(Exception):
             self._log.close()
+
+
+class TcpProxy:
+    """A TCP forwarder to a real server that a test can cut and restore: a database
+    outage for the processes that connect through it, without touching the server."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._sockets: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def start(self) -> TcpProxy:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Refuse new connections and cut every open one."""
+        with self._lock:
+            if self._listener is not None:
+                with contextlib.suppress(OSError):
+                    self._listener.shutdown(socket.SHUT_RDWR)
+                self._listener.close()
+                self._listener = None
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._sockets.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._sockets.update((client, upstream))
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
