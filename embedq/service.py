@@ -166,6 +166,8 @@ class EmbeddingService:
             "cache_hits_durable": sum(1 for src, _ in found.values() if src == "durable"),
             "coalesced": len(texts) - len(unique) + len(lost),
             "submitted": len(won),
+            "tokens_saved": _tokens_saved(fps, texts, won),
+            "calls_saved": 0 if won else 1,
         }
         self.hot.incr(counts)
         if won or lost:
@@ -306,6 +308,19 @@ class EmbeddingService:
 
     def close(self) -> None:
         self.db.dispose()
+
+
+def _tokens_saved(fps: list[str], texts: list[str], won: list[str]) -> int:
+    """Tokens (about 4 characters each) a client without embedq would have paid for: every
+    input except the first occurrence of each text this request computed."""
+    computed = set(won)
+    saved = 0
+    for fp, text in zip(fps, texts, strict=True):
+        if fp in computed:
+            computed.discard(fp)
+        else:
+            saved += 1 + len(text) // 4
+    return saved
 
 
 def _prepare_embedded_database(settings: Settings) -> None:

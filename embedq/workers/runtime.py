@@ -31,6 +31,7 @@ from embedq.errors import (
     InvalidVector,
     PoisonText,
     Unavailable,
+    UpstreamError,
 )
 from embedq.fingerprint import EncodeSpec
 from embedq.models import Database
@@ -74,6 +75,7 @@ class WorkerRuntime:
         )
         self._stop = threading.Event()
         self._leased: set[str] = set()
+        self._usage = (0, 0)
         self._leases_lock = threading.Lock()
         for target in (self._heartbeat, self._keep_leases):
             threading.Thread(target=target, name=f"embedq{target.__name__}", daemon=True).start()
@@ -269,7 +271,7 @@ class WorkerRuntime:
         if bad:
             self._fail(bad)
         self.hot.publish_done(sorted(blobs))
-        self.hot.incr({"encoded": len(batch.texts), "batches": 1})
+        self.hot.incr({"encoded": len(batch.texts), "batches": 1, **self._upstream_usage()})
         self.hot.observe({"batch_texts": len(batch.texts), "batch_tokens": batch.tokens,
                           "encode_seconds": elapsed_ms / 1000})
         for item in items:
@@ -282,12 +284,30 @@ class WorkerRuntime:
             len(batch.texts), len(items), batch.tokens, len(bad), elapsed_ms,
         )
 
+    def _upstream_usage(self) -> dict[str, int]:
+        """Calls and tokens the remote encoder spent since the last batch (else nothing)."""
+        calls = int(getattr(self.encoder, "calls", 0))
+        tokens = int(getattr(self.encoder, "tokens", 0))
+        delta = {"upstream_calls": calls - self._usage[0],
+                 "upstream_tokens": tokens - self._usage[1]}
+        self._usage = (calls, tokens)
+        return delta
+
     def _batch_failed(self, batch: Batch, items: list[Item]) -> None:
         error = batch.error
         assert error is not None
         if isinstance(error, Unavailable):
             for item in items:
                 item.future.set_exception(error)
+            return
+        if isinstance(error, UpstreamError):
+            # The upstream already had its bounded retries; per-text retries would only
+            # multiply calls to a service that is failing.
+            self.hot.incr(self._upstream_usage())
+            failure = EmbeddingFailed(str(error))
+            self._fail({i.fp: failure for i in items})
+            for item in items:
+                item.future.set_exception(failure)
             return
         if len(batch.texts) > 1:
             # One bad text must not fail its batch-mates: retry each text on its own.

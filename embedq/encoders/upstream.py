@@ -1,0 +1,111 @@
+"""A remote OpenAI-compatible embeddings API as the encoder.
+
+One pooled HTTP client per process (keep-alive), at most `upstream_concurrency` calls at
+once, at most 2 retries with exponential backoff on 429, 5xx and timeouts, then a clear
+UpstreamError. A batch of different texts goes upstream as one request. The upstream
+model name is the model name in every fingerprint.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import httpx
+import numpy as np
+
+from embedq.config import Settings
+from embedq.encoders.base import Encoder, Matrix
+from embedq.errors import UpstreamError
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES = 2
+BACKOFF_S = 0.2
+RETRY_STATUSES = {429, 500, 502, 503, 504}
+
+
+class UpstreamEncoder(Encoder):
+    def __init__(self, settings: Settings, dimension: int | None = None) -> None:
+        if not settings.upstream_url:
+            raise UpstreamError("EMBEDQ_UPSTREAM_URL is not set")
+        base = settings.upstream_url.rstrip("/")
+        self.url = base if base.endswith("/embeddings") else base + "/embeddings"
+        self.name = settings.upstream_model or settings.model
+        self.revision = settings.model_revision or f"upstream:{self.name}"
+        self.dimension = dimension or settings.dimensions or 0
+        self.max_seq_length = 8192
+        self.device = "upstream"
+        headers = {"Content-Type": "application/json"}
+        if settings.upstream_api_key:
+            headers["Authorization"] = f"Bearer {settings.upstream_api_key}"
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(settings.upstream_timeout_s, connect=5.0),
+            limits=httpx.Limits(
+                max_connections=settings.upstream_concurrency,
+                max_keepalive_connections=settings.upstream_concurrency,
+            ),
+        )
+        self._slots = threading.BoundedSemaphore(settings.upstream_concurrency)
+        self.calls = 0
+        self.tokens = 0
+
+    def warm_up(self) -> None:
+        """Nothing to warm: a call would cost the upstream a request for no text."""
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        # No tokenizer for a remote model: about 4 characters a token.
+        return [min(self.max_seq_length, 1 + len(t) // 4) for t in texts]
+
+    def encode(self, texts: list[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        body = {"model": self.name, "input": texts, "encoding_format": "float"}
+        data = self._post(body)
+        rows = sorted(data.get("data", []), key=lambda d: int(d.get("index", 0)))
+        if len(rows) != len(texts):
+            raise UpstreamError(
+                f"upstream returned {len(rows)} embeddings for {len(texts)} inputs"
+            )
+        out = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
+        if not self.dimension:
+            self.dimension = int(out.shape[1])
+        usage = data.get("usage") or {}
+        self.tokens += int(usage.get("total_tokens") or usage.get("prompt_tokens") or 0)
+        return out
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        last = ""
+        for attempt in range(MAX_RETRIES + 1):
+            if attempt:
+                time.sleep(BACKOFF_S * 2 ** (attempt - 1))
+            try:
+                with self._slots:
+                    self.calls += 1
+                    resp = self._client.post(self.url, json=body)
+            except httpx.TimeoutException:
+                last = "timed out"
+                continue
+            except httpx.TransportError as exc:
+                last = f"unreachable ({exc.__class__.__name__})"
+                continue
+            if resp.status_code in RETRY_STATUSES:
+                last = f"HTTP {resp.status_code}"
+                continue
+            if resp.status_code >= 400:
+                raise UpstreamError(
+                    f"upstream {self.url} refused the request: HTTP {resp.status_code} "
+                    f"{resp.text[:200]}"
+                )
+            try:
+                payload: dict[str, Any] = resp.json()
+            except ValueError as exc:
+                raise UpstreamError(f"upstream {self.url} answered with non-JSON") from exc
+            return payload
+        raise UpstreamError(
+            f"upstream {self.url} failed after {MAX_RETRIES + 1} attempts (last: {last}); "
+            "check the upstream service or EMBEDQ_UPSTREAM_URL"
+        )

@@ -1,0 +1,96 @@
+"""A local OpenAI-compatible embeddings server with latency, a concurrency cap and faults.
+
+    python -m embedq.testing.fake_upstream --port 9100 --latency-ms 200 --max-concurrency 5
+
+Each call sleeps `latency_ms` while holding one of `max_concurrency` slots (so excess calls
+queue, as a rate-limited paid API makes them). Faults are scripted with POST /faults
+{"statuses": [429, 500, ...], "hang_s": 0}: each status answers one upcoming call; with
+`hang_s` set, one upcoming call hangs that long. GET /stats returns calls, texts and the
+texts per call; POST /reset clears them. Vectors are the hashing encoder's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+from typing import Any
+
+import numpy as np
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from embedq.encoders.hashing import HashingEncoder
+
+
+def create_app(latency_ms: float = 200.0, max_concurrency: int = 5) -> Starlette:
+    encoder = HashingEncoder()
+    slots = asyncio.Semaphore(max_concurrency)
+    state: dict[str, Any] = {"calls": 0, "texts": 0, "inputs": collections.Counter()}
+    faults: dict[str, Any] = {"statuses": collections.deque(), "hang_s": 0.0}
+
+    async def embeddings(request: Request) -> JSONResponse:
+        body = await request.json()
+        inputs = body.get("input")
+        texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+        async with slots:
+            state["calls"] += 1
+            state["texts"] += len(texts)
+            state["inputs"].update(texts)
+            if faults["hang_s"]:
+                hang, faults["hang_s"] = faults["hang_s"], 0.0
+                await asyncio.sleep(hang)
+            await asyncio.sleep(latency_ms / 1000)
+            if faults["statuses"]:
+                status = int(faults["statuses"].popleft())
+                return JSONResponse({"error": {"message": f"injected {status}"}}, status)
+        vectors = encoder.encode(texts)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
+                for i, v in enumerate(vectors)]
+        tokens = sum(len(t.split()) + 2 for t in texts)
+        return JSONResponse({"object": "list", "data": data, "model": body.get("model", "fake"),
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    async def set_faults(request: Request) -> JSONResponse:
+        body = await request.json()
+        faults["statuses"].extend(int(s) for s in body.get("statuses", []))
+        faults["hang_s"] = float(body.get("hang_s", 0))
+        return JSONResponse({"ok": True})
+
+    async def stats(_: Request) -> JSONResponse:
+        repeated = sum(1 for n in state["inputs"].values() if n > 1)
+        return JSONResponse({"calls": state["calls"], "texts": state["texts"],
+                             "distinct_texts": len(state["inputs"]),
+                             "texts_sent_more_than_once": repeated})
+
+    async def reset(_: Request) -> JSONResponse:
+        state.update(calls=0, texts=0, inputs=collections.Counter())
+        faults["statuses"].clear()
+        faults["hang_s"] = 0.0
+        return JSONResponse({"ok": True})
+
+    return Starlette(routes=[
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/faults", set_faults, methods=["POST"]),
+        Route("/stats", stats, methods=["GET"]),
+        Route("/reset", reset, methods=["POST"]),
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--max-concurrency", type=int, default=5)
+    args = parser.parse_args()
+    uvicorn.run(create_app(args.latency_ms, args.max_concurrency), host=args.host,
+                port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
