@@ -1,0 +1,62 @@
+"""Schemathesis against the served /openapi.json: generated requests, valid and not, on a
+real server with keys required. No answer may be a 5xx, and every check schemathesis
+knows must pass (413 counts as a rejection: it is how documented limits answer)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cluster
+from tests.integration.test_api_support import ApiServer
+
+pytestmark = pytest.mark.integration
+
+KEY = "schemathesis-key"
+# The routes of this feature; other features' routers are fuzzed by their own tests.
+OPERATIONS = r"^/(v1/embeddings|v1/models|healthz|readyz|metrics)"
+CONFIG = """
+[checks.negative_data_rejection]
+expected-statuses = ["400", "401", "404", "405", "413", "415", "422"]
+"""
+
+
+@pytest.fixture(scope="module")
+def keyed_api(cluster: Cluster) -> Iterator[ApiServer]:
+    env = {**cluster.env, "EMBEDQ_API_KEYS": KEY}
+    server = ApiServer(env, cluster.tmp / "api-schemathesis.log").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_generated_requests_never_get_a_5xx(
+    keyed_api: ApiServer, tmp_path: Path
+) -> None:
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(CONFIG)
+    command = [
+        sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
+        keyed_api.url + "/openapi.json",
+        "--header", f"Authorization: Bearer {KEY}",
+        "--checks", "all",
+        "--include-path-regex", OPERATIONS,
+        "--max-examples", "200",
+        "--seed", "20261129",
+        "--no-shrink",
+        "--generation-database", "none",
+        "--no-color",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-8000:]
+    cases = re.search(r"(\d+) generated", output)
+    assert cases is not None, output[-3000:]
+    assert int(cases.group(1)) >= 1000, output[-3000:]
+    assert "unhandled error" not in keyed_api.log()
