@@ -208,6 +208,7 @@ class FaissIndex(VectorIndex):
         quantizer = faiss.IndexFlatIP(dimension)
         cpu: Any = faiss.IndexIVFFlat(quantizer, dimension, nlist, faiss.METRIC_INNER_PRODUCT)
         cpu.referenced_objects = [quantizer]
+        cpu.cp.niter = 10  # enough for coarse lists; 25 (the default) triples the build
         cpu.train(sample)
         cpu.nprobe = min(config.nprobe, nlist)
         return cls._placed(cpu, dimension, "ivf", n, config)
@@ -298,7 +299,7 @@ def build_index(ids: Ids, vectors: Matrix, dimension: int, config: IndexConfig) 
     else:
         rng = np.random.default_rng(0)
         nlist = config.nlist_for(n)
-        take = min(n, nlist * 64)
+        take = min(n, nlist * 40)  # FAISS wants >= 39 training points per list
         sample = unit[np.sort(rng.choice(n, size=take, replace=False))] if take < n else unit
         index = FaissIndex.trained_ivf(sample, n, config)
     index.add(ids.tolist(), unit)
