@@ -1,0 +1,172 @@
+"""`embedq bench http`: the HTTP API under 50 concurrent one-text clients.
+
+Runs in this order, all in one run so the figures compare like with like:
+  1. bare encode: the configured encoder, loaded here, embeds one text at a time
+     (`encode([text])`) for a sample of the pool; its median is the baseline;
+  2. starts `embedq serve` on a free loopback port with this environment (embedded
+     mode, in a temporary data dir, when no servers are configured);
+  3. misses: each text of the pool (made unique to this run) requested once, one text
+     per request, by CLIENTS concurrent clients;
+  4. hits: the same number of requests again over the same pool, now cached.
+Prints requests/s, p50 and p99 latency per phase, and the ratio of the miss p50 to the
+bare encode p50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from embedq.config import Settings
+from embedq.corpus import load_texts
+
+CLIENTS = 50
+BARE_SAMPLE = 50
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    settings = Settings.from_env()
+    run_id = uuid.uuid4().hex[:8]
+    pool = [f"{t} [{run_id}-{i}]" for i, t in enumerate(dict.fromkeys(
+        load_texts(args.n, args.file)))]
+    bare_ms = _bare_encode_ms(settings, pool)
+    with tempfile.TemporaryDirectory(prefix="embedq-bench-http-") as tmp, \
+            _server(settings, Path(tmp)) as url:
+        headers = {"Authorization": f"Bearer {settings.api_keys[0]}"} if settings.api_keys else {}
+        asyncio.run(_phase(url, headers, pool[:CLIENTS], warm=True))
+        misses = asyncio.run(_phase(url, headers, pool[CLIENTS:]))
+        hits_pool = pool[CLIENTS:]
+        hits = asyncio.run(_phase(url, headers, random.sample(hits_pool, len(hits_pool))))
+    report = {
+        "clients": CLIENTS,
+        "requests": len(pool) - CLIENTS,
+        "mode": "embedded" if settings.embedded else "cluster",
+        "encoder": settings.encoder,
+        "bare_encode_p50_ms": round(bare_ms, 2),
+        "miss": misses,
+        "hit": hits,
+        "miss_p50_over_bare_encode": round(misses["p50_ms"] / bare_ms, 2),
+    }
+    print(
+        f"bench http: {CLIENTS} clients, {report['requests']} one-text requests per phase "
+        f"({report['mode']}, encoder {settings.encoder})\n"
+        f"  misses: {misses['requests_per_s']:.0f} req/s, p50 {misses['p50_ms']:.1f} ms, "
+        f"p99 {misses['p99_ms']:.1f} ms\n"
+        f"  hits:   {hits['requests_per_s']:.0f} req/s, p50 {hits['p50_ms']:.1f} ms, "
+        f"p99 {hits['p99_ms']:.1f} ms\n"
+        f"  bare encode of one text: p50 {bare_ms:.2f} ms; "
+        f"miss p50 / bare encode = {report['miss_p50_over_bare_encode']:.2f}"
+    )
+    return report
+
+
+def _bare_encode_ms(settings: Settings, pool: list[str]) -> float:
+    from embedq.encoders import load_encoder
+
+    encoder = load_encoder(settings)
+    encoder.warm_up()
+    sample = pool[:BARE_SAMPLE]
+    for text in sample[:5]:
+        encoder.encode([text])
+    times = []
+    for text in sample:
+        started = time.perf_counter()
+        encoder.encode([text])
+        times.append((time.perf_counter() - started) * 1000)
+    del encoder
+    return statistics.median(times)
+
+
+@contextlib.contextmanager
+def _server(settings: Settings, tmp: Path) -> Any:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = dict(os.environ)
+    if settings.embedded:
+        env["EMBEDQ_DATA_DIR"] = str(tmp)
+    log = open(tmp / "serve.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "embedq.cli", "serve", "--host", "127.0.0.1",
+         "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("embedq serve did not start:\n"
+                                 + (tmp / "serve.log").read_text()[-3000:])
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/readyz", timeout=5).status_code == 200:
+                    break
+            time.sleep(0.2)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+async def _phase(
+    url: str, headers: dict[str, str], texts: list[str], warm: bool = False
+) -> dict[str, float]:
+    """CLIENTS concurrent clients, each taking the next text until none are left."""
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for text in texts:
+        queue.put_nowait(text)
+    latencies: list[float] = []
+    limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits,
+                                 timeout=300) as client:
+
+        async def worker() -> None:
+            while True:
+                try:
+                    text = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                started = time.perf_counter()
+                response = await client.post("/v1/embeddings", json={"input": [text]})
+                latencies.append((time.perf_counter() - started) * 1000)
+                if response.status_code != 200:
+                    raise SystemExit(f"bench request failed: {response.status_code} "
+                                     f"{response.text[:300]}")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(CLIENTS)))
+        elapsed = time.perf_counter() - started
+    if warm:
+        return {}
+    latencies.sort()
+    return {
+        "requests_per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(_quantile(latencies, 0.50), 2),
+        "p99_ms": round(_quantile(latencies, 0.99), 2),
+    }
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[index]
