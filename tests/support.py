@@ -172,3 +172,57 @@ def flush_redis(url: str = REDIS_URL) -> None:
     import redis
 
     redis.Redis.from_url(url).flushdb()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class FakeUpstream:
+    """The fake OpenAI-compatible upstream (embedq.testing.fake_upstream) as a process."""
+
+    def __init__(self, latency_ms: float = 50, max_concurrency: int = 5) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "embedq.testing.fake_upstream", "--port", str(self.port),
+             "--latency-ms", str(latency_ms), "--max-concurrency", str(max_concurrency)],
+            start_new_session=True, cwd=ROOT,
+        )
+        import httpx
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/stats", timeout=1)
+                return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("fake upstream did not start")
+
+    def stats(self) -> dict[str, int]:
+        import httpx
+
+        data: dict[str, int] = httpx.get(f"http://127.0.0.1:{self.port}/stats").json()
+        return data
+
+    def faults(self, statuses: list[int] = [], hang_s: float = 0) -> None:  # noqa: B006
+        import httpx
+
+        httpx.post(f"http://127.0.0.1:{self.port}/faults",
+                   json={"statuses": statuses, "hang_s": hang_s})
+
+    def reset(self) -> None:
+        import httpx
+
+        httpx.post(f"http://127.0.0.1:{self.port}/reset")
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(timeout=10)

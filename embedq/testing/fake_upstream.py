@@ -6,7 +6,8 @@ Each call sleeps `latency_ms` while holding one of `max_concurrency` slots (so e
 queue, as a rate-limited paid API makes them). Faults are scripted with POST /faults
 {"statuses": [429, 500, ...], "hang_s": 0}: each status answers one upcoming call; with
 `hang_s` set, one upcoming call hangs that long. GET /stats returns calls, texts and the
-texts per call; POST /reset clears them. Vectors are the hashing encoder's.
+texts answered per text (failed and abandoned calls are counted apart); POST /reset
+clears them. Vectors are the hashing encoder's.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from embedq.encoders.hashing import HashingEncoder
 def create_app(latency_ms: float = 200.0, max_concurrency: int = 5) -> Starlette:
     encoder = HashingEncoder()
     slots = asyncio.Semaphore(max_concurrency)
-    state: dict[str, Any] = {"calls": 0, "texts": 0, "inputs": collections.Counter()}
+    state: dict[str, Any] = {"calls": 0, "failed_calls": 0, "texts": 0,
+                             "inputs": collections.Counter()}
     faults: dict[str, Any] = {"statuses": collections.deque(), "hang_s": 0.0}
 
     async def embeddings(request: Request) -> JSONResponse:
@@ -38,15 +40,19 @@ def create_app(latency_ms: float = 200.0, max_concurrency: int = 5) -> Starlette
         texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
         async with slots:
             state["calls"] += 1
-            state["texts"] += len(texts)
-            state["inputs"].update(texts)
             if faults["hang_s"]:
                 hang, faults["hang_s"] = faults["hang_s"], 0.0
                 await asyncio.sleep(hang)
             await asyncio.sleep(latency_ms / 1000)
             if faults["statuses"]:
                 status = int(faults["statuses"].popleft())
+                state["failed_calls"] += 1
                 return JSONResponse({"error": {"message": f"injected {status}"}}, status)
+            if await request.is_disconnected():
+                state["failed_calls"] += 1  # the client gave up (timed out) on this call
+                return JSONResponse({"error": {"message": "client went away"}}, 499)
+            state["texts"] += len(texts)
+            state["inputs"].update(texts)
         vectors = encoder.encode(texts)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
@@ -63,12 +69,13 @@ def create_app(latency_ms: float = 200.0, max_concurrency: int = 5) -> Starlette
 
     async def stats(_: Request) -> JSONResponse:
         repeated = sum(1 for n in state["inputs"].values() if n > 1)
-        return JSONResponse({"calls": state["calls"], "texts": state["texts"],
+        return JSONResponse({"calls": state["calls"], "failed_calls": state["failed_calls"],
+                             "texts": state["texts"],
                              "distinct_texts": len(state["inputs"]),
                              "texts_sent_more_than_once": repeated})
 
     async def reset(_: Request) -> JSONResponse:
-        state.update(calls=0, texts=0, inputs=collections.Counter())
+        state.update(calls=0, failed_calls=0, texts=0, inputs=collections.Counter())
         faults["statuses"].clear()
         faults["hang_s"] = 0.0
         return JSONResponse({"ok": True})

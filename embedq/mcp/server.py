@@ -1,0 +1,115 @@
+"""The MCP server: embedq's tools for agents, built on the official `mcp` SDK.
+
+Tools: embed_text, embed_texts, semantic_cache_lookup, semantic_cache_store, job_status.
+Embedding tools share one AsyncPipeline (in-process single flight, then the cross-process
+claim); semantic-cache lookups embed their query through the same service, so a repeated
+question costs no model call. Anticipated failures come back as tool errors with a
+message that says what to do; they are not server crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from embedq.errors import EmbedqError
+from embedq.mcp.pipeline import AsyncPipeline
+from embedq.service import EmbeddingService
+
+MAX_TEXTS = 256
+
+
+def create_server(service: EmbeddingService) -> MCPServer:
+    pipeline = AsyncPipeline(service)
+    server: MCPServer = MCPServer(
+        name="embedq",
+        instructions=(
+            "Embeddings that are never computed twice, and a semantic cache of answers "
+            "keyed by meaning. Look up the semantic cache before expensive work; store "
+            "results afterwards."
+        ),
+    )
+    state: dict[str, Any] = {}
+
+    def semantic() -> Any:
+        if "semantic" not in state:
+            from embedq.cache.semantic import SemanticCache
+
+            state["semantic"] = SemanticCache(service)
+        return state["semantic"]
+
+    def jobs() -> Any:
+        if "jobs" not in state:
+            from embedq.jobs.service import JobService
+
+            state["jobs"] = JobService(service)
+        return state["jobs"]
+
+    async def embed(texts: list[str], model: str | None) -> list[list[float]]:
+        if not texts:
+            raise ToolError("texts is empty: pass at least one non-empty string")
+        if len(texts) > MAX_TEXTS:
+            raise ToolError(f"{len(texts)} texts is over the limit of {MAX_TEXTS}: split them")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str) or not t:
+                raise ToolError(f"text {i} is empty or not a string: pass non-empty strings")
+        try:
+            outcomes = await pipeline.embed(texts, model)
+        except EmbedqError as exc:
+            raise ToolError(str(exc)) from exc
+        errors = [f"text {i}: {o}" for i, o in enumerate(outcomes)
+                  if isinstance(o, BaseException)]
+        if errors:
+            raise ToolError("; ".join(errors))
+        return [o.tolist() for o in outcomes if not isinstance(o, BaseException)]
+
+    @server.tool()
+    async def embed_text(text: str, model: str | None = None) -> dict[str, Any]:
+        """Embed one text; returns its vector (float32 values as JSON numbers)."""
+        vector = (await embed([text], model))[0]
+        return {"model": service.model, "dimensions": len(vector), "embedding": vector}
+
+    @server.tool()
+    async def embed_texts(texts: list[str], model: str | None = None) -> dict[str, Any]:
+        """Embed several texts; vectors come back in input order."""
+        vectors = await embed(texts, model)
+        return {"model": service.model,
+                "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
+
+    @server.tool()
+    async def semantic_cache_lookup(namespace: str, query: str,
+                                    threshold: float | None = None) -> dict[str, Any]:
+        """Find a stored payload whose query means the same (cosine score in [-1, 1])."""
+        try:
+            result = await asyncio.to_thread(semantic().lookup, namespace, query,
+                                             threshold=threshold)
+        except EmbedqError as exc:
+            raise ToolError(str(exc)) from exc
+        out: dict[str, Any] = result.to_json()
+        return out
+
+    @server.tool()
+    async def semantic_cache_store(namespace: str, query: str, payload: Any,
+                                   ttl_s: int | None = None) -> dict[str, Any]:
+        """Store a payload (any JSON) under a query; returns the entry id."""
+        try:
+            entry_id = await asyncio.to_thread(semantic().put, namespace, query, payload,
+                                               ttl_s=ttl_s)
+        except EmbedqError as exc:
+            raise ToolError(str(exc)) from exc
+        return {"id": entry_id, "namespace": namespace}
+
+    @server.tool()
+    async def job_status(job_id: str) -> dict[str, Any]:
+        """Status and progress of an embedding job (see POST /v1/jobs, `embedq bulk`)."""
+        try:
+            described: dict[str, Any] = await asyncio.to_thread(jobs().describe, job_id)
+        except EmbedqError as exc:
+            raise ToolError(str(exc)) from exc
+        return described
+
+    server.embedq_pipeline = pipeline  # type: ignore[attr-defined]
+    return server
