@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 from typing import Any
 
@@ -24,8 +25,6 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     settings = Settings.from_env()  # a bad setting fails here, before any process starts
     if args.workers < 1:
         raise ConfigError("--workers must be at least 1")
@@ -34,9 +33,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "--workers above 1 needs a shared broker and store: set EMBEDQ_BROKER_URL and "
             "EMBEDQ_REDIS_URL, or serve embedded mode with --workers 1"
         )
+    shared_metrics = None
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # The API processes share their request metrics through this folder.
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="embedq-metrics-")
+        shared_metrics = tempfile.mkdtemp(prefix="embedq-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = shared_metrics
+    try:
+        _run(args)
+    finally:
+        if shared_metrics is not None:
+            shutil.rmtree(shared_metrics, ignore_errors=True)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> None:
+    import uvicorn
+
     uvicorn.run(
         "embedq.api.app:create_app",
         factory=True,
@@ -47,4 +59,3 @@ def cmd_serve(args: argparse.Namespace) -> int:
         access_log=False,
         timeout_graceful_shutdown=10,
     )
-    return 0

@@ -85,7 +85,8 @@ class ClusterCollector(Collector):
 
     def _counters(self) -> Iterator[Metric]:
         families: dict[str, CounterMetricFamily] = {}
-        for name, value in sorted(self.service.hot.counters().items()):
+        counts = {"cache_hits_hot": 0, "cache_hits_durable": 0, **self.service.hot.counters()}
+        for name, value in sorted(counts.items()):
             metric, help_, labels = _RENAMED.get(
                 name, (f"embedq_{_NAME.sub('_', name)}", f"cluster-wide counter {name!r}", {})
             )

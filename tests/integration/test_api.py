@@ -175,6 +175,24 @@ def test_models_lists_dimension_and_window(api: ApiServer) -> None:
     assert_error_shape(httpx.get(api.url + "/v1/models/other-model"), 404)
 
 
+def test_an_open_server_says_so_at_start(api: ApiServer) -> None:
+    assert "EMBEDQ_API_KEYS is unset: the API is open" in api.log()
+
+
+def test_two_api_processes_share_their_metrics(cluster: Cluster, salt: str) -> None:
+    server = ApiServer(cluster.env, cluster.tmp / "api-two.log", "--workers", "2").start()
+    try:
+        for i in range(12):
+            response = post(server, {"input": f"{salt} two processes {i}"})
+            assert response.status_code == 200, response.text
+        values = counters(server)
+    finally:
+        server.stop()
+    route = 'embedq_http_requests_total{method="POST",route="/v1/embeddings",status="200"}'
+    assert values[route] == 12
+    assert server.log().count("EMBEDQ_API_KEYS is unset") == 2  # one line per process
+
+
 def test_health_and_readiness(api: ApiServer) -> None:
     assert httpx.get(api.url + "/healthz").json() == {"status": "ok"}
     ready = httpx.get(api.url + "/readyz")

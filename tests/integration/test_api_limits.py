@@ -243,4 +243,6 @@ def test_embedded_mode_serves_and_is_ready(embedded: ApiServer) -> None:
     assert len(response.json()["data"]) == 2
     ready = httpx.get(embedded.url + "/readyz", timeout=30)
     assert ready.status_code == 200, ready.text
-    assert 'embedq_queue_depth{queue="online"}' in httpx.get(embedded.url + "/metrics").text
+    metrics = httpx.get(embedded.url + "/metrics").text
+    assert 'embedq_queue_depth{queue="online' in metrics  # the batcher's backlog
+    assert 'embedq_cache_hits_total{tier="hot"} 0.0' in metrics

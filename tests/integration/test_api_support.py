@@ -26,9 +26,10 @@ def free_port() -> int:
 class ApiServer:
     """An `embedq serve` process in its own process group, with its log in a file."""
 
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, *args: str) -> None:
         self.env = env
         self.log_path = log_path
+        self.args = args
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -37,7 +38,7 @@ class ApiServer:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "embedq.cli", "--loglevel", "info", "serve",
-             "--host", "127.0.0.1", "--port", str(self.port)],
+             "--host", "127.0.0.1", "--port", str(self.port), *self.args],
             env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True, cwd=support.ROOT,
         )
