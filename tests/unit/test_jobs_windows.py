@@ -54,7 +54,7 @@ def test_may_run_waits_for_not_before_then_the_window() -> None:
 
 @pytest.mark.parametrize("bad", ["1:00-6:00", "01:00", "25:00-06:00", "01:00-01:00"])
 def test_bad_windows_say_how_to_write_one(bad: str) -> None:
-    with pytest.raises(InvalidInput, match="HH:MM|same minute"):
+    with pytest.raises(InvalidInput, match=r"HH:MM|same minute"):
         Window.parse(bad)
 
 
