@@ -15,7 +15,7 @@ from embedq.corpus import load_texts
 
 def add_parser(sub: Any, handler: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)")
-    p.add_argument("kind", choices=["bulk", "semantic", "http"])
+    p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce"])
     p.add_argument("--entries", type=int, default=100_000, help="semantic: cache entries")
     p.add_argument("--queries", type=int, default=1000, help="semantic: lookups measured")
     p.add_argument("--n", type=int, default=5000)
@@ -37,6 +37,10 @@ def run(args: argparse.Namespace) -> int:
         from embedq.api import bench as http_bench
 
         report = http_bench.run(args)
+    elif args.kind == "coalesce":
+        from embedq import coalesce_bench
+
+        report = coalesce_bench.run(args)
     elif args.kind == "semantic":
         from embedq.cache.semantic import bench as semantic_bench
 

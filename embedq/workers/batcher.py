@@ -23,7 +23,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from embedq.encoders import Encoder, Matrix
@@ -75,6 +75,7 @@ class Batcher:
         max_tokens: int = 16_384,
         max_texts: int = 256,
         on_attempt: AttemptHook | None = None,
+        parallel: int = 1,
     ) -> None:
         self.encoder = encoder
         self.sink = sink
@@ -86,7 +87,10 @@ class Batcher:
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._stop = False
-        self._writes: queue.Queue[Batch | None] = queue.Queue(maxsize=2)
+        self._writes: queue.Queue[Batch | None] = queue.Queue(maxsize=max(2, parallel))
+        # A local model runs one batch at a time; a remote one may take `parallel` calls.
+        self._slots = threading.Semaphore(parallel)
+        self._pool = ThreadPoolExecutor(parallel, "embedq-encode") if parallel > 1 else None
         self._threads = [
             threading.Thread(target=self._encode_loop, name="embedq-batcher", daemon=True),
             threading.Thread(target=self._write_loop, name="embedq-writer", daemon=True),
@@ -162,6 +166,7 @@ class Batcher:
 
     def _encode_loop(self) -> None:
         while True:
+            self._slots.acquire()
             items = self._take()
             if items is None:
                 self._writes.put(None)
@@ -176,13 +181,21 @@ class Batcher:
                 tokens=max(i.tokens for i in items) * len(texts),
                 started=time.perf_counter(),
             )
-            try:
-                if self.on_attempt is not None:
-                    self.on_attempt(sorted({i.fp for i in items}))
-                batch.raw = self.encoder.encode(texts)
-            except Exception as exc:  # the writer decides per item what the failure means
-                batch.error = exc
-            self._writes.put(batch)
+            if self._pool is not None:
+                self._pool.submit(self._encode, batch, items)
+            else:
+                self._encode(batch, items)
+
+    def _encode(self, batch: Batch, items: list[Item]) -> None:
+        try:
+            if self.on_attempt is not None:
+                self.on_attempt(sorted({i.fp for i in items}))
+            batch.raw = self.encoder.encode(batch.texts)
+        except Exception as exc:  # the writer decides per item what the failure means
+            batch.error = exc
+        finally:
+            self._slots.release()
+        self._writes.put(batch)
 
     def _write_loop(self) -> None:
         while True:

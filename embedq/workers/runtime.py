@@ -72,6 +72,7 @@ class WorkerRuntime:
             max_tokens=settings.batch_max_tokens or (32_768 if on_gpu else 4096),
             max_texts=settings.batch_max_texts or (512 if on_gpu else 64),
             on_attempt=self._count_attempt,
+            parallel=settings.upstream_concurrency if settings.encoder == "upstream" else 1,
         )
         self._stop = threading.Event()
         self._leased: set[str] = set()
