@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -123,10 +124,12 @@ def test_concurrent_one_text_requests_are_batched_and_encode_each_text_once(
 ) -> None:
     texts = [f"{salt} concurrent {i}" for i in range(20)]
     before = counters(api)
+    start = threading.Barrier(100)
     with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=100)) as http:
 
         def one(i: int) -> tuple[str, list[float]]:
             text = texts[i % 20]
+            start.wait()  # all 100 in flight together, as an indexer's burst is
             body = http.post(api.url + "/v1/embeddings", json={"input": [text], "model": MODEL})
             assert body.status_code == 200, body.text
             return text, body.json()["data"][0]["embedding"]
