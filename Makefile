@@ -33,8 +33,13 @@ unit: $(STAMP)
 test: $(STAMP) services lint
 	$(BIN)/pytest -q tests
 
+# Each fault scenario K times; faults-report.md gets passes k/K and worst figures.
 faults: $(STAMP) services
-	EMBEDQ_FAULT_REPEAT=$(K) $(BIN)/pytest -q tests/faults
+	rm -f faults-results.jsonl
+	EMBEDQ_FAULT_REPEAT=$(K) EMBEDQ_FAULT_RESULTS=faults-results.jsonl \
+	  $(BIN)/pytest -q tests/faults; status=$$?; \
+	  $(BIN)/python scripts/faults_report.py faults-results.jsonl > faults-report.md; \
+	  cat faults-report.md; exit $$status
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
