@@ -138,6 +138,7 @@ class EmbeddingService:
         dimensions: int | None = None,
         normalize: bool | None = None,
         timeout_s: float | None = None,
+        requests: int = 1,
     ) -> EmbedResult:
         spec = self.spec(model, dimensions, normalize)
         for i, t in enumerate(texts):
@@ -159,7 +160,8 @@ class EmbeddingService:
         sources.update({fp: "computed" for fp in won})
         sources.update({fp: "coalesced" for fp in lost})
         counts = {
-            "requests": 1,
+            "requests": requests,
+            "lookups": 1,
             "texts": len(texts),
             "cache_hits": len(found),
             "cache_hits_hot": sum(1 for src, _ in found.values() if src == "hot"),
@@ -167,7 +169,7 @@ class EmbeddingService:
             "coalesced": len(texts) - len(unique) + len(lost),
             "submitted": len(won),
             "tokens_saved": _tokens_saved(fps, texts, won),
-            "calls_saved": 0 if won else 1,
+            "calls_saved": 0 if won else requests,
         }
         self.hot.incr(counts)
         if won or lost:

@@ -106,7 +106,8 @@ class RequestBatcher:
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(
-                self._executor, lambda: self.service.embed(texts, dimensions=dimensions)
+                self._executor, lambda: self.service.embed(texts, dimensions=dimensions,
+                                           requests=len(group))
             )
         except Exception as exc:
             for item in group:

@@ -42,8 +42,10 @@ log = logging.getLogger("embedq.api")
 # as embedq_<name>_total, so counters added by other features appear without code here.
 _RENAMED = {
     "encoded": ("embedq_encoded_texts", "texts encoded by a model (forward passes)", {}),
-    "requests": ("embedq_lookups",
-                 "service calls (the API makes one per coalesced group of requests)", {}),
+    "requests": ("embedq_embedding_requests",
+                 "embedding requests served (HTTP requests, client and tool calls)", {}),
+    "lookups": ("embedq_lookups",
+                "service calls (the API makes one per coalesced group of requests)", {}),
     "cache_hits_hot": ("embedq_cache_hits", "inputs answered from a cache tier",
                        {"tier": "hot"}),
     "cache_hits_durable": ("embedq_cache_hits", "inputs answered from a cache tier",

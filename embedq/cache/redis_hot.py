@@ -231,7 +231,9 @@ class RedisHotStore(HotStore):
                     msg = pubsub.get_message(timeout=1.0)
                     if msg and msg.get("type") == "message":
                         self._dispatch(msg["data"].decode().split(","))
-            except RedisError as exc:
+            except (RedisError, OSError, ValueError) as exc:
+                if self._closing.is_set():
+                    return  # close() pulled the connection from under the read
                 log.warning("done-listener lost Redis (%s); reconnecting", exc)
                 time.sleep(0.5)
             finally:

@@ -146,6 +146,9 @@ def test_concurrent_one_text_requests_are_batched_and_encode_each_text_once(
     lookups = after["embedq_lookups_total"] - before["embedq_lookups_total"]
     batches = after["embedq_batches_total"] - before["embedq_batches_total"]
     assert lookups < 50, lookups
+    requests = (after["embedq_embedding_requests_total"]
+                - before["embedq_embedding_requests_total"])
+    assert requests == 100
     assert batches < 20, batches
 
 
