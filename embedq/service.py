@@ -152,10 +152,13 @@ class EmbeddingService:
         found = self._lookup(unique)
         misses = [fp for fp in unique if fp not in found]
         won, lost = self._claim(misses)
+        started = time.perf_counter()
         if won:
             self._submit(spec, [(fp, text_of[fp]) for fp in won])
+            log.info("leader start: queued %d fingerprints (first %s)", len(won), won[0][:12])
         deadline = time.monotonic() + (timeout_s or self.settings.request_timeout_s)
         answers = self._collect(spec, won + lost, text_of, deadline)
+        cost_ms = (time.perf_counter() - started) * 1000
         sources = {fp: src for fp, (src, _) in found.items()}
         sources.update({fp: "computed" for fp in won})
         sources.update({fp: "coalesced" for fp in lost})
@@ -172,11 +175,13 @@ class EmbeddingService:
             "calls_saved": 0 if won else requests,
         }
         self.hot.incr(counts)
-        if won or lost:
-            log.info(
-                "request texts=%d unique=%d hits=%d leader=%d joined=%d resolved=%d",
-                len(texts), len(unique), len(found), len(won), len(lost), len(answers),
-            )
+        if won:
+            failed = sum(1 for fp in won if isinstance(answers[fp], EmbedqError))
+            log.info("leader finish: %d fingerprints (%d failed) cost_ms=%.1f",
+                     len(won), failed, cost_ms)
+        if lost:
+            log.info("waiters resolved: %d fingerprints joined work in flight (%.1f ms)",
+                     len(lost), cost_ms)
         blobs = {fp: blob for fp, (_, blob) in found.items()}
         outcomes = []
         for fp in fps:
