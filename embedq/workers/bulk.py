@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 
-from embedq.cache import HotStore
+from embedq.cache import HotStore, keys
 from embedq.fingerprint import EncodeSpec
 from embedq.jobs.store import ChunkCounts, JobStore
 from embedq.models.job import CHUNK_DONE
@@ -43,8 +42,14 @@ def run_chunk(runtime: WorkerRuntime, store: JobStore, job_id: str, chunk_no: in
     text_of: dict[str, str] = dict(items)
     stored = store.stored(list(text_of))
     todo = [fp for fp in text_of if fp not in stored]
-    owner = f"job-{job_id}-{chunk_no}-{uuid.uuid4().hex[:8]}"
+    # The owner is the chunk itself: a redelivered chunk (its worker was killed) finds
+    # its earlier run's claims and takes them over instead of waiting out their ttl. A
+    # copy running at the same time is fenced by the run leases inside embed_pairs.
+    owner = f"job-{job_id}-{chunk_no}"
     won, lost = claims.claim(runtime.hot, todo, owner, runtime.settings.claim_ttl_ms)
+    holders = runtime.hot.holders([keys.claim(fp) for fp in lost])
+    won += [fp for fp, h in zip(lost, holders, strict=True) if h == owner]
+    lost = [fp for fp, h in zip(lost, holders, strict=True) if h != owner]
     encoded: set[str] = set()
     failed: dict[str, str] = {}
     pending = list(lost)
