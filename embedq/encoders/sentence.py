@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import threading
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,11 @@ class SentenceTransformerEncoder(Encoder):
         if self.device.startswith("cuda"):
             model = model.half()
         self._model = model
-        self._tokenizer = model.tokenizer
+        # Task threads count tokens while the batcher thread encodes. A fast tokenizer
+        # keeps truncation/padding state and is not safe to share across threads: counting
+        # gets its own copy, behind a lock.
+        self._tokenizer = copy.deepcopy(model.tokenizer)
+        self._tokenizer_lock = threading.Lock()
         self.name = name
         self.revision = revision
         dim = model.get_embedding_dimension() if hasattr(
@@ -53,13 +59,15 @@ class SentenceTransformerEncoder(Encoder):
         return np.asarray(out, dtype=np.float32)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
-        enc = self._tokenizer(
-            texts, add_special_tokens=True, truncation=True, max_length=self.max_seq_length
-        )
+        with self._tokenizer_lock:
+            enc = self._tokenizer(
+                texts, add_special_tokens=True, truncation=True, max_length=self.max_seq_length
+            )
         return [len(ids) for ids in enc["input_ids"]]
 
     def raw_tokens(self, texts: list[str]) -> list[int]:
-        enc = self._tokenizer(texts, add_special_tokens=True, truncation=False)
+        with self._tokenizer_lock:
+            enc = self._tokenizer(texts, add_special_tokens=True, truncation=False)
         return [len(ids) for ids in enc["input_ids"]]
 
     @property
