@@ -3,7 +3,8 @@
 Task threads (Celery's threads pool) `submit` items and wait on their futures. The batcher
 thread, each cycle:
   1. waits for work, then up to `batch_wait_ms` for more unless a batch is already full;
-  2. takes online items before bulk items (online wins);
+  2. takes online items before bulk items (online wins), and while online texts keep
+     arriving, cuts bulk batches small so none waits behind a long one;
   3. collapses items with the same text (the raw vector does not depend on the spec),
      sorts by token count and cuts one batch by the token budget (padded tokens:
      longest x count) and `batch_max_texts`; suspects (texts whose earlier attempt died
@@ -33,6 +34,10 @@ log = logging.getLogger(__name__)
 
 ONLINE = 0
 BULK = 1
+# While online texts arrived this recently, bulk batches shrink to 1/BULK_SHRINK of the
+# budget: an online text that lands behind a bulk batch waits for a small one.
+ONLINE_GRACE_S = 2.0
+BULK_SHRINK = 8
 
 
 @dataclass(eq=False)
@@ -87,6 +92,7 @@ class Batcher:
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._stop = False
+        self._last_online = float("-inf")
         self._writes: queue.Queue[Batch | None] = queue.Queue(maxsize=max(2, parallel))
         # A local model runs one batch at a time; a remote one may take `parallel` calls.
         self._slots = threading.Semaphore(parallel)
@@ -103,6 +109,8 @@ class Batcher:
         if not items:
             return
         counts = self.encoder.count_tokens([i.text for i in items])
+        if any(i.lane == ONLINE for i in items):
+            self._last_online = time.monotonic()
         with self._cond:
             for item, n in zip(items, counts, strict=True):
                 item.tokens = n
@@ -144,6 +152,10 @@ class Batcher:
             return [first]
         candidates = [e for e in self._heap if e[0] == lane and not e[2].alone]
         candidates.sort(key=lambda e: (-e[2].tokens, e[1]))
+        max_tokens, max_texts = self.max_tokens, self.max_texts
+        if lane == BULK and time.monotonic() - self._last_online < ONLINE_GRACE_S:
+            max_tokens = max(1, max_tokens // BULK_SHRINK)
+            max_texts = max(1, max_texts // BULK_SHRINK)
         # Start from the longest queued text of the lane, take neighbours in length order.
         chosen: list[Item] = []
         texts: set[str] = set()
@@ -153,8 +165,8 @@ class Batcher:
                 chosen.append(item)
                 continue
             width = max(longest, item.tokens)
-            if chosen and (width * (len(texts) + 1) > self.max_tokens
-                           or len(texts) + 1 > self.max_texts):
+            if chosen and (width * (len(texts) + 1) > max_tokens
+                           or len(texts) + 1 > max_texts):
                 break
             chosen.append(item)
             texts.add(item.text)

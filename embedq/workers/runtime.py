@@ -40,6 +40,7 @@ from embedq.workers.batcher import BULK, ONLINE, Batch, Batcher, Item
 log = logging.getLogger("embedq.worker")
 
 ATTEMPTS_TTL_S = 3600
+BULK_HOT_TTL_S = 300
 
 
 class WorkerRuntime:
@@ -266,7 +267,13 @@ class WorkerRuntime:
                 item.future.set_exception(exc)
             return
         blobs = {fp: r.vector for fp, r in rows.items()}
-        self.hot.put_vectors(blobs, self.settings.hot_ttl_s)
+        online = {i.fp for i in items if i.lane == ONLINE}
+        hot_online = {fp: b for fp, b in blobs.items() if fp in online}
+        self.hot.put_vectors(hot_online, self.settings.hot_ttl_s)
+        # Bulk vectors stay hot only long enough for waiters to collect them: a million-row
+        # job must not fill Redis; Postgres answers later lookups.
+        self.hot.put_vectors({fp: b for fp, b in blobs.items() if fp not in online},
+                             min(self.settings.hot_ttl_s, BULK_HOT_TTL_S))
         self.hot.clear_attempts(sorted({i.fp for i in items}))
         self.hot.release([keys.claim(fp) for fp in blobs])
         if bad:

@@ -121,3 +121,17 @@ def test_encoder_errors_reach_the_sink() -> None:
     wait([work[0].future], timeout=5)
     assert isinstance(seen[0], RuntimeError) and "device lost" in str(seen[0])
     batcher.stop()
+
+
+def test_bulk_batches_shrink_while_online_traffic_is_recent() -> None:
+    enc = RecordingEncoder(hold_first=True)
+    batcher = Batcher(enc, finish, wait_ms=1, max_tokens=10_000, max_texts=64)
+    blocker = items(["hold"], lane=ONLINE)
+    batcher.submit(blocker)
+    assert enc.started.wait(5)
+    bulk = items([f"bulk {i}" for i in range(64)], lane=BULK)
+    batcher.submit(bulk)
+    enc.release.set()
+    wait([i.future for i in bulk], timeout=5)
+    assert max(len(b) for b in enc.batches[1:]) == 64 // 8
+    batcher.stop()
