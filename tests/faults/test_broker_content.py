@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from kombu import Connection
+from kombu.connection import Connection
 
 from embedq.fingerprint import fingerprint
 from embedq.service import EmbeddingService
@@ -35,7 +35,7 @@ def test_a_foreign_content_type_on_the_broker_is_refused_not_run(
     text = f"{salt} smuggled"
     fp = fingerprint(service.spec(), text)
     try:
-        with Connection(settings.broker_url) as conn:
+        with Connection(settings.broker_url) as conn:  # type: ignore[no-untyped-call]
             conn.Producer().publish(
                 # Any bytes: the point is the content type, which must never be decoded.
                 b"\x80\x04not json at all " + text.encode(),

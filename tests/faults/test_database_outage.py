@@ -59,7 +59,7 @@ def test_database_outage_answers_503_and_keeps_every_accepted_job(
             i = 0
             while not stop.is_set():
                 i += 1
-                calls = [("submit", "POST", "/v1/jobs",
+                calls: list[tuple[str, str, str, object]] = [("submit", "POST", "/v1/jobs",
                           {"input": [f"{salt} ingest {n} {i} {k}" for k in range(3)]})]
                 with lock:
                     if accepted:
