@@ -37,7 +37,7 @@ BULK = 1
 # While online texts arrived this recently, bulk batches shrink to 1/BULK_SHRINK of the
 # budget: an online text that lands behind a bulk batch waits for a small one.
 ONLINE_GRACE_S = 2.0
-BULK_SHRINK = 8
+BULK_SHRINK = 4
 
 
 @dataclass(eq=False)

@@ -133,5 +133,5 @@ def test_bulk_batches_shrink_while_online_traffic_is_recent() -> None:
     batcher.submit(bulk)
     enc.release.set()
     wait([i.future for i in bulk], timeout=5)
-    assert max(len(b) for b in enc.batches[1:]) == 64 // 8
+    assert max(len(b) for b in enc.batches[1:]) == 64 // 4
     batcher.stop()
