@@ -200,6 +200,10 @@ class _Loader:
             record = Record(n + 1, None, record)
         if not isinstance(record.text, str) or not record.text:
             raise BadInputFile("the text is empty: give every input some text", record.line)
+        if "\x00" in record.text or (record.id is not None and "\x00" in str(record.id)):
+            # Postgres text columns cannot hold NUL; refusing beats a 500 or a silent edit.
+            raise BadInputFile("the input contains a NUL character (\\0): remove it",
+                               record.line)
         if self.count >= self.limit:
             raise BadInputFile(
                 f"a job holds at most {self.limit} inputs (EMBEDQ_MAX_JOB_INPUTS): split "

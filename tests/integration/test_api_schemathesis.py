@@ -60,3 +60,22 @@ def test_generated_requests_never_get_a_5xx(
     assert cases is not None, output[-3000:]
     assert int(cases.group(1)) >= 1000, output[-3000:]
     assert "unhandled error" not in keyed_api.log()
+
+
+def test_no_route_of_the_whole_api_answers_a_5xx(keyed_api: ApiServer) -> None:
+    """Every router (embeddings, jobs, semantic cache, health): no generated request,
+    valid or not, may get a server error."""
+    command = [
+        sys.executable, "-m", "schemathesis.cli", "run", keyed_api.url + "/openapi.json",
+        "--header", f"Authorization: Bearer {KEY}",
+        "--checks", "not_a_server_error",
+        "--max-examples", "60",
+        "--seed", "20261130",
+        "--no-shrink",
+        "--generation-database", "none",
+        "--no-color",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-8000:]
+    assert "unhandled error" not in keyed_api.log()

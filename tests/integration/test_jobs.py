@@ -305,3 +305,12 @@ def test_http_jobs_answer_503_with_retry_after_when_the_database_is_down(jc: Job
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_nul_characters_are_a_clear_error(cluster: Cluster, salt: str) -> None:
+    from embedq.errors import BadInputFile
+    from embedq.jobs.service import JobService
+
+    jobs = JobService(cluster.service())
+    with pytest.raises(BadInputFile, match="NUL"):
+        jobs.submit([f"{salt} fine", f"{salt} bad \x00 text"], priority="online", start=False)

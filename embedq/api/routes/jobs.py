@@ -96,7 +96,7 @@ def get_job(job_id: str, jobs: Jobs) -> dict[str, Any]:
 def job_results(
     job_id: str,
     jobs: Jobs,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_RESULTS_PAGE)] = 100,
 ) -> dict[str, Any]:
     """Vectors in input order from `offset`; an item not done yet has neither vector nor

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -86,7 +86,8 @@ def lookup(namespace: str, body: LookupRequest, cache: Cache) -> dict[str, Any]:
 
 
 @router.delete("/{namespace}/{entry_id}", summary="Delete one entry")
-def delete_entry(namespace: str, entry_id: int, cache: Cache) -> dict[str, Any]:
+def delete_entry(namespace: str, entry_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+                 cache: Cache) -> dict[str, Any]:
     cache.delete(namespace, entry_id)
     return {"id": entry_id, "deleted": True}
 
