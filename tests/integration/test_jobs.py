@@ -22,6 +22,7 @@ from embedq.corpus import iter_corpus
 from embedq.jobs.service import JobService
 from embedq.service import EmbeddingService
 from tests import support
+from tests.conftest import Cluster
 
 pytestmark = pytest.mark.integration
 
@@ -309,7 +310,7 @@ def test_http_jobs_answer_503_with_retry_after_when_the_database_is_down(jc: Job
 
 def test_nul_characters_are_a_clear_error(cluster: Cluster, salt: str) -> None:
     from embedq.errors import BadInputFile
-    from embedq.jobs.service import JobService
+
 
     jobs = JobService(cluster.service())
     with pytest.raises(BadInputFile, match="NUL"):
