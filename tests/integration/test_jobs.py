@@ -311,7 +311,6 @@ def test_http_jobs_answer_503_with_retry_after_when_the_database_is_down(jc: Job
 def test_nul_characters_are_a_clear_error(cluster: Cluster, salt: str) -> None:
     from embedq.errors import BadInputFile
 
-
     jobs = JobService(cluster.service())
     with pytest.raises(BadInputFile, match="NUL"):
         jobs.submit([f"{salt} fine", f"{salt} bad \x00 text"], priority="online", start=False)
