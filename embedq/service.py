@@ -35,6 +35,7 @@ from embedq.errors import (
     InvalidInput,
     InvalidVector,
     PoisonText,
+    Unavailable,
     UnknownModel,
 )
 from embedq.fingerprint import EncodeSpec, fingerprint
@@ -246,39 +247,53 @@ class EmbeddingService:
         event = threading.Event()
         self.waiters.register(pending, event)
         next_claim_check = time.monotonic() + CLAIM_CHECK_S
+        outage: Unavailable | None = None
         try:
             while pending:
                 event.clear()
-                vecs = self.hot.get_vectors(pending)
-                fails = self.hot.get_failures(pending)
-                still = []
-                for fp, vec, fail in zip(pending, vecs, fails, strict=True):
-                    if vec is not None:
-                        answers[fp] = vec
-                    elif fail is not None:
-                        kind = _FAILURE_TYPES.get(fail.get("type", ""), EmbeddingFailed)
-                        answers[fp] = kind(fail.get("message", "embedding failed"), fp)
-                    else:
-                        still.append(fp)
-                pending = still
+                try:
+                    pending = self._poll(pending, answers)
+                    if pending and time.monotonic() >= next_claim_check:
+                        self._rescue(spec, pending, text_of, answers)
+                        pending = [fp for fp in pending if fp not in answers]
+                        next_claim_check = time.monotonic() + CLAIM_CHECK_S
+                    outage = None
+                except Unavailable as exc:
+                    # A store outage while waiting: keep trying until the deadline; the
+                    # rescue re-queues whatever a restarted (empty) broker lost.
+                    if outage is None:
+                        log.warning("waiting through an outage: %s", exc)
+                    outage = exc
+                    next_claim_check = time.monotonic()
                 if not pending:
                     break
                 now = time.monotonic()
                 if now >= deadline:
                     for fp in pending:
-                        answers[fp] = EmbeddingTimeout(
+                        answers[fp] = outage or EmbeddingTimeout(
                             "no vector within the request timeout; the work stays queued, "
                             "retry the request to collect it"
                         )
                     break
-                if now >= next_claim_check:
-                    self._rescue(spec, pending, text_of, answers)
-                    pending = [fp for fp in pending if fp not in answers]
-                    next_claim_check = now + CLAIM_CHECK_S
                 event.wait(min(POLL_S, max(0.0, deadline - now)))
         finally:
             self.waiters.unregister(fps, event)
         return answers
+
+    def _poll(self, pending: list[str], answers: dict[str, bytes | EmbedqError]) -> list[str]:
+        """Move finished fingerprints (vector or failure) into `answers`; return the rest."""
+        vecs = self.hot.get_vectors(pending)
+        fails = self.hot.get_failures(pending)
+        still = []
+        for fp, vec, fail in zip(pending, vecs, fails, strict=True):
+            if vec is not None:
+                answers[fp] = vec
+            elif fail is not None:
+                kind = _FAILURE_TYPES.get(fail.get("type", ""), EmbeddingFailed)
+                answers[fp] = kind(fail.get("message", "embedding failed"), fp)
+            else:
+                still.append(fp)
+        return still
 
     def _rescue(
         self,
