@@ -196,13 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench.add_parser(sub, cmd_bench)
     for module in FEATURE_COMMANDS:
-        try:
-            feature = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name and module.startswith(exc.name):
-                continue  # that feature is not installed in this build
-            raise
-        feature.add_parser(sub)
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 

@@ -1,8 +1,7 @@
 """The FastAPI app: `create_app(settings)`; `embedq serve` runs it under uvicorn.
 
 Routes: POST /v1/embeddings, GET /v1/models, GET /healthz, GET /readyz, GET /metrics,
-GET /openapi.json, GET /docs, plus the feature routers of FEATURE_ROUTERS when they are
-part of the build. Every route but /healthz and /readyz needs an API key when
+GET /openapi.json, GET /docs, plus the feature routers of FEATURE_ROUTERS. Every route but /healthz and /readyz needs an API key when
 EMBEDQ_API_KEYS is set; every error is answered in the OpenAI error shape (errors.py);
 every request body is limited while it streams in (limits.py). Feature routers get all
 three without doing anything.
@@ -98,16 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _feature_routers() -> list[APIRouter]:
-    routers = []
-    for module in FEATURE_ROUTERS:
-        try:
-            feature = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name and module.startswith(exc.name):
-                continue  # that feature is not part of this build
-            raise
-        routers.append(feature.router)
-    return routers
+    return [importlib.import_module(module).router for module in FEATURE_ROUTERS]
 
 
 def _meta_router(app: FastAPI) -> APIRouter:
