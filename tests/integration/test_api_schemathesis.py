@@ -41,21 +41,11 @@ def test_generated_requests_never_get_a_5xx(
 ) -> None:
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
-    command = [
-        sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
-        keyed_api.url + "/openapi.json",
-        "--header", f"Authorization: Bearer {KEY}",
-        "--checks", "all",
-        "--include-path-regex", OPERATIONS,
-        "--max-examples", "200",
-        "--seed", "20261129",
-        "--no-shrink",
-        "--generation-database", "none",
-        "--no-color",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-8000:]
+    output = run_schemathesis(
+        keyed_api, ["--config-file", str(config)],
+        ["--checks", "all", "--include-path-regex", OPERATIONS, "--max-examples", "200",
+         "--seed", "20261129"],
+    )
     cases = re.search(r"(\d+) generated", output)
     assert cases is not None, output[-3000:]
     assert int(cases.group(1)) >= 1000, output[-3000:]
@@ -65,17 +55,19 @@ def test_generated_requests_never_get_a_5xx(
 def test_no_route_of_the_whole_api_answers_a_5xx(keyed_api: ApiServer) -> None:
     """Every router (embeddings, jobs, semantic cache, health): no generated request,
     valid or not, may get a server error."""
+    run_schemathesis(keyed_api, [], ["--checks", "not_a_server_error", "--max-examples", "60",
+                                     "--seed", "20261130"])
+    assert "unhandled error" not in keyed_api.log()
+
+
+def run_schemathesis(api: ApiServer, global_args: list[str], run_args: list[str]) -> str:
+    """Run the schemathesis CLI against the served schema; fail with its output."""
     command = [
-        sys.executable, "-m", "schemathesis.cli", "run", keyed_api.url + "/openapi.json",
-        "--header", f"Authorization: Bearer {KEY}",
-        "--checks", "not_a_server_error",
-        "--max-examples", "60",
-        "--seed", "20261130",
-        "--no-shrink",
-        "--generation-database", "none",
-        "--no-color",
+        sys.executable, "-m", "schemathesis.cli", *global_args, "run",
+        api.url + "/openapi.json", "--header", f"Authorization: Bearer {KEY}", *run_args,
+        "--no-shrink", "--generation-database", "none", "--no-color",
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-8000:]
-    assert "unhandled error" not in keyed_api.log()
+    return output
