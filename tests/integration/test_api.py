@@ -205,7 +205,9 @@ def test_health_and_readiness(api: ApiServer) -> None:
     assert ready.status_code == 200
     checks = ready.json()["checks"]
     assert (checks["broker"], checks["database"], checks["hot_store"]) == ("ok", "ok", "ok")
-    assert checks["workers"] == "1 live"
+    # Ready means at least one worker heartbeat; other tests' workers may also be live.
+    live, word = checks["workers"].split()
+    assert int(live) >= 1 and word == "live"
 
 
 def test_metrics_cover_requests_cache_tiers_batches_queues_and_jobs(
