@@ -160,9 +160,15 @@ class EmbeddingService:
         deadline = time.monotonic() + (timeout_s or self.settings.request_timeout_s)
         answers = self._collect(spec, won + lost, text_of, deadline)
         cost_ms = (time.perf_counter() - started) * 1000
-        sources = {fp: src for fp, (src, _) in found.items()}
-        sources.update({fp: "computed" for fp in won})
-        sources.update({fp: "coalesced" for fp in lost})
+        counts = self._record(fps, texts, found, won, lost, answers, requests, cost_ms)
+        return EmbedResult(_outcomes(fps, found, won, answers), spec, counts)
+
+    def _record(
+        self, fps: list[str], texts: list[str], found: dict[str, tuple[str, bytes]],
+        won: list[str], lost: list[str], answers: dict[str, bytes | EmbedqError],
+        requests: int, cost_ms: float,
+    ) -> dict[str, int]:
+        """Count the request cluster-wide and log the leader and waiter lines."""
         counts = {
             "requests": requests,
             "lookups": 1,
@@ -170,7 +176,7 @@ class EmbeddingService:
             "cache_hits": len(found),
             "cache_hits_hot": sum(1 for src, _ in found.values() if src == "hot"),
             "cache_hits_durable": sum(1 for src, _ in found.values() if src == "durable"),
-            "coalesced": len(texts) - len(unique) + len(lost),
+            "coalesced": len(texts) - len(set(fps)) + len(lost),
             "submitted": len(won),
             "tokens_saved": _tokens_saved(fps, texts, won),
             "calls_saved": 0 if won else requests,
@@ -183,18 +189,7 @@ class EmbeddingService:
         if lost:
             log.info("waiters resolved: %d fingerprints joined work in flight (%.1f ms)",
                      len(lost), cost_ms)
-        blobs = {fp: blob for fp, (_, blob) in found.items()}
-        outcomes = []
-        for fp in fps:
-            if fp in blobs:
-                outcomes.append(Outcome(from_bytes(blobs[fp]), None, sources[fp]))
-                continue
-            got = answers[fp]
-            if isinstance(got, EmbedqError):
-                outcomes.append(Outcome(None, got, sources.get(fp, "")))
-            else:
-                outcomes.append(Outcome(from_bytes(got), None, sources[fp]))
-        return EmbedResult(outcomes, spec, counts)
+        return counts
 
     # --- steps
     def _lookup(self, fps: list[str]) -> dict[str, tuple[str, bytes]]:
@@ -330,6 +325,27 @@ class EmbeddingService:
 
     def close(self) -> None:
         self.db.dispose()
+
+
+def _outcomes(
+    fps: list[str], found: dict[str, tuple[str, bytes]], won: list[str],
+    answers: dict[str, bytes | EmbedqError],
+) -> list[Outcome]:
+    """One outcome per input, in input order, each saying where its answer came from."""
+    computed = set(won)
+    out = []
+    for fp in fps:
+        if fp in found:
+            source, blob = found[fp]
+            out.append(Outcome(from_bytes(blob), None, source))
+            continue
+        got = answers[fp]
+        source = "computed" if fp in computed else "coalesced"
+        if isinstance(got, EmbedqError):
+            out.append(Outcome(None, got, source))
+        else:
+            out.append(Outcome(from_bytes(got), None, source))
+    return out
 
 
 def _tokens_saved(fps: list[str], texts: list[str], won: list[str]) -> int:
