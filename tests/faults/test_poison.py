@@ -35,8 +35,12 @@ def test_poison_text_is_dead_lettered_and_healthy_texts_succeed(
 
     def supervise() -> None:
         while not stop.is_set():
-            worker = support.WorkerProcess(env, tmp_path / f"w{len(starts)}.log").start()
+            worker = support.WorkerProcess(env, tmp_path / f"w{len(starts)}.log")
             starts.append(worker)
+            try:
+                worker.start()
+            except RuntimeError:
+                continue  # the poison can kill it before start() has seen it ready
             while worker.proc is not None and worker.proc.poll() is None:
                 if stop.wait(0.1):
                     return
