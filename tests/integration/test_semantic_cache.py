@@ -277,3 +277,32 @@ def test_compaction_and_rebuilds_keep_answers(open_cache: Any, salt: str) -> Non
         assert stats["index_kind"] == "flat"
     assert all(cache.lookup(ns, t).matches[0].id == i for t, i in ids.items())
     assert not cache.lookup(ns, "q5").hit
+
+
+def test_a_snapshot_from_another_database_is_not_used(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A data dir shared by two databases (same model space) must not leak one's index
+    into the other: the snapshot's last-change marker does not match, so it reloads."""
+    from embedq.config import Settings
+    from embedq.service import EmbeddingService
+    from tests import support
+
+    support.check_postgres()
+    with support.temporary_database() as first_url, support.temporary_database() as second_url:
+        def cache_on(url: str) -> SemanticCache:
+            settings = Settings.from_env({
+                "EMBEDQ_ENCODER": "hashing", "EMBEDQ_DATA_DIR": str(tmp_path),
+                "EMBEDQ_DATABASE_URL": url})
+            return SemanticCache(EmbeddingService(settings))
+
+        first = cache_on(first_url)
+        for i in range(5):
+            first.put("shared", f"first database question {i}", {"n": i})
+        first.close(save=True)
+        second = cache_on(second_url)
+        assert second.sync.loaded_from == "table"
+        entry = second.put("shared", "a question stored in the second database", {"ok": 1})
+        hit = second.lookup("shared", "a question stored in the second database")
+        second.close(save=False)
+    assert hit.hit and hit.matches[0].id == entry

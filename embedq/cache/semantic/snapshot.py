@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,11 @@ def folder(data_dir: Path, space: str) -> Path:
     return data_dir / "semantic" / space
 
 
-def save(data_dir: Path, space: str, watermark: int, indexes: dict[str, VectorIndex]) -> Path:
+Marker = list[Any] | None
+
+
+def save(data_dir: Path, space: str, watermark: int, indexes: dict[str, VectorIndex],
+         marker: Marker = None) -> Path:
     """Write every index and then the manifest; remove the files the old manifest named."""
     where = folder(data_dir, space)
     where.mkdir(parents=True, exist_ok=True)
@@ -59,7 +64,7 @@ def save(data_dir: Path, space: str, watermark: int, indexes: dict[str, VectorIn
         entries[namespace] = {"file": name, "kind": index.kind, "trained_for": trained_for,
                               "count": len(index), "dimension": index.dimension}
     manifest = {"version": VERSION, "space": space, "watermark": watermark,
-                "saved_at": time.time(), "indexes": entries}
+                "marker": marker, "saved_at": time.time(), "indexes": entries}
     tmp = where / f"manifest.json.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(manifest))
     os.replace(tmp, where / "manifest.json")
@@ -71,8 +76,11 @@ def save(data_dir: Path, space: str, watermark: int, indexes: dict[str, VectorIn
     return where
 
 
-def load(data_dir: Path, space: str, config: IndexConfig, horizon: int) -> Snapshot | None:
-    """The snapshot for `space` if it is usable (current format, not older than `horizon`)."""
+def load(data_dir: Path, space: str, config: IndexConfig, horizon: int,
+         marker_at: Callable[[int], Marker]) -> Snapshot | None:
+    """The snapshot for `space` if it is usable: current format, not older than `horizon`,
+    and taken from this database (`marker_at(watermark)`, the change the snapshot saw last,
+    still reads the same: a data dir shared with another database never leaks its index)."""
     where = folder(data_dir, space)
     manifest = _read_manifest(where / "manifest.json")
     if not manifest or manifest.get("version") != VERSION or manifest.get("space") != space:
@@ -81,6 +89,10 @@ def load(data_dir: Path, space: str, config: IndexConfig, horizon: int) -> Snaps
     if watermark < horizon:
         log.info("semantic snapshot at %d predates the pruned log (%d): reloading", watermark,
                  horizon)
+        return None
+    if manifest.get("marker") != marker_at(watermark):
+        log.info("semantic snapshot at %d was taken from another database: reloading",
+                 watermark)
         return None
     indexes: dict[str, VectorIndex] = {}
     try:

@@ -253,6 +253,17 @@ class SemanticStore:
                 for c, vec in rows
             ]
 
+    def change_marker(self, seq: int) -> list[Any] | None:
+        """What the change log holds at `seq` (entry, op, namespace), or None: a snapshot
+        remembers it to prove later that it came from this database."""
+        if seq <= 0:
+            return None
+        with self.db.session() as s:
+            row = s.execute(select(SemanticChange.entry_id, SemanticChange.op,
+                                   SemanticChange.namespace)
+                            .where(SemanticChange.seq == seq)).first()
+        return [int(row[0]), str(row[1]), str(row[2])] if row is not None else ["missing"]
+
     def pruned_horizon(self) -> int:
         with self.db.session() as s:
             got = s.scalar(select(func.max(SemanticChange.entry_id))

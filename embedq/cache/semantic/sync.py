@@ -86,7 +86,7 @@ class IndexSync:
     def load(self) -> None:
         """Fill the indexes: a current snapshot, else the table; then catch up."""
         found = snapshot.load(self.data_dir, self.space, self.index_config,
-                              self.store.pruned_horizon())
+                              self.store.pruned_horizon(), self.store.change_marker)
         if found is not None:
             self.indexes, self.watermark = found.indexes, found.watermark
             self.saved_watermark = found.watermark
@@ -267,7 +267,8 @@ class IndexSync:
         with self._lock:
             if self.watermark == self.saved_watermark:
                 return
-            snapshot.save(self.data_dir, self.space, self.watermark, self.indexes)
+            snapshot.save(self.data_dir, self.space, self.watermark, self.indexes,
+                          self.store.change_marker(self.watermark))
             self.saved_watermark = self.watermark
 
 
