@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from embedq.testing.processes import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 CI = bool(os.environ.get("CI"))
 REDIS_URL = os.environ.get("EMBEDQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
@@ -172,15 +174,6 @@ def flush_redis(url: str = REDIS_URL) -> None:
     import redis
 
     redis.Redis.from_url(url).flushdb()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class FakeUpstream:
