@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from embedq.testing.processes import free_port
+from embedq.testing.processes import stop as stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 CI = bool(os.environ.get("CI"))
@@ -150,13 +151,8 @@ class WorkerProcess:
         self.proc.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill_group()
+        if self.proc is not None:
+            stop_process(self.proc)
         with contextlib.suppress(Exception):
             self._log.close()
 

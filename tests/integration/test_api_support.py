@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from embedq.testing.processes import free_port
+from embedq.testing.processes import stop as stop_process
 from tests import support
 
 
@@ -51,15 +50,8 @@ class ApiServer:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=15)
+        if self.proc is not None:
+            stop_process(self.proc)
         with contextlib.suppress(Exception):
             self._log.close()
 

@@ -3,6 +3,7 @@ windows under a fake clock, cancellation, export round-trips."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import subprocess
@@ -229,15 +230,15 @@ def test_cancel_stops_what_has_not_run(jc: JobCluster, salt: str) -> None:
     assert not jobs.cancel(job_id)
 
 
-@pytest.fixture(scope="module")
-def api(jc: JobCluster) -> Iterator[str]:
+@contextlib.contextmanager
+def jobs_server(settings: Any) -> Iterator[str]:
+    """The jobs router behind the API's error table, served in this process on a free port."""
     import uvicorn
     from fastapi import FastAPI
 
     from embedq.api.errors import install_handlers
     from embedq.api.routes.jobs import router
 
-    settings = support.settings_from(jc.env)
     app = FastAPI()
     app.state.settings = settings
     app.state.service = EmbeddingService(settings)
@@ -249,9 +250,17 @@ def api(jc: JobCluster) -> Iterator[str]:
     while not server.started:
         time.sleep(0.05)
     port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def api(jc: JobCluster) -> Iterator[str]:
+    with jobs_server(support.settings_from(jc.env)) as url:
+        yield url
 
 
 def test_http_jobs_submit_poll_results(api: str, jc: JobCluster, salt: str) -> None:
@@ -280,32 +289,12 @@ def test_http_jobs_submit_poll_results(api: str, jc: JobCluster, salt: str) -> N
 
 def test_http_jobs_answer_503_with_retry_after_when_the_database_is_down(jc: JobCluster
                                                                          ) -> None:
-    import uvicorn
-    from fastapi import FastAPI
-
-    from embedq.api.errors import install_handlers
-    from embedq.api.routes.jobs import router
-
     settings = support.settings_from(jc.env).with_overrides(
         database_url="postgresql://postgres@127.0.0.1:1/embedq_down")
-    app = FastAPI()
-    app.state.settings = settings
-    app.state.service = EmbeddingService(settings)
-    install_handlers(app)
-    app.include_router(router)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        r = httpx.post(f"http://127.0.0.1:{port}/v1/jobs", json={"input": ["a"]}, timeout=30)
+    with jobs_server(settings) as url:
+        r = httpx.post(f"{url}/v1/jobs", json={"input": ["a"]}, timeout=30)
         assert r.status_code == 503 and int(r.headers["Retry-After"]) > 0
         assert "retry" in r.json()["error"]["message"]
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def test_nul_characters_are_a_clear_error(cluster: Cluster, salt: str) -> None:

@@ -3,26 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from embedq.cache.hot import HISTOGRAMS, HotStore, MemoryHotStore, bucket_index
-from tests import support
-
-
-@pytest.fixture(params=["memory", "redis"])
-def store(request: pytest.FixtureRequest) -> Iterator[HotStore]:
-    if request.param == "memory":
-        yield MemoryHotStore()
-        return
-    support.check_redis()
-    from embedq.cache.redis_hot import RedisHotStore
-
-    support.flush_redis(support.REDIS_URL)
-    redis_store = RedisHotStore(support.REDIS_URL)
-    yield redis_store
-    redis_store.close()
+from embedq.cache.hot import HISTOGRAMS, HotStore, bucket_index
 
 
 def test_bucket_bounds_are_inclusive_and_overflow_goes_to_inf() -> None:

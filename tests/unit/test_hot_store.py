@@ -4,27 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from embedq.cache import keys
-from embedq.cache.hot import HotStore, MemoryHotStore
-from tests import support
-
-
-@pytest.fixture(params=["memory", "redis"])
-def store(request: pytest.FixtureRequest) -> Iterator[HotStore]:
-    if request.param == "memory":
-        yield MemoryHotStore()
-        return
-    support.check_redis()
-    from embedq.cache.redis_hot import RedisHotStore
-
-    support.flush_redis(support.REDIS_URL)
-    redis_store = RedisHotStore(support.REDIS_URL)
-    yield redis_store
-    redis_store.close()
+from embedq.cache.hot import HotStore
 
 
 def test_vectors_round_trip_and_miss_as_none(store: HotStore) -> None:
@@ -80,4 +62,12 @@ def test_failures_round_trip(store: HotStore) -> None:
     store.put_failures({"bad": {"type": "InvalidVector", "message": "NaN"}}, ttl_s=60)
     assert store.get_failures(["bad", "good"]) == [
         {"type": "InvalidVector", "message": "NaN"}, None,
+    ]
+
+
+def test_outcomes_pair_vectors_and_failures(store: HotStore) -> None:
+    store.put_vectors({"ok": b"\x01"}, ttl_s=60)
+    store.put_failures({"bad": {"type": "InvalidVector", "message": "NaN"}}, ttl_s=60)
+    assert store.get_outcomes(["ok", "bad", "none"]) == [
+        (b"\x01", None), (None, {"type": "InvalidVector", "message": "NaN"}), (None, None),
     ]

@@ -1,0 +1,24 @@
+"""Fixtures for unit tests that run one body against both hot stores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from embedq.cache.hot import HotStore, MemoryHotStore
+from tests import support
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Iterator[HotStore]:
+    if request.param == "memory":
+        yield MemoryHotStore()
+        return
+    support.check_redis()
+    from embedq.cache.redis_hot import RedisHotStore
+
+    support.flush_redis(support.REDIS_URL)
+    redis_store = RedisHotStore(support.REDIS_URL)
+    yield redis_store
+    redis_store.close()
