@@ -277,10 +277,8 @@ class EmbeddingService:
 
     def _poll(self, pending: list[str], answers: dict[str, bytes | EmbedqError]) -> list[str]:
         """Move finished fingerprints (vector or failure) into `answers`; return the rest."""
-        vecs = self.hot.get_vectors(pending)
-        fails = self.hot.get_failures(pending)
         still = []
-        for fp, vec, fail in zip(pending, vecs, fails, strict=True):
+        for fp, (vec, fail) in zip(pending, self.hot.get_outcomes(pending), strict=True):
             if vec is not None:
                 answers[fp] = vec
             elif fail is not None:

@@ -69,6 +69,10 @@ class HotStore(ABC):
     @abstractmethod
     def put_failures(self, failures: dict[str, dict[str, str]], ttl_s: int) -> None: ...
 
+    def get_outcomes(self, fps: list[str]) -> list[tuple[bytes | None, dict[str, str] | None]]:
+        """(vector, failure) per fingerprint; Redis answers both in one MGET."""
+        return list(zip(self.get_vectors(fps), self.get_failures(fps), strict=True))
+
     # --- claims and leases: SET NX PX
     @abstractmethod
     def acquire(self, names: list[str], owner: str, ttl_ms: int) -> list[bool]:

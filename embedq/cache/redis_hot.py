@@ -77,6 +77,16 @@ class RedisHotStore(HotStore):
             raw = self.client.mget([keys.failure(fp) for fp in fps])
         return [json.loads(r) if r else None for r in raw]
 
+    def get_outcomes(self, fps: list[str]) -> list[tuple[bytes | None, dict[str, str] | None]]:
+        if not fps:
+            return []
+        with map_redis_errors():
+            raw = self.client.mget([keys.vector(fp) for fp in fps]
+                                   + [keys.failure(fp) for fp in fps])
+        n = len(fps)
+        return [(vec, json.loads(err) if err else None)
+                for vec, err in zip(raw[:n], raw[n:], strict=True)]
+
     def put_failures(self, failures: dict[str, dict[str, str]], ttl_s: int) -> None:
         if not failures:
             return

@@ -189,11 +189,10 @@ class WorkerRuntime:
         ok = 0
         abandoned: set[str] = set()
         while left and time.monotonic() < deadline:
-            vecs = self.hot.get_vectors(left)
-            errs = self.hot.get_failures(left)
+            outcomes = self.hot.get_outcomes(left)
             holders = self.hot.holders([keys.run_lease(fp) for fp in left])
             still = []
-            for fp, v, e, h in zip(left, vecs, errs, holders, strict=True):
+            for fp, (v, e), h in zip(left, outcomes, holders, strict=True):
                 if v is not None:
                     ok += 1
                 elif e is not None:
