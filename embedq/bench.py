@@ -23,6 +23,8 @@ def add_parser(sub: Any, handler: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--via-jobs", action="store_true",
                    help="bulk: through `embedq bulk` (jobs), e.g. --n 20000")
+    p.add_argument("--online-rate", type=float, default=10.0,
+                   help="bulk --via-jobs: online requests a second while a job runs")
     p.set_defaults(func=handler)
 
 
@@ -30,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kind == "bulk" and args.via_jobs:
         from embedq.jobs.bench import bench_bulk_job
 
-        report = bench_bulk_job(args.n, args.file)
+        report = bench_bulk_job(args.n, args.file, args.online_rate)
     elif args.kind == "bulk":
         report = bench_bulk(args.n, args.file)
     elif args.kind == "http":

@@ -206,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = args.loglevel
     if args.command == "worker" and "--loglevel" not in (argv or sys.argv):
         level = "info"
+    args.loglevel = level  # the worker hands it on to Celery's own logging set-up
     _setup_logging(level)
     try:
         code: int = args.func(args)

@@ -103,6 +103,9 @@ class Settings:
     batch_wait_ms: float = 4.0
     batch_max_tokens: int = 0  # 0: 4096 on CPU, 32768 on CUDA (padded tokens per batch)
     batch_max_texts: int = 0  # 0: 64 on CPU, 512 on CUDA
+    # While online texts keep arriving, bulk batches are cut so one model step (a layer,
+    # where a bulk batch pauses for online texts) takes about this long.
+    bulk_step_ms: float = 10.0
     hot_ttl_s: int = 86_400
     failure_ttl_s: int = 300
     ledger_path: str | None = None  # test encoders append one line per text they encode

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +33,20 @@ class Encoder(ABC):
     def raw_tokens(self, texts: list[str]) -> list[int]:
         """Tokens before truncation (to report or refuse inputs over the window)."""
         return self.count_tokens(texts)
+
+    def add_checkpoint(self, hook: Callable[[], None]) -> int:
+        """Call `hook` between the model's steps (its layers) while a batch encodes, so
+        a batcher can run urgent work inside a long batch. Every hook is called on every
+        step, in the encoding thread; each decides whether the batch is its own.
+
+        Returns how many steps a batch has (hooks run before each), 0 when this encoder
+        has none to pause between (the batcher then preempts only between batches).
+        """
+        return 0
+
+    def remove_checkpoint(self, hook: Callable[[], None]) -> None:
+        """Stop calling `hook` (a batcher that stops); encoders without steps hold none."""
+        return None
 
     def warm_up(self) -> None:
         """Run one forward pass so the first real batch does not pay for lazy init."""

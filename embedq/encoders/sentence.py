@@ -6,6 +6,7 @@ import copy
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,8 @@ class SentenceTransformerEncoder(Encoder):
         # gets its own copy, behind a lock.
         self._tokenizer = copy.deepcopy(model.tokenizer)
         self._tokenizer_lock = threading.Lock()
+        self._checkpoints: tuple[Callable[[], None], ...] = ()
+        self._hooks: list[Any] | None = None
         self.name = name
         self.revision = revision
         dim = model.get_embedding_dimension() if hasattr(
@@ -58,6 +61,26 @@ class SentenceTransformerEncoder(Encoder):
         )
         return np.asarray(out, dtype=np.float32)
 
+    def add_checkpoint(self, hook: Callable[[], None]) -> int:
+        """Call `hook` before each transformer layer (a forward pre-hook per layer)."""
+        if self._hooks is None:
+            layers = _layer_stack(self._model)
+            if layers is None:
+                log.info("no layer stack found in %s: preemption between batches only",
+                         self.name)
+                return 0
+            self._hooks = [layer.register_forward_pre_hook(self._before_layer)
+                           for layer in layers]
+        self._checkpoints += (hook,)
+        return len(self._hooks)
+
+    def remove_checkpoint(self, hook: Callable[[], None]) -> None:
+        self._checkpoints = tuple(h for h in self._checkpoints if h != hook)
+
+    def _before_layer(self, module: Any, args: Any) -> None:
+        for hook in self._checkpoints:
+            hook()
+
     def count_tokens(self, texts: list[str]) -> list[int]:
         with self._tokenizer_lock:
             enc = self._tokenizer(
@@ -74,3 +97,20 @@ class SentenceTransformerEncoder(Encoder):
     def model(self) -> Any:
         """The underlying SentenceTransformer (benchmarks compare against it)."""
         return self._model
+
+
+def _layer_stack(model: Any) -> Any:
+    """The model's repeated blocks: the largest `ModuleList` of two or more modules of one
+    class (BERT's `encoder.layer`, MPNet's, XLM-R's...), or None."""
+    import torch
+
+    best, best_size = None, 0
+    for module in model.modules():
+        if not isinstance(module, torch.nn.ModuleList) or len(module) < 2:
+            continue
+        if len({type(child) for child in module}) != 1:
+            continue
+        size = sum(p.numel() for p in module.parameters())
+        if size > best_size:
+            best, best_size = module, size
+    return best

@@ -3,8 +3,11 @@
 Task threads (Celery's threads pool) `submit` items and wait on their futures. The batcher
 thread, each cycle:
   1. waits for work, then up to `batch_wait_ms` for more unless a batch is already full;
-  2. takes online items before bulk items (online wins), and while online texts keep
-     arriving, cuts bulk batches small so none waits behind a long one;
+  2. takes online items before bulk items (online wins); a bulk batch already encoding
+     pauses before each model layer while online texts wait, encodes them in full, then
+     goes on (`add_checkpoint`), so an online text waits at most one layer of bulk work;
+     while online texts keep arriving, bulk batches are cut so one layer takes about
+     `bulk_step_ms` (the cost per padded token is measured on earlier bulk batches);
   3. collapses items with the same text (the raw vector does not depend on the spec),
      sorts by token count and cuts one batch by the token budget (padded tokens:
      longest x count) and `batch_max_texts`; suspects (texts whose earlier attempt died
@@ -34,10 +37,11 @@ log = logging.getLogger(__name__)
 
 ONLINE = 0
 BULK = 1
-# While online texts arrived this recently, bulk batches shrink to 1/BULK_SHRINK of the
-# budget: an online text that lands behind a bulk batch waits for a small one.
+# While online texts arrived this recently, bulk batches are cut to the step budget.
 ONLINE_GRACE_S = 2.0
+# Before any bulk batch was measured, that budget is 1/BULK_SHRINK of the batch budget.
 BULK_SHRINK = 4
+COST_EWMA = 0.2  # weight of the newest bulk batch in the cost per padded token
 
 
 @dataclass(eq=False)
@@ -62,6 +66,7 @@ class Batch:
     waiters: list[list[Item]]
     tokens: int
     started: float = 0.0
+    paused: float = 0.0  # seconds this batch stood aside for online batches
     raw: Matrix | None = None
     error: BaseException | None = None
 
@@ -81,6 +86,7 @@ class Batcher:
         max_texts: int = 256,
         on_attempt: AttemptHook | None = None,
         parallel: int = 1,
+        bulk_step_ms: float = 10.0,
     ) -> None:
         self.encoder = encoder
         self.sink = sink
@@ -88,6 +94,8 @@ class Batcher:
         self.max_tokens = max_tokens
         self.max_texts = max_texts
         self.on_attempt = on_attempt
+        self.bulk_step_s = bulk_step_ms / 1000
+        self._cost: float | None = None  # seconds per padded token of a bulk batch
         self._heap: list[tuple[int, int, Item]] = []
         self._cond = threading.Condition()
         self._seq = itertools.count()
@@ -101,6 +109,13 @@ class Batcher:
             threading.Thread(target=self._encode_loop, name="embedq-batcher", daemon=True),
             threading.Thread(target=self._write_loop, name="embedq-writer", daemon=True),
         ]
+        self.preemptions = 0
+        self._preemptible = False
+        self._current: Batch | None = None
+        self._encoder_thread = 0
+        # Only a model run one batch at a time pauses between layers (not a remote pool).
+        self._steps = encoder.add_checkpoint(self._checkpoint) if parallel == 1 else 0
+        self._layered = self._steps > 0
         for t in self._threads:
             t.start()
 
@@ -123,6 +138,8 @@ class Batcher:
             return len(self._heap)
 
     def stop(self) -> None:
+        if self._layered:
+            self.encoder.remove_checkpoint(self._checkpoint)
         with self._cond:
             self._stop = True
             self._cond.notify_all()
@@ -154,8 +171,7 @@ class Batcher:
         candidates.sort(key=lambda e: (-e[2].tokens, e[1]))
         max_tokens, max_texts = self.max_tokens, self.max_texts
         if lane == BULK and time.monotonic() - self._last_online < ONLINE_GRACE_S:
-            max_tokens = max(1, max_tokens // BULK_SHRINK)
-            max_texts = max(1, max_texts // BULK_SHRINK)
+            max_tokens, max_texts = self.bulk_budget()
         # Start from the longest queued text of the lane, take neighbours in length order.
         chosen: list[Item] = []
         texts: set[str] = set()
@@ -176,38 +192,75 @@ class Batcher:
         heapq.heapify(self._heap)
         return chosen
 
+    def bulk_budget(self) -> tuple[int, int]:
+        """Padded tokens and texts of a bulk batch while online texts keep arriving: one
+        step (a layer, or the whole batch for an encoder without layers) ~ bulk_step_ms."""
+        if self._cost is None:
+            return max(1, self.max_tokens // BULK_SHRINK), max(1, self.max_texts // BULK_SHRINK)
+        steps = self._steps + 1  # the layers, and the work before and after them
+        tokens = int(self.bulk_step_s * steps / self._cost)
+        return max(1, min(self.max_tokens, tokens)), self.max_texts
+
     def _encode_loop(self) -> None:
+        self._encoder_thread = threading.get_ident()
         while True:
             self._slots.acquire()
             items = self._take()
             if items is None:
                 self._writes.put(None)
                 return
-            by_text: dict[str, list[Item]] = {}
-            for item in items:
-                by_text.setdefault(item.text, []).append(item)
-            texts = list(by_text)
-            batch = Batch(
-                texts=texts,
-                waiters=[by_text[t] for t in texts],
-                tokens=max(i.tokens for i in items) * len(texts),
-                started=time.perf_counter(),
-            )
+            batch = _batch_of(items)
             if self._pool is not None:
-                self._pool.submit(self._encode, batch, items)
+                self._pool.submit(self._encode, batch, items, True)
             else:
-                self._encode(batch, items)
+                self._encode(batch, items, True)
 
-    def _encode(self, batch: Batch, items: list[Item]) -> None:
+    def _encode(self, batch: Batch, items: list[Item], release: bool) -> None:
+        # A local model's bulk batch may pause between layers for online texts.
+        self._preemptible = self._layered and items[0].lane == BULK
+        self._current = batch
         try:
             if self.on_attempt is not None:
                 self.on_attempt(sorted({i.fp for i in items}))
+            began = time.perf_counter()
             batch.raw = self.encoder.encode(batch.texts)
+            if items[0].lane == BULK and batch.tokens:
+                self._learn_cost((time.perf_counter() - began - batch.paused) / batch.tokens)
         except Exception as exc:  # the writer decides per item what the failure means
             batch.error = exc
         finally:
-            self._slots.release()
+            self._preemptible = False
+            if release:
+                self._slots.release()
         self._writes.put(batch)
+
+    def _learn_cost(self, per_token: float) -> None:
+        old = self._cost
+        self._cost = per_token if old is None else old + COST_EWMA * (per_token - old)
+
+    def _checkpoint(self) -> None:
+        """Called by the encoder before each layer: online texts waiting behind a bulk
+        batch are encoded now, in full, and the bulk batch goes on where it paused."""
+        if not self._preemptible or threading.get_ident() != self._encoder_thread:
+            return
+        bulk = self._current
+        with self._cond:
+            waiting = bool(self._heap) and self._heap[0][0] == ONLINE
+        if not waiting or bulk is None:
+            return
+        paused = time.perf_counter()
+        try:
+            while True:
+                with self._cond:
+                    if not self._heap or self._heap[0][0] != ONLINE:
+                        break
+                    items = self._cut()
+                self.preemptions += 1
+                self._encode(_batch_of(items), items, False)
+        finally:
+            bulk.paused += time.perf_counter() - paused
+            self._current = bulk
+            self._preemptible = True
 
     def _write_loop(self) -> None:
         while True:
@@ -222,3 +275,17 @@ class Batcher:
                     for item in waiters:
                         if not item.future.done():
                             item.future.set_exception(exc)
+
+
+def _batch_of(items: list[Item]) -> Batch:
+    """One batch: distinct texts in cut order and the items waiting on each."""
+    by_text: dict[str, list[Item]] = {}
+    for item in items:
+        by_text.setdefault(item.text, []).append(item)
+    texts = list(by_text)
+    return Batch(
+        texts=texts,
+        waiters=[by_text[t] for t in texts],
+        tokens=max(i.tokens for i in items) * len(texts),
+        started=time.perf_counter(),
+    )

@@ -74,6 +74,7 @@ class WorkerRuntime:
             max_texts=settings.batch_max_texts or (512 if on_gpu else 64),
             on_attempt=self._count_attempt,
             parallel=settings.upstream_concurrency if settings.encoder == "upstream" else 1,
+            bulk_step_ms=settings.bulk_step_ms,
         )
         self._stop = threading.Event()
         self._leased: set[str] = set()
@@ -240,7 +241,7 @@ class WorkerRuntime:
 
     def _finish_batch(self, batch: Batch) -> None:
         """Writer thread: validate, persist once, fill the hot tier, resolve each item."""
-        elapsed_ms = (time.perf_counter() - batch.started) * 1000
+        elapsed_ms = (time.perf_counter() - batch.started - batch.paused) * 1000
         items = [item for waiters in batch.waiters for item in waiters]
         if batch.error is not None:
             self._batch_failed(batch, items)

@@ -39,6 +39,37 @@ def test_dimensions_truncate_and_renormalize(model_client: Any) -> None:
     np.testing.assert_allclose(short, full[:128] / np.linalg.norm(full[:128]), atol=1e-5)
 
 
+def test_a_batch_paused_between_layers_for_another_gives_the_same_vectors(
+        model_client: Any) -> None:
+    """The batcher's preemption: a nested encode inside a layer hook leaves both exact."""
+    import threading
+
+    encoder = _embedded_encoder(model_client)
+    outer = ["Development files of gfal2", "a long bulk text " * 20, "short"]
+    inner = ["an online text that could not wait"]
+    want_outer, want_inner = encoder.encode(outer), encoder.encode(inner)
+    me = threading.get_ident()
+    calls: list[int] = []
+    got_inner: list[Any] = []
+
+    def hook() -> None:
+        if threading.get_ident() != me:
+            return
+        calls.append(1)
+        if len(calls) == 3 and not got_inner:  # inside the outer batch, before layer 3
+            got_inner.append(encoder.encode(inner))
+
+    steps = encoder.add_checkpoint(hook)
+    try:
+        got_outer = encoder.encode(outer)
+    finally:
+        encoder.remove_checkpoint(hook)
+    assert steps == 6  # all-MiniLM-L6-v2: six transformer layers
+    assert len(calls) == 6 + 6  # the outer batch's layers and the nested one's
+    np.testing.assert_allclose(got_outer, want_outer, atol=1e-5)
+    np.testing.assert_allclose(got_inner[0], want_inner, atol=1e-5)
+
+
 def _embedded_encoder(client: Any) -> Any:
     from embedq.workers.embedded import embedded_runtime
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import wait
 
 from embedq.encoders.hashing import HashingEncoder
@@ -123,7 +125,7 @@ def test_encoder_errors_reach_the_sink() -> None:
     batcher.stop()
 
 
-def test_bulk_batches_shrink_while_online_traffic_is_recent() -> None:
+def test_bulk_batches_shrink_to_a_quarter_before_any_cost_is_measured() -> None:
     enc = RecordingEncoder(hold_first=True)
     batcher = Batcher(enc, finish, wait_ms=1, max_tokens=10_000, max_texts=64)
     blocker = items(["hold"], lane=ONLINE)
@@ -133,5 +135,88 @@ def test_bulk_batches_shrink_while_online_traffic_is_recent() -> None:
     batcher.submit(bulk)
     enc.release.set()
     wait([i.future for i in bulk], timeout=5)
-    assert max(len(b) for b in enc.batches[1:]) == 64 // 4
+    assert len(enc.batches[1]) == 64 // 4  # online was recent, nothing measured yet
     batcher.stop()
+
+
+class CostlyEncoder(RecordingEncoder):
+    """Sleeps one millisecond per padded token: a known cost to learn."""
+
+    def encode(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        tokens = max(self.count_tokens(texts)) * len(texts)
+        time.sleep(tokens / 1000)
+        return super().encode(texts)
+
+
+def test_bulk_batches_follow_the_measured_cost_while_online_traffic_is_recent() -> None:
+    enc = CostlyEncoder()
+    batcher = Batcher(enc, finish, wait_ms=1, max_tokens=10_000, max_texts=64,
+                      bulk_step_ms=20)
+    batcher.submit(items(["recent online text"], lane=ONLINE))
+    bulk = items([f"bulk {i}" for i in range(64)], lane=BULK)  # 4 tokens each
+    batcher.submit(bulk)
+    wait([i.future for i in bulk], timeout=10)
+    tokens, texts = batcher.bulk_budget()
+    # No layers: one step is the whole batch, 20 ms at ~1 ms a padded token.
+    assert 10 <= tokens <= 20 and texts == 64
+    later = [b for b in enc.batches if b[0].startswith("bulk")][1:]
+    assert later and all(len(b) * 4 <= 20 for b in later)
+    batcher.stop()
+
+
+class LayeredEncoder(HashingEncoder):
+    """Encodes in `steps` steps and calls the batcher's checkpoint before each, like the
+    layer hooks of a real model; the first bulk batch holds at its first step."""
+
+    steps = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks: list[Callable[[], None]] = []
+        self.batches: list[list[str]] = []
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def add_checkpoint(self, hook: Callable[[], None]) -> int:
+        self.hooks.append(hook)
+        return self.steps
+
+    def remove_checkpoint(self, hook: Callable[[], None]) -> None:
+        self.hooks.remove(hook)
+
+    def encode(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        self.batches.append(list(texts))
+        for step in range(self.steps):
+            if step == 1 and texts[0].startswith("bulk") and not self.holding.is_set():
+                self.holding.set()
+                self.release.wait(10)
+            for hook in self.hooks:
+                hook()
+        return super().encode(texts)
+
+
+def test_online_texts_run_inside_a_bulk_batch_at_the_next_layer() -> None:
+    enc = LayeredEncoder()
+    finished: list[str] = []
+
+    def record(batch: Batch) -> None:
+        finished.extend(batch.texts)
+        finish(batch)
+
+    batcher = Batcher(enc, record, wait_ms=1)
+    bulk = items([f"bulk {i}" for i in range(8)], lane=BULK)
+    batcher.submit(bulk)
+    assert enc.holding.wait(5)
+    online = items(["online a", "online b"], lane=ONLINE)
+    batcher.submit(online)
+    enc.release.set()
+    wait([i.future for i in bulk + online], timeout=5)
+    # The online batch ran between the bulk batch's steps, and was written first.
+    assert enc.batches == [[f"bulk {i}" for i in range(8)], ["online a", "online b"]]
+    assert finished[:2] == ["online a", "online b"]
+    assert batcher.preemptions == 1
+    reference = HashingEncoder()
+    for item in bulk + online:
+        assert item.future.result() == reference.encode([item.text])[0].tobytes()
+    batcher.stop()
+    assert enc.hooks == []
