@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import logging
@@ -49,6 +50,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _require_tables(settings)
     runtime = WorkerRuntime(settings)
     install(runtime)
+    # The model and libraries are long-lived: move them out of the collector's view, so a
+    # full collection (which holds the GIL) scans only what requests allocate.
+    gc.collect()
+    gc.freeze()
     app = create_app(settings)
     queues = args.queues.split(",") if args.queues else [
         settings.online_queue, settings.bulk_queue,

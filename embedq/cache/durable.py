@@ -51,7 +51,7 @@ class DurableStore:
                 part = fps[i : i + READ_CHUNK]
                 rows = s.execute(
                     select(Embedding.fingerprint, Embedding.vector).where(
-                        Embedding.fingerprint.in_(part)
+                        self.db.among(Embedding.fingerprint, part)
                     )
                 )
                 found.update({fp: bytes(vec) for fp, vec in rows})

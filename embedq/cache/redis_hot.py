@@ -1,4 +1,7 @@
-"""HotStore on Redis: one round trip per call (MGET or a pipeline), pub/sub for "done"."""
+"""HotStore on Redis: one round trip per call (MGET, a pipeline or a script), pub/sub for
+"done". Calls over many keys (claims and leases of a whole chunk, their refresh, attempt
+counters) are Lua scripts: one command whatever the key count, so the client does not
+build and parse thousands of replies while it holds the GIL that online work needs."""
 
 from __future__ import annotations
 
@@ -29,6 +32,28 @@ end
 return n
 """
 
+_ACQUIRE = """
+local won = {}
+for i, key in ipairs(KEYS) do
+  won[i] = redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0
+end
+return won
+"""
+
+_EXTEND = """
+for i, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ARGV[1]) end
+return #KEYS
+"""
+
+_ADD_ATTEMPTS = """
+local counts = {}
+for i, key in ipairs(KEYS) do
+  counts[i] = redis.call('INCR', key)
+  redis.call('EXPIRE', key, ARGV[1])
+end
+return counts
+"""
+
 
 @contextlib.contextmanager
 def map_redis_errors() -> Iterator[None]:
@@ -52,6 +77,9 @@ class RedisHotStore(HotStore):
             retry_on_timeout=False,
         )
         self._release = self.client.register_script(_RELEASE_IF_OWNER)
+        self._acquire = self.client.register_script(_ACQUIRE)
+        self._extend = self.client.register_script(_EXTEND)
+        self._add_attempts = self.client.register_script(_ADD_ATTEMPTS)
         self._listener_thread: threading.Thread | None = None
         self._closing = threading.Event()
 
@@ -100,10 +128,7 @@ class RedisHotStore(HotStore):
         if not names:
             return []
         with map_redis_errors():
-            pipe = self.client.pipeline(transaction=False)
-            for name in names:
-                pipe.set(name, owner, nx=True, px=ttl_ms)
-            return [bool(r) for r in pipe.execute()]
+            return [bool(r) for r in self._acquire(keys=names, args=[owner, ttl_ms])]
 
     def holders(self, names: list[str]) -> list[str | None]:
         if not names:
@@ -124,21 +149,14 @@ class RedisHotStore(HotStore):
         if not names:
             return
         with map_redis_errors():
-            pipe = self.client.pipeline(transaction=False)
-            for name in names:
-                pipe.pexpire(name, ttl_ms)
-            pipe.execute()
+            self._extend(keys=names, args=[ttl_ms])
 
     def add_attempts(self, fps: list[str], ttl_s: int) -> list[int]:
         if not fps:
             return []
         with map_redis_errors():
-            pipe = self.client.pipeline(transaction=False)
-            for fp in fps:
-                pipe.incr(keys.attempts(fp))
-                pipe.expire(keys.attempts(fp), ttl_s)
-            res = pipe.execute()
-        return [int(n) for n in res[0::2]]
+            res = self._add_attempts(keys=[keys.attempts(fp) for fp in fps], args=[ttl_s])
+        return [int(n) for n in res]
 
     def clear_attempts(self, fps: list[str]) -> None:
         if fps:

@@ -15,6 +15,8 @@ from embedq.encoders.base import Encoder, Matrix
 
 log = logging.getLogger(__name__)
 
+SMALL_CALL = 32  # texts; token counts this small use their own tokenizer copy
+
 
 class SentenceTransformerEncoder(Encoder):
     """Loads the model once; on CUDA it runs in fp16, on CPU in fp32."""
@@ -22,6 +24,9 @@ class SentenceTransformerEncoder(Encoder):
     def __init__(self, name: str, path: str, revision: str, device: str | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        # The tokenizer's own thread pool competes with the model's threads for the same
+        # cores (measured: no throughput gain at our batch sizes, and stalls online work).
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -32,9 +37,11 @@ class SentenceTransformerEncoder(Encoder):
         self._model = model
         # Task threads count tokens while the batcher thread encodes. A fast tokenizer
         # keeps truncation/padding state and is not safe to share across threads: counting
-        # gets its own copy, behind a lock.
-        self._tokenizer = copy.deepcopy(model.tokenizer)
-        self._tokenizer_lock = threading.Lock()
+        # gets its own copies, each behind a lock. Small calls (online requests) have a
+        # copy of their own, so they never queue behind a bulk slice being counted.
+        self._counters = {
+            small: (copy.deepcopy(model.tokenizer), threading.Lock()) for small in (True, False)
+        }
         self._checkpoints: tuple[Callable[[], None], ...] = ()
         self._hooks: list[Any] | None = None
         self.name = name
@@ -82,15 +89,17 @@ class SentenceTransformerEncoder(Encoder):
             hook()
 
     def count_tokens(self, texts: list[str]) -> list[int]:
-        with self._tokenizer_lock:
-            enc = self._tokenizer(
+        tokenizer, lock = self._counters[len(texts) <= SMALL_CALL]
+        with lock:
+            enc = tokenizer(
                 texts, add_special_tokens=True, truncation=True, max_length=self.max_seq_length
             )
         return [len(ids) for ids in enc["input_ids"]]
 
     def raw_tokens(self, texts: list[str]) -> list[int]:
-        with self._tokenizer_lock:
-            enc = self._tokenizer(texts, add_special_tokens=True, truncation=False)
+        tokenizer, lock = self._counters[len(texts) <= SMALL_CALL]
+        with lock:
+            enc = tokenizer(texts, add_special_tokens=True, truncation=False)
         return [len(ids) for ids in enc["input_ids"]]
 
     @property

@@ -160,7 +160,7 @@ class JobStore:
             return set()
         with self.db.session() as s:
             return set(s.scalars(select(Embedding.fingerprint).where(
-                Embedding.fingerprint.in_(list(fps)))))
+                self.db.among(Embedding.fingerprint, fps))))
 
     def results(self, job_id: str, offset: int, limit: int) -> Iterator[ResultRow]:
         """Items in input order from `offset`, each with its vector or error; paged."""

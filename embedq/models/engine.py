@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import ColumnElement, Engine, String, any_, bindparam, create_engine, event, inspect
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session, sessionmaker
@@ -93,6 +95,13 @@ class Database:
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name
+
+    def among(self, column: Any, values: Sequence[str]) -> ColumnElement[bool]:
+        """`column` is one of `values`: on Postgres `= ANY(array)`, one bound parameter
+        (an IN list binds and renders every value, ~2x the client CPU at 2,048 values)."""
+        if self.dialect == "postgresql":
+            return column == any_(bindparam(None, list(values), type_=ARRAY(String)))  # type: ignore[no-any-return]
+        return column.in_(list(values))  # type: ignore[no-any-return]
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Session]:

@@ -9,8 +9,9 @@ thread, each cycle:
      while online texts keep arriving, bulk batches are cut so one layer takes about
      `bulk_step_ms` (the cost per padded token is measured on earlier bulk batches);
   3. collapses items with the same text (the raw vector does not depend on the spec),
-     sorts by token count and cuts one batch by the token budget (padded tokens:
-     longest x count) and `batch_max_texts`; suspects (texts whose earlier attempt died
+     cuts one batch around the lane's oldest item from the items nearest it in token
+     count, within the token budget (padded tokens: longest x count) and
+     `batch_max_texts`; suspects (texts whose earlier attempt died
      with its process) are encoded alone, so a poison text only takes itself down;
   4. counts an attempt per text, encodes once, and hands the raw rows to the writer.
 The writer thread (so the next encode overlaps the I/O) finishes each vector for its spec,
@@ -58,6 +59,14 @@ class Item:
     seq: int = 0
 
 
+@dataclass(eq=False)
+class Room:
+    """Room reserved in a lane for a producer's next submit (see `Batcher.reserve`)."""
+
+    lane: int
+    size: int
+
+
 @dataclass
 class Batch:
     """Distinct texts, the items that wait on each, and the outcome of encoding them."""
@@ -65,6 +74,7 @@ class Batch:
     texts: list[str]
     waiters: list[list[Item]]
     tokens: int
+    lane: int = ONLINE
     started: float = 0.0
     paused: float = 0.0  # seconds this batch stood aside for online batches
     raw: Matrix | None = None
@@ -97,11 +107,22 @@ class Batcher:
         self.bulk_step_s = bulk_step_ms / 1000
         self._cost: float | None = None  # seconds per padded token of a bulk batch
         self._heap: list[tuple[int, int, Item]] = []
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the batcher thread waits for work
+        self._room = threading.Condition(lock)  # producers wait for the bulk lane to drain
+        self._lane_depth = [0, 0]
+        self._reserved = [0, 0]
+        # Producers that feed the bulk lane slice by slice keep it about this deep: enough
+        # to cut full batches of like lengths, little enough that setting up the next slice
+        # happens bit by bit while the model runs, not all at once.
+        self.low_water = 4 * max_texts
         self._seq = itertools.count()
         self._stop = False
         self._last_online = float("-inf")
-        self._writes: queue.Queue[Batch | None] = queue.Queue(maxsize=max(2, parallel))
+        # Encoded batches wait for the writer online first: an online batch encoded while
+        # a bulk batch paused for it is written before that bulk batch.
+        self._writes: queue.PriorityQueue[tuple[int, int, Batch | None]] = \
+            queue.PriorityQueue(maxsize=max(2, parallel))
         # A local model runs one batch at a time; a remote one may take `parallel` calls.
         self._slots = threading.Semaphore(parallel)
         self._pool = ThreadPoolExecutor(parallel, "embedq-encode") if parallel > 1 else None
@@ -120,8 +141,11 @@ class Batcher:
             t.start()
 
     # --- producer side (task threads)
-    def submit(self, items: list[Item]) -> None:
+    def submit(self, items: list[Item], room: Room | None = None) -> None:
+        """Queue items (their futures resolve when written); fills `room` if given."""
         if not items:
+            if room is not None:
+                self.release(room)
             return
         counts = self.encoder.count_tokens([i.text for i in items])
         if any(i.lane == ONLINE for i in items):
@@ -131,11 +155,34 @@ class Batcher:
                 item.tokens = n
                 item.seq = next(self._seq)
                 heapq.heappush(self._heap, (item.lane, item.seq, item))
+                self._lane_depth[item.lane] += 1
+            self._fill(room)
             self._cond.notify()
 
     def depth(self) -> int:
         with self._cond:
             return len(self._heap)
+
+    def reserve(self, lane: int, size: int) -> Room:
+        """Block until `lane` holds (and others reserved) fewer than `low_water` items, then
+        reserve room for `size`: a producer feeding the lane slice by slice sets up one
+        slice at a time, just before the batcher needs it. `submit(..., room=)` fills the
+        reservation; `release` gives back one that was never filled."""
+        with self._room:
+            self._room.wait_for(lambda: self._stop or (
+                self._lane_depth[lane] + self._reserved[lane] < self.low_water))
+            self._reserved[lane] += size
+        return Room(lane, size)
+
+    def release(self, room: Room) -> None:
+        with self._room:
+            self._fill(room)
+
+    def _fill(self, room: Room | None) -> None:
+        if room is not None and room.size:
+            self._reserved[room.lane] -= room.size
+            room.size = 0
+            self._room.notify_all()
 
     def stop(self) -> None:
         if self._layered:
@@ -143,6 +190,7 @@ class Batcher:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
+            self._room.notify_all()
 
     # --- the batcher thread
     def _take(self) -> list[Item] | None:
@@ -161,18 +209,21 @@ class Batcher:
             return self._cut()
 
     def _cut(self) -> list[Item]:
-        """Pop the next batch: highest lane first, then by length so padding stays low."""
-        lane = self._heap[0][0]
-        first = self._heap[0][2]
+        """Pop the next batch: the top lane's oldest item, and the queued items of that
+        lane closest to it in length, so padding stays low and nothing waits forever (a
+        longest-first cut starved short texts, so a chunk's slices all ended together and
+        the queue ran dry between them)."""
+        lane, _, first = self._heap[0]
         if first.alone:
             heapq.heappop(self._heap)
+            self._taken([first])
             return [first]
+        anchor = first.tokens
         candidates = [e for e in self._heap if e[0] == lane and not e[2].alone]
-        candidates.sort(key=lambda e: (-e[2].tokens, e[1]))
+        candidates.sort(key=lambda e: (abs(e[2].tokens - anchor), e[1]))
         max_tokens, max_texts = self.max_tokens, self.max_texts
         if lane == BULK and time.monotonic() - self._last_online < ONLINE_GRACE_S:
             max_tokens, max_texts = self.bulk_budget()
-        # Start from the longest queued text of the lane, take neighbours in length order.
         chosen: list[Item] = []
         texts: set[str] = set()
         longest = 0
@@ -190,7 +241,14 @@ class Batcher:
         picked = set(map(id, chosen))
         self._heap = [e for e in self._heap if id(e[2]) not in picked]
         heapq.heapify(self._heap)
+        self._taken(chosen)
+        chosen.sort(key=lambda i: -i.tokens)
         return chosen
+
+    def _taken(self, items: list[Item]) -> None:
+        for item in items:
+            self._lane_depth[item.lane] -= 1
+        self._room.notify_all()
 
     def bulk_budget(self) -> tuple[int, int]:
         """Padded tokens and texts of a bulk batch while online texts keep arriving: one
@@ -207,7 +265,7 @@ class Batcher:
             self._slots.acquire()
             items = self._take()
             if items is None:
-                self._writes.put(None)
+                self._writes.put((BULK + 1, next(self._seq), None))
                 return
             batch = _batch_of(items)
             if self._pool is not None:
@@ -232,7 +290,7 @@ class Batcher:
             self._preemptible = False
             if release:
                 self._slots.release()
-        self._writes.put(batch)
+        self._writes.put((batch.lane, next(self._seq), batch))
 
     def _learn_cost(self, per_token: float) -> None:
         old = self._cost
@@ -264,7 +322,7 @@ class Batcher:
 
     def _write_loop(self) -> None:
         while True:
-            batch = self._writes.get()
+            _, _, batch = self._writes.get()
             if batch is None:
                 return
             try:
@@ -287,5 +345,6 @@ def _batch_of(items: list[Item]) -> Batch:
         texts=texts,
         waiters=[by_text[t] for t in texts],
         tokens=max(i.tokens for i in items) * len(texts),
+        lane=min(i.lane for i in items),
         started=time.perf_counter(),
     )

@@ -3,10 +3,11 @@
 `run_chunk` is the whole life of a chunk task:
   1. the job must be running (a cancelled or paused job's chunks do nothing);
   2. read the chunk's (fingerprint, text) items from the database, collapse duplicates;
-  3. skip fingerprints already stored, in one query (cached);
-  4. claim the rest; won claims are embedded through the runtime's batcher on the job's
-     lane, lost ones (computed by someone else right now) are waited for (coalesced);
-  5. record the counts in one guarded UPDATE, so a chunk that ran twice counts once.
+  3. per slice of SLICE_TEXTS fingerprints (two slices in flight): skip those already
+     stored, in one query (cached); claim the rest; won claims are embedded through the
+     runtime's batcher on the job's lane, lost ones (computed by someone else right now)
+     are waited for (coalesced);
+  4. record the counts in one guarded UPDATE, so a chunk that ran twice counts once.
 Vectors never leave the worker through the task: they are in the durable tier.
 """
 
@@ -14,17 +15,26 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from embedq.cache import HotStore, keys
 from embedq.fingerprint import EncodeSpec
 from embedq.jobs.store import ChunkCounts, JobStore
 from embedq.models.job import CHUNK_DONE
 from embedq.tasks import claim as claims
+from embedq.workers.batcher import Room
 from embedq.workers.runtime import BULK, ONLINE, WorkerRuntime
 
 log = logging.getLogger("embedq.worker.bulk")
 
 POLL_S = 0.1
+# A chunk hands the batcher SLICE_TEXTS texts at a time, SLICES_IN_FLIGHT slices at once:
+# the claims, leases and queries of a slice are short bursts of Python work (holding the
+# GIL that online messages in the same process need), not one long burst per chunk, and
+# the batcher still has every running chunk's slices to sort into full batches.
+SLICE_TEXTS = 256
+SLICES_IN_FLIGHT = 2
 
 
 def run_chunk(runtime: WorkerRuntime, store: JobStore, job_id: str, chunk_no: int
@@ -40,38 +50,91 @@ def run_chunk(runtime: WorkerRuntime, store: JobStore, job_id: str, chunk_no: in
     lane = ONLINE if job.priority == "online" else BULK
     items = store.chunk_items(job_id, chunk.start, chunk.stop)
     text_of: dict[str, str] = dict(items)
-    stored = store.stored(list(text_of))
-    todo = [fp for fp in text_of if fp not in stored]
     # The owner is the chunk itself: a redelivered chunk (its worker was killed) finds
     # its earlier run's claims and takes them over instead of waiting out their ttl. A
     # copy running at the same time is fenced by the run leases inside embed_pairs.
     owner = f"job-{job_id}-{chunk_no}"
+    fps = list(text_of)
+    parts = [{fp: text_of[fp] for fp in fps[i:i + SLICE_TEXTS]}
+             for i in range(0, len(fps), SLICE_TEXTS)]
+
+    def run(part: dict[str, str]) -> _Slice:
+        return _run_slice(runtime, store, spec, lane, owner, part)
+
+    total = _Slice()
+    if len(parts) <= 1:
+        slices = [run(part) for part in parts]
+    else:
+        with ThreadPoolExecutor(SLICES_IN_FLIGHT, f"embedq-chunk-{chunk_no}") as pool:
+            slices = list(pool.map(run, parts))
+    for part in slices:
+        total.merge(part)
+    counts = _count(items, total.stored, total.encoded, total.lost, total.failed)
+    if total.failed:
+        store.record_failures(job_id, chunk.start, chunk.stop, total.failed)
+    if store.finish_chunk(job_id, chunk_no, counts):
+        runtime.hot.incr({"job_items": len(items)})
+    return counts.to_json()
+
+
+@dataclass
+class _Slice:
+    """What became of a slice's fingerprints: stored before, encoded here, computed by
+    someone else while we waited (lost), failed."""
+
+    stored: set[str] = field(default_factory=set)
+    encoded: set[str] = field(default_factory=set)
+    lost: set[str] = field(default_factory=set)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def merge(self, other: _Slice) -> None:
+        self.stored |= other.stored
+        self.encoded |= other.encoded
+        self.lost |= other.lost
+        self.failed.update(other.failed)
+
+
+def _run_slice(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, lane: int,
+               owner: str, text_of: dict[str, str]) -> _Slice:
+    """Skip stored, claim, embed what we won, wait for what others hold."""
+    # A bulk slice is set up only when the batcher runs low, one slice at a time: the
+    # slices of a wave start one by one as the model needs them, not in one burst that
+    # online work in this process would feel.
+    room = runtime.batcher.reserve(BULK, len(text_of)) if lane == BULK else None
+    try:
+        return _claim_and_embed(runtime, store, spec, lane, owner, text_of, room)
+    finally:
+        if room is not None:
+            runtime.batcher.release(room)
+
+
+def _claim_and_embed(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, lane: int,
+                     owner: str, text_of: dict[str, str], room: Room | None) -> _Slice:
+    out = _Slice(stored=store.stored(list(text_of)))
+    todo = [fp for fp in text_of if fp not in out.stored]
     won, lost = claims.claim(runtime.hot, todo, owner, runtime.settings.claim_ttl_ms)
     holders = runtime.hot.holders([keys.claim(fp) for fp in lost])
     won += [fp for fp, h in zip(lost, holders, strict=True) if h == owner]
     lost = [fp for fp, h in zip(lost, holders, strict=True) if h != owner]
-    encoded: set[str] = set()
-    failed: dict[str, str] = {}
+    if not won and room is not None:
+        runtime.batcher.release(room)  # nothing to encode here: let the next slice in
     pending = list(lost)
     while True:
         if won:
-            runtime.embed_pairs(spec, {fp: text_of[fp] for fp in won}, lane)
+            runtime.embed_pairs(spec, {fp: text_of[fp] for fp in won}, lane, room)
+            if room is not None:
+                runtime.batcher.release(room)  # filled by the submit, or never needed
             got = store.stored(won)
-            encoded |= got
-            failed.update(_failures(runtime.hot, [fp for fp in won if fp not in got]))
+            out.encoded |= got
+            out.failed.update(_failures(runtime.hot, [fp for fp in won if fp not in got]))
             # Neither stored nor failed: a duplicate execution holds it; wait for it.
-            pending += [fp for fp in won if fp not in got and fp not in failed]
+            pending += [fp for fp in won if fp not in got and fp not in out.failed]
         if not pending:
             break
-        won = _wait(runtime, store, pending, owner, failed)
+        won = _wait(runtime, store, pending, owner, out.failed)
         pending = [fp for fp in pending if fp not in won] if won else []
-    fresh_lost = set(lost) - encoded
-    counts = _count(items, stored, encoded, fresh_lost, failed)
-    if failed:
-        store.record_failures(job_id, chunk.start, chunk.stop, failed)
-    if store.finish_chunk(job_id, chunk_no, counts):
-        runtime.hot.incr({"job_items": len(items)})
-    return counts.to_json()
+    out.lost = set(lost) - out.encoded
+    return out
 
 
 def _wait(runtime: WorkerRuntime, store: JobStore, pending: list[str], owner: str,

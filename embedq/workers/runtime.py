@@ -35,7 +35,7 @@ from embedq.errors import (
 )
 from embedq.fingerprint import EncodeSpec
 from embedq.models import Database
-from embedq.workers.batcher import BULK, ONLINE, Batch, Batcher, Item
+from embedq.workers.batcher import BULK, ONLINE, Batch, Batcher, Item, Room
 
 log = logging.getLogger("embedq.worker")
 
@@ -114,7 +114,10 @@ class WorkerRuntime:
         pairs: dict[str, str] = {fp: text for fp, text in payload["items"]}
         return self.embed_pairs(spec, pairs, lane)
 
-    def embed_pairs(self, spec: EncodeSpec, pairs: dict[str, str], lane: int) -> dict[str, int]:
+    def embed_pairs(self, spec: EncodeSpec, pairs: dict[str, str], lane: int,
+                    room: Room | None = None) -> dict[str, int]:
+        """Embed (fingerprint -> text) pairs; `room` is batcher room the caller reserved
+        (filled by the first submit; the caller releases it if nothing was submitted)."""
         fps = list(pairs)
         failures: dict[str, BaseException] = {}
         if (spec.model, spec.revision) != (self.encoder.name, self.encoder.revision):
@@ -130,7 +133,8 @@ class WorkerRuntime:
             self._announce(stored)
         todo = [fp for fp in fps if fp not in stored]
 
-        for fp, n in zip(todo, self.hot.peek_attempts(todo), strict=True):
+        attempts = dict(zip(todo, self.hot.peek_attempts(todo), strict=True))
+        for fp, n in attempts.items():
             if n >= self.settings.max_attempts:
                 failures[fp] = PoisonText(
                     f"the worker process died {n} times while encoding this text; it is "
@@ -141,15 +145,14 @@ class WorkerRuntime:
             self._fail(failures)
             self.hot.incr({"dead_lettered": len(failures)})
         todo = [fp for fp in todo if fp not in failures]
-        suspects = {
-            fp for fp, n in zip(todo, self.hot.peek_attempts(todo), strict=True) if n > 0
-        }
-        done = self._run_leased(spec, {fp: pairs[fp] for fp in todo}, suspects, lane)
+        suspects = {fp for fp in todo if attempts[fp] > 0}
+        done = self._run_leased(spec, {fp: pairs[fp] for fp in todo}, suspects, lane, room)
         return {"done": done + len(stored), "failed": len(fps) - done - len(stored),
                 "reused": len(stored)}
 
     def _run_leased(
-        self, spec: EncodeSpec, pairs: dict[str, str], suspects: set[str], lane: int
+        self, spec: EncodeSpec, pairs: dict[str, str], suspects: set[str], lane: int,
+        room: Room | None = None,
     ) -> int:
         """Encode under run leases; wait out fingerprints another execution is running."""
         done = 0
@@ -163,7 +166,8 @@ class WorkerRuntime:
                 with self._leases_lock:
                     self._leased.update(mine)
                 try:
-                    done += self._encode(spec, {fp: pending[fp] for fp in mine}, suspects, lane)
+                    done += self._encode(spec, {fp: pending[fp] for fp in mine}, suspects,
+                                         lane, room)
                 finally:
                     with self._leases_lock:
                         self._leased.difference_update(mine)
@@ -220,12 +224,12 @@ class WorkerRuntime:
                 log.warning("lease refresh failed: %s", exc)
 
     def _encode(self, spec: EncodeSpec, pairs: dict[str, str], suspects: set[str],
-                lane: int) -> int:
+                lane: int, room: Room | None = None) -> int:
         items = [
             Item(fp=fp, text=text, spec=spec, lane=lane, alone=fp in suspects)
             for fp, text in pairs.items()
         ]
-        self.batcher.submit(items)
+        self.batcher.submit(items, room)
         wait_futures([i.future for i in items])
         unavailable = [i.future.exception() for i in items
                        if isinstance(i.future.exception(), Unavailable)]

@@ -70,7 +70,7 @@ def test_online_items_jump_ahead_of_queued_bulk_items() -> None:
     batcher.stop()
 
 
-def test_batches_respect_the_token_budget_and_run_longest_first() -> None:
+def test_batches_respect_the_token_budget_longest_first_within_a_batch() -> None:
     enc = RecordingEncoder(hold_first=True)
     batcher = Batcher(enc, finish, wait_ms=1, max_tokens=40, max_texts=100)
     blocker = items(["hold"])
@@ -86,6 +86,24 @@ def test_batches_respect_the_token_budget_and_run_longest_first() -> None:
         assert max(tokens) * len(batch) <= 40
         assert tokens == sorted(tokens, reverse=True)
     assert sorted(t for b in enc.batches[1:] for t in b) == sorted(texts)
+    batcher.stop()
+
+
+def test_the_oldest_text_is_in_the_next_batch_with_its_length_neighbours() -> None:
+    enc = RecordingEncoder(hold_first=True)
+    batcher = Batcher(enc, finish, wait_ms=1, max_tokens=10_000, max_texts=3)
+    blocker = items(["hold"], lane=BULK)
+    batcher.submit(blocker)
+    assert enc.started.wait(5)
+    short = items(["short one"], lane=BULK)  # 4 tokens, queued first
+    longer = items([" ".join(["w"] * n) for n in (20, 21, 22, 3, 2, 23)], lane=BULK)
+    batcher.submit(short)
+    batcher.submit(longer)
+    enc.release.set()
+    wait([i.future for i in short + longer], timeout=5)
+    # Longest-first would serve "short one" last; it goes first, with the two texts
+    # nearest its length (5 and 4 tokens).
+    assert sorted(enc.batches[1]) == sorted(["short one", "w w w", "w w"])
     batcher.stop()
 
 
