@@ -238,3 +238,42 @@ def test_online_texts_run_inside_a_bulk_batch_at_the_next_layer() -> None:
         assert item.future.result() == reference.encode([item.text])[0].tobytes()
     batcher.stop()
     assert enc.hooks == []
+
+
+def test_reserved_room_admits_one_bulk_slice_at_a_time_until_the_lane_drains() -> None:
+    enc = RecordingEncoder(hold_first=True)
+    batcher = Batcher(enc, finish, wait_ms=1, max_texts=2)  # low water: 4 x 2 = 8 texts
+    blocker = items(["hold"], lane=BULK)
+    batcher.submit(blocker)
+    assert enc.started.wait(5)
+    first = batcher.reserve(BULK, 8)  # the lane is empty: admitted at once
+    admitted = threading.Event()
+    second_room: list[object] = []
+
+    def second() -> None:
+        second_room.append(batcher.reserve(BULK, 8))
+        admitted.set()
+
+    threading.Thread(target=second, daemon=True).start()
+    assert not admitted.wait(0.2)  # 8 reserved: the next slice waits
+    work = items([f"slice one {i}" for i in range(8)], lane=BULK)
+    batcher.submit(work, first)
+    assert first.size == 0  # the submit filled the reservation
+    assert not admitted.wait(0.2)  # 8 queued behind the held batch: still full
+    enc.release.set()  # the model drains the lane
+    assert admitted.wait(5)
+    wait([i.future for i in work], timeout=5)
+    batcher.release(second_room[0])  # type: ignore[arg-type]
+    batcher.stop()
+
+
+def test_a_room_released_unused_lets_the_next_slice_in() -> None:
+    batcher = Batcher(RecordingEncoder(), finish, wait_ms=1, max_texts=2)
+    room = batcher.reserve(BULK, 8)
+    admitted = threading.Event()
+    threading.Thread(target=lambda: (batcher.reserve(BULK, 8), admitted.set()),
+                     daemon=True).start()
+    assert not admitted.wait(0.2)
+    batcher.release(room)  # e.g. every text of the slice was already stored
+    assert admitted.wait(5)
+    batcher.stop()
