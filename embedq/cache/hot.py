@@ -111,6 +111,19 @@ class HotStore(ABC):
     @abstractmethod
     def histograms(self) -> dict[str, HistogramSnapshot]: ...
 
+    # --- a finished batch
+    def record_batch(self, batch: BatchRecord) -> None:
+        """Everything a written batch tells the hot tier, in this order: vectors, attempt
+        counters cleared, claims released, "done" published, counters, histograms.
+        Redis does it in one round trip; this default calls the methods one by one."""
+        for vectors, ttl_s in batch.vectors:
+            self.put_vectors(vectors, ttl_s)
+        self.clear_attempts(batch.clear_attempts)
+        self.release(batch.release)
+        self.publish_done(batch.done)
+        self.incr(batch.counts)
+        self.observe(batch.observations)
+
     # --- liveness
     @abstractmethod
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None: ...
@@ -140,6 +153,18 @@ class HotStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections and threads."""
+
+
+@dataclass
+class BatchRecord:
+    """What `HotStore.record_batch` writes for one finished batch."""
+
+    vectors: list[tuple[dict[str, bytes], int]]  # (fingerprint -> vector, ttl seconds)
+    clear_attempts: list[str]
+    release: list[str]  # claim keys
+    done: list[str]
+    counts: dict[str, int]
+    observations: dict[str, float]
 
 
 class MemoryHotStore(HotStore):

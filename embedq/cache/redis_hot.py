@@ -19,7 +19,14 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from embedq.cache import keys
-from embedq.cache.hot import COUNTERS, HISTOGRAMS, HistogramSnapshot, HotStore, bucket_index
+from embedq.cache.hot import (
+    COUNTERS,
+    HISTOGRAMS,
+    BatchRecord,
+    HistogramSnapshot,
+    HotStore,
+    bucket_index,
+)
 from embedq.errors import BrokerUnavailable
 
 log = logging.getLogger(__name__)
@@ -175,8 +182,23 @@ class RedisHotStore(HotStore):
             return
         with map_redis_errors():
             pipe = self.client.pipeline(transaction=False)
-            for name, n in counts.items():
-                pipe.hincrby(keys.STATS, name, n)
+            _queue_incr(pipe, counts)
+            pipe.execute()
+
+    def record_batch(self, batch: BatchRecord) -> None:
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for vectors, ttl_s in batch.vectors:
+                for fp, blob in vectors.items():
+                    pipe.set(keys.vector(fp), blob, ex=ttl_s)
+            if batch.clear_attempts:
+                pipe.delete(*[keys.attempts(fp) for fp in batch.clear_attempts])
+            if batch.release:
+                pipe.delete(*batch.release)
+            if batch.done:
+                pipe.publish(keys.DONE_CHANNEL, ",".join(batch.done))
+            _queue_incr(pipe, {k: v for k, v in batch.counts.items() if v})
+            _queue_observe(pipe, batch.observations)
             pipe.execute()
 
     def counters(self) -> dict[str, int]:
@@ -191,11 +213,7 @@ class RedisHotStore(HotStore):
             return
         with map_redis_errors():
             pipe = self.client.pipeline(transaction=False)
-            for name, value in values.items():
-                key = keys.histogram(name)
-                pipe.hincrby(key, str(bucket_index(name, value)), 1)
-                pipe.hincrbyfloat(key, "sum", float(value))
-                pipe.hincrby(key, "count", 1)
+            _queue_observe(pipe, values)
             pipe.execute()
 
     def histograms(self) -> dict[str, HistogramSnapshot]:
@@ -272,3 +290,16 @@ class RedisHotStore(HotStore):
         self._closing.set()
         with contextlib.suppress(Exception):
             self.client.close()
+
+
+def _queue_incr(pipe: Any, counts: dict[str, int]) -> None:
+    for name, n in counts.items():
+        pipe.hincrby(keys.STATS, name, n)
+
+
+def _queue_observe(pipe: Any, values: dict[str, float]) -> None:
+    for name, value in values.items():
+        key = keys.histogram(name)
+        pipe.hincrby(key, str(bucket_index(name, value)), 1)
+        pipe.hincrbyfloat(key, "sum", float(value))
+        pipe.hincrby(key, "count", 1)

@@ -22,7 +22,7 @@ from concurrent.futures import wait as wait_futures
 from typing import Any
 
 from embedq.cache import DurableStore, HotStore, StoredVector, keys, make_hot_store, to_bytes
-from embedq.cache.hot import encode_failure
+from embedq.cache.hot import BatchRecord, encode_failure
 from embedq.config import Settings
 from embedq.encoders import Encoder, finish_vector, load_encoder
 from embedq.errors import (
@@ -272,20 +272,23 @@ class WorkerRuntime:
             return
         blobs = {fp: r.vector for fp, r in rows.items()}
         online = {i.fp for i in items if i.lane == ONLINE}
-        hot_online = {fp: b for fp, b in blobs.items() if fp in online}
-        self.hot.put_vectors(hot_online, self.settings.hot_ttl_s)
         # Bulk vectors stay hot only long enough for waiters to collect them: a million-row
-        # job must not fill Redis; Postgres answers later lookups.
-        self.hot.put_vectors({fp: b for fp, b in blobs.items() if fp not in online},
-                             min(self.settings.hot_ttl_s, BULK_HOT_TTL_S))
-        self.hot.clear_attempts(sorted({i.fp for i in items}))
-        self.hot.release([keys.claim(fp) for fp in blobs])
+        # job must not fill Redis; Postgres answers later lookups. One round trip in all.
+        self.hot.record_batch(BatchRecord(
+            vectors=[
+                ({fp: b for fp, b in blobs.items() if fp in online}, self.settings.hot_ttl_s),
+                ({fp: b for fp, b in blobs.items() if fp not in online},
+                 min(self.settings.hot_ttl_s, BULK_HOT_TTL_S)),
+            ],
+            clear_attempts=sorted({i.fp for i in items}),
+            release=[keys.claim(fp) for fp in blobs],
+            done=sorted(blobs),
+            counts={"encoded": len(batch.texts), "batches": 1, **self._upstream_usage()},
+            observations={"batch_texts": len(batch.texts), "batch_tokens": batch.tokens,
+                          "encode_seconds": elapsed_ms / 1000},
+        ))
         if bad:
             self._fail(bad)
-        self.hot.publish_done(sorted(blobs))
-        self.hot.incr({"encoded": len(batch.texts), "batches": 1, **self._upstream_usage()})
-        self.hot.observe({"batch_texts": len(batch.texts), "batch_tokens": batch.tokens,
-                          "encode_seconds": elapsed_ms / 1000})
         for item in items:
             if item.fp in blobs:
                 item.future.set_result(blobs[item.fp])

@@ -71,3 +71,37 @@ def test_outcomes_pair_vectors_and_failures(store: HotStore) -> None:
     assert store.get_outcomes(["ok", "bad", "none"]) == [
         (b"\x01", None), (None, {"type": "InvalidVector", "message": "NaN"}), (None, None),
     ]
+
+
+def test_a_recorded_batch_stores_clears_releases_notifies_and_counts(store: HotStore) -> None:
+    from embedq.cache.hot import BatchRecord
+
+    got: list[list[str]] = []
+    seen = threading.Event()
+
+    def listener(fps: list[str]) -> None:
+        if "rb-online" in fps:
+            got.append(fps)
+            seen.set()
+
+    store.subscribe(listener)
+    time.sleep(0.3)  # the Redis listener subscribes in its own thread
+    store.add_attempts(["rb-online", "rb-bulk"], ttl_s=60)
+    store.acquire([keys.claim("rb-online"), keys.claim("rb-bulk")], "worker", ttl_ms=60_000)
+    before = store.counters()["encoded"]
+    store.record_batch(BatchRecord(
+        vectors=[({"rb-online": b"\x01"}, 60), ({"rb-bulk": b"\x02"}, 1)],
+        clear_attempts=["rb-online", "rb-bulk"],
+        release=[keys.claim("rb-online"), keys.claim("rb-bulk")],
+        done=["rb-bulk", "rb-online"],
+        counts={"encoded": 2, "batches": 1},
+        observations={"batch_texts": 2.0},
+    ))
+    assert store.get_vectors(["rb-online", "rb-bulk"]) == [b"\x01", b"\x02"]
+    assert store.peek_attempts(["rb-online", "rb-bulk"]) == [0, 0]
+    assert store.holders([keys.claim("rb-online"), keys.claim("rb-bulk")]) == [None, None]
+    assert store.counters()["encoded"] == before + 2
+    assert store.histograms()["batch_texts"].count >= 1
+    assert seen.wait(5) and got[-1] == ["rb-bulk", "rb-online"]
+    time.sleep(1.2)
+    assert store.get_vectors(["rb-online", "rb-bulk"]) == [b"\x01", None]  # each its ttl
