@@ -32,6 +32,16 @@ class RecordingEncoder(HashingEncoder):
         return super().encode(texts)
 
 
+def held(lane: int = ONLINE, **limits: int) -> tuple[RecordingEncoder, Batcher]:
+    """A batcher whose model is busy with a first one-text batch of `lane` until
+    `enc.release` is set, so what is submitted next queues up."""
+    enc = RecordingEncoder(hold_first=True)
+    batcher = Batcher(enc, finish, wait_ms=1, **limits)
+    batcher.submit(items(["hold"], lane=lane))
+    assert enc.started.wait(5)
+    return enc, batcher
+
+
 def finish(batch: Batch) -> None:
     assert batch.raw is not None
     for row, items in zip(batch.raw, batch.waiters, strict=True):
@@ -71,11 +81,7 @@ def test_online_items_jump_ahead_of_queued_bulk_items() -> None:
 
 
 def test_batches_respect_the_token_budget_longest_first_within_a_batch() -> None:
-    enc = RecordingEncoder(hold_first=True)
-    batcher = Batcher(enc, finish, wait_ms=1, max_tokens=40, max_texts=100)
-    blocker = items(["hold"])
-    batcher.submit(blocker)
-    assert enc.started.wait(5)
+    enc, batcher = held(ONLINE, max_tokens=40, max_texts=100)
     texts = [" ".join(["w"] * n) for n in (1, 8, 3, 7, 2, 5)]  # tokens = words + 2
     work = items(texts)
     batcher.submit(work)
@@ -90,11 +96,7 @@ def test_batches_respect_the_token_budget_longest_first_within_a_batch() -> None
 
 
 def test_the_oldest_text_is_in_the_next_batch_with_its_length_neighbours() -> None:
-    enc = RecordingEncoder(hold_first=True)
-    batcher = Batcher(enc, finish, wait_ms=1, max_tokens=10_000, max_texts=3)
-    blocker = items(["hold"], lane=BULK)
-    batcher.submit(blocker)
-    assert enc.started.wait(5)
+    enc, batcher = held(BULK, max_tokens=10_000, max_texts=3)
     short = items(["short one"], lane=BULK)  # 4 tokens, queued first
     longer = items([" ".join(["w"] * n) for n in (20, 21, 22, 3, 2, 23)], lane=BULK)
     batcher.submit(short)
@@ -108,11 +110,7 @@ def test_the_oldest_text_is_in_the_next_batch_with_its_length_neighbours() -> No
 
 
 def test_suspects_are_encoded_alone() -> None:
-    enc = RecordingEncoder(hold_first=True)
-    batcher = Batcher(enc, finish, wait_ms=1)
-    blocker = items(["hold"])
-    batcher.submit(blocker)
-    assert enc.started.wait(5)
+    enc, batcher = held(ONLINE)
     work = items(["a", "b"]) + items(["suspect"], alone=True) + items(["c"])
     batcher.submit(work)
     enc.release.set()
@@ -144,11 +142,7 @@ def test_encoder_errors_reach_the_sink() -> None:
 
 
 def test_bulk_batches_shrink_to_a_quarter_before_any_cost_is_measured() -> None:
-    enc = RecordingEncoder(hold_first=True)
-    batcher = Batcher(enc, finish, wait_ms=1, max_tokens=10_000, max_texts=64)
-    blocker = items(["hold"], lane=ONLINE)
-    batcher.submit(blocker)
-    assert enc.started.wait(5)
+    enc, batcher = held(ONLINE, max_tokens=10_000, max_texts=64)
     bulk = items([f"bulk {i}" for i in range(64)], lane=BULK)
     batcher.submit(bulk)
     enc.release.set()
@@ -241,11 +235,7 @@ def test_online_texts_run_inside_a_bulk_batch_at_the_next_layer() -> None:
 
 
 def test_reserved_room_admits_one_bulk_slice_at_a_time_until_the_lane_drains() -> None:
-    enc = RecordingEncoder(hold_first=True)
-    batcher = Batcher(enc, finish, wait_ms=1, max_texts=2)  # low water: 4 x 2 = 8 texts
-    blocker = items(["hold"], lane=BULK)
-    batcher.submit(blocker)
-    assert enc.started.wait(5)
+    enc, batcher = held(BULK, max_texts=2)  # low water: 4 x 2 = 8 texts
     first = batcher.reserve(BULK, 8)  # the lane is empty: admitted at once
     admitted = threading.Event()
     second_room: list[object] = []
