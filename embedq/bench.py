@@ -52,6 +52,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def bare_model(settings: Settings, command: str) -> Any:
+    """The configured model as a bare SentenceTransformer, loaded and warm: the baseline."""
+    from embedq.encoders import load_encoder
+
+    encoder = load_encoder(settings)
+    encoder.warm_up()
+    model = getattr(encoder, "model", None)
+    if model is None:
+        raise SystemExit(f"{command} needs EMBEDQ_ENCODER=sentence-transformers")
+    return model
+
+
 def _best_raw_rate(model: Any, texts: list[str]) -> tuple[int, float]:
     """SentenceTransformer.encode at its best batch size on these texts."""
     sample = texts[: min(len(texts), 1000)]
@@ -69,18 +81,13 @@ def _best_raw_rate(model: Any, texts: list[str]) -> tuple[int, float]:
 
 def bench_bulk(n: int, path: str | None) -> dict[str, Any]:
     from embedq.client import Client
-    from embedq.encoders import load_encoder
 
     texts = load_texts(n, path)
     settings = Settings.from_env()
     with tempfile.TemporaryDirectory(prefix="embedq-bench-") as tmp:
         if settings.embedded:
             settings = settings.with_overrides(data_dir=Path(tmp))
-        encoder = load_encoder(settings)
-        encoder.warm_up()
-        model = getattr(encoder, "model", None)
-        if model is None:
-            raise SystemExit("bench bulk needs EMBEDQ_ENCODER=sentence-transformers")
+        model = bare_model(settings, "bench bulk")
         best_bs, raw_rate = _best_raw_rate(model, texts)
         client = Client(settings)
         client.embed(["embedq bench warm-up"])

@@ -100,20 +100,15 @@ def _run_bulk(src: Path, env: dict[str, str]) -> tuple[float, dict[str, Any], fl
 def bench_bulk_job(n: int, path: str | None, online_rate: float = 10.0) -> dict[str, Any]:
     """Throughput with the job alone, then (on a cluster) online latency with a second
     job of the same size running: idle p99 against p99 during the job."""
-    from embedq.bench import _best_raw_rate
-    from embedq.encoders import load_encoder
+    from embedq.bench import _best_raw_rate, bare_model
 
     settings = Settings.from_env()
     corpus = load_texts(n, path)
     salt = uuid.uuid4().hex[:6]  # fresh texts: nothing cached from an earlier run
     texts = [f"{t} ({salt})" for t in corpus]
-    encoder = load_encoder(settings)
-    encoder.warm_up()
-    model = getattr(encoder, "model", None)
-    if model is None:
-        raise SystemExit("bench bulk --via-jobs needs EMBEDQ_ENCODER=sentence-transformers")
+    model = bare_model(settings, "bench bulk --via-jobs")
     best_bs, raw_rate = _best_raw_rate(model, texts)
-    del encoder, model
+    del model
 
     report: dict[str, Any] = {"texts": n, "unique": len(set(texts)), "raw_batch_size": best_bs,
                               "raw_texts_per_s": round(raw_rate, 1),
