@@ -33,11 +33,8 @@ HOSTILE = ["'); DROP TABLE jobs;--", "Robert'); DELETE FROM embeddings; --",
 def api(cluster: Cluster) -> Iterator[ApiServer]:
     env = {**cluster.env, "EMBEDQ_API_KEYS": KEY, "EMBEDQ_MAX_BODY_BYTES": str(LIMIT_BYTES),
            "EMBEDQ_MAX_INPUTS": str(MAX_INPUTS), "EMBEDQ_MAX_INPUT_CHARS": str(MAX_INPUT_CHARS)}
-    server = ApiServer(env, cluster.tmp / "api-abuse.log").start()
-    try:
+    with ApiServer(env, cluster.tmp / "api-abuse.log") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def auth(key: str = KEY) -> dict[str, str]:

@@ -26,11 +26,8 @@ CALLERS = 200
 
 @pytest.fixture(scope="module")
 def api(cluster: Cluster) -> Iterator[ApiServer]:
-    server = ApiServer(cluster.env, cluster.tmp / "api-herd.log").start()
-    try:
+    with ApiServer(cluster.env, cluster.tmp / "api-herd.log") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_identical_concurrent_requests_compute_once(

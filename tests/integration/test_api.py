@@ -57,11 +57,8 @@ def counters(api: ApiServer) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def api(cluster: Cluster) -> Iterator[ApiServer]:
-    server = ApiServer(cluster.env, cluster.tmp / "api.log").start()
-    try:
+    with ApiServer(cluster.env, cluster.tmp / "api.log") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def post(api: ApiServer, body: Any, **kwargs: Any) -> httpx.Response:
@@ -186,14 +183,11 @@ def test_an_open_server_says_so_at_start(api: ApiServer) -> None:
 
 
 def test_two_api_processes_share_their_metrics(cluster: Cluster, salt: str) -> None:
-    server = ApiServer(cluster.env, cluster.tmp / "api-two.log", "--workers", "2").start()
-    try:
+    with ApiServer(cluster.env, cluster.tmp / "api-two.log", "--workers", "2") as server:
         for i in range(12):
             response = post(server, {"input": f"{salt} two processes {i}"})
             assert response.status_code == 200, response.text
         values = counters(server)
-    finally:
-        server.stop()
     route = 'embedq_http_requests_total{method="POST",route="/v1/embeddings",status="200"}'
     assert values[route] == 12
     assert server.log().count("EMBEDQ_API_KEYS is unset") == 2  # one line per process

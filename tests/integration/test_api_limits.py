@@ -229,11 +229,8 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     tmp = tmp_path_factory.mktemp("embedded-api")
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
     env.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_DATA_DIR": str(tmp)})
-    server = ApiServer(env, tmp / "api.log").start()
-    try:
+    with ApiServer(env, tmp / "api.log") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_embedded_mode_serves_and_is_ready(embedded: ApiServer) -> None:

@@ -29,11 +29,8 @@ expected-statuses = ["400", "401", "404", "405", "413", "415", "422"]
 @pytest.fixture(scope="module")
 def keyed_api(cluster: Cluster) -> Iterator[ApiServer]:
     env = {**cluster.env, "EMBEDQ_API_KEYS": KEY}
-    server = ApiServer(env, cluster.tmp / "api-schemathesis.log").start()
-    try:
+    with ApiServer(env, cluster.tmp / "api-schemathesis.log") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_generated_requests_never_get_a_5xx(

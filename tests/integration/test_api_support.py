@@ -55,6 +55,12 @@ class ApiServer:
         with contextlib.suppress(Exception):
             self._log.close()
 
+    def __enter__(self) -> ApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 class TcpProxy:
     """A TCP forwarder to a real server that a test can cut and restore: a database
