@@ -101,8 +101,7 @@ class RedisHotStore(HotStore):
             return
         with map_redis_errors():
             pipe = self.client.pipeline(transaction=False)
-            for fp, blob in vectors.items():
-                pipe.set(keys.vector(fp), blob, ex=ttl_s)
+            _queue_vectors(pipe, vectors, ttl_s)
             pipe.execute()
 
     def get_failures(self, fps: list[str]) -> list[dict[str, str] | None]:
@@ -189,8 +188,7 @@ class RedisHotStore(HotStore):
         with map_redis_errors():
             pipe = self.client.pipeline(transaction=False)
             for vectors, ttl_s in batch.vectors:
-                for fp, blob in vectors.items():
-                    pipe.set(keys.vector(fp), blob, ex=ttl_s)
+                _queue_vectors(pipe, vectors, ttl_s)
             if batch.clear_attempts:
                 pipe.delete(*[keys.attempts(fp) for fp in batch.clear_attempts])
             if batch.release:
@@ -290,6 +288,11 @@ class RedisHotStore(HotStore):
         self._closing.set()
         with contextlib.suppress(Exception):
             self.client.close()
+
+
+def _queue_vectors(pipe: Any, vectors: dict[str, bytes], ttl_s: int) -> None:
+    for fp, blob in vectors.items():
+        pipe.set(keys.vector(fp), blob, ex=ttl_s)
 
 
 def _queue_incr(pipe: Any, counts: dict[str, int]) -> None:
