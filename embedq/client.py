@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from embedq.config import Settings
-from embedq.service import EmbeddingService, EmbedResult, Vector
+from embedq.deployment import Deployment
+from embedq.service import EmbedResult, Vector
 
 if TYPE_CHECKING:
     from embedq.cache.semantic import LookupResult, SemanticCache
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 
 class Client:
     def __init__(self, settings: Settings | None = None) -> None:
-        self.service = EmbeddingService.from_settings(settings)
+        self.deployment = Deployment.from_settings(settings)
+        self.service = self.deployment.service
 
     def embed(
         self,
@@ -81,7 +83,7 @@ class Client:
     def close(self) -> None:
         if getattr(self, "_semantic", None) is not None:
             self._semantic.close()
-        self.service.close()
+        self.deployment.close()
 
     def __enter__(self) -> Client:
         return self

@@ -15,32 +15,23 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 from celery import Celery
 
+from embedq import coordination
 from embedq.cache import DurableStore, HotStore, from_bytes, make_hot_store
 from embedq.cache.waiters import Waiters
 from embedq.config import Settings
 from embedq.encoders import model_identity
-from embedq.errors import (
-    EmbeddingFailed,
-    EmbeddingTimeout,
-    EmbedqError,
-    InvalidInput,
-    InvalidVector,
-    PoisonText,
-    Unavailable,
-    UnknownModel,
-)
+from embedq.errors import EmbeddingTimeout, EmbedqError, InvalidInput, UnknownModel
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
-from embedq.tasks import claim as claims
 from embedq.tasks.app import create_app
 from embedq.tasks.publish import plan_messages, publish_embed
 
@@ -49,11 +40,6 @@ log = logging.getLogger("embedq.service")
 Vector = npt.NDArray[np.float32]
 POLL_S = 0.25
 CLAIM_CHECK_S = 1.0
-
-_FAILURE_TYPES: dict[str, type[EmbeddingFailed]] = {
-    "InvalidVector": InvalidVector,
-    "PoisonText": PoisonText,
-}
 
 
 @dataclass
@@ -83,6 +69,12 @@ class EmbedResult:
 
 
 class EmbeddingService:
+    """The producer side of embedq: answers from cache, joins work in flight, or queues it.
+
+    It never runs a model itself. `before_submit` is called before work is queued: the
+    deployment uses it to start the embedded worker on first use (`embedq.deployment`).
+    """
+
     def __init__(
         self,
         settings: Settings,
@@ -90,6 +82,7 @@ class EmbeddingService:
         hot: HotStore | None = None,
         db: Database | None = None,
         app: Celery | None = None,
+        before_submit: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self.hot = hot or make_hot_store(settings)
@@ -98,24 +91,7 @@ class EmbeddingService:
         self.app = app or create_app(settings)
         self.model, self.revision = model_identity(settings)
         self.waiters = Waiters(self.hot)
-        self._embedded_lock = threading.Lock()
-        self._embedded_ready = not settings.embedded
-
-    @classmethod
-    def from_settings(cls, settings: Settings | None = None) -> EmbeddingService:
-        settings = settings or Settings.from_env()
-        if settings.embedded:
-            _prepare_embedded_database(settings)
-            # The memory transport is process-global: give each embedded client its own
-            # queues so two clients with different settings never take each other's work.
-            tag = uuid.uuid4().hex[:8]
-            settings = settings.with_overrides(
-                online_queue=f"{settings.online_queue}-{tag}",
-                bulk_queue=f"{settings.bulk_queue}-{tag}",
-            )
-        service = cls(settings)
-        service._ensure_worker()
-        return service
+        self.before_submit = before_submit
 
     # --- the request
     def spec(
@@ -211,11 +187,12 @@ class EmbeddingService:
         lost: list[str] = []
         if fps:
             owner = f"req-{uuid.uuid4().hex[:16]}"
-            won, lost = claims.claim(self.hot, fps, owner, self.settings.claim_ttl_ms)
+            won, lost = coordination.claim(self.hot, fps, owner, self.settings.claim_ttl_ms)
         return won, lost
 
     def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]]) -> None:
-        self._ensure_worker()
+        if self.before_submit is not None:
+            self.before_submit()
         fps = [fp for fp, _ in pairs]
         text_of = dict(pairs)
         groups = [
@@ -225,7 +202,7 @@ class EmbeddingService:
         try:
             publish_embed(self.app, spec, groups, self.settings.online_queue)
         except EmbedqError:
-            claims.release(self.hot, fps)  # do not block these for a whole claim ttl
+            coordination.release(self.hot, fps)  # do not block these for a whole claim ttl
             raise
 
     def _collect(
@@ -235,87 +212,30 @@ class EmbeddingService:
         text_of: dict[str, str],
         deadline: float,
     ) -> dict[str, bytes | EmbedqError]:
-        answers: dict[str, bytes | EmbedqError] = {}
+        """Wait for each fingerprint's outcome. A store outage is ridden out until the
+        deadline; a claim that vanished with no vector (dead leader, a restarted empty
+        broker) is claimed and queued again."""
         if not fps:
-            return answers
-        pending = list(fps)
-        event = threading.Event()
-        self.waiters.register(pending, event)
-        next_claim_check = time.monotonic() + CLAIM_CHECK_S
-        outage: Unavailable | None = None
-        try:
-            while pending:
-                event.clear()
-                try:
-                    pending = self._poll(pending, answers)
-                    if pending and time.monotonic() >= next_claim_check:
-                        self._rescue(spec, pending, text_of, answers)
-                        pending = [fp for fp in pending if fp not in answers]
-                        next_claim_check = time.monotonic() + CLAIM_CHECK_S
-                    outage = None
-                except Unavailable as exc:
-                    # A store outage while waiting: keep trying until the deadline; the
-                    # rescue re-queues whatever a restarted (empty) broker lost.
-                    if outage is None:
-                        log.warning("waiting through an outage: %s", exc)
-                    outage = exc
-                    next_claim_check = time.monotonic()
-                if not pending:
-                    break
-                now = time.monotonic()
-                if now >= deadline:
-                    for fp in pending:
-                        answers[fp] = outage or EmbeddingTimeout(
-                            "no vector within the request timeout; the work stays queued, "
-                            "retry the request to collect it"
-                        )
-                    break
-                event.wait(min(POLL_S, max(0.0, deadline - now)))
-        finally:
-            self.waiters.unregister(fps, event)
+            return {}
+
+        def requeue(orphans: list[str]) -> list[str]:
+            won, _ = self._claim(orphans)
+            if won:
+                log.warning("re-queueing %d fingerprints whose claim expired", len(won))
+                self._submit(spec, [(fp, text_of[fp]) for fp in won])
+            return []  # every orphan is awaited again
+
+        got = coordination.await_outcomes(
+            self.hot, fps, deadline=deadline, adopt=requeue, durable=self.durable,
+            poll_s=POLL_S, check_s=CLAIM_CHECK_S, wake=self.waiters, ride_out_outages=True,
+        )
+        answers: dict[str, bytes | EmbedqError] = {**got.vectors, **got.failures}
+        for fp in got.pending:
+            answers[fp] = got.outage or EmbeddingTimeout(
+                "no vector within the request timeout; the work stays queued, "
+                "retry the request to collect it"
+            )
         return answers
-
-    def _poll(self, pending: list[str], answers: dict[str, bytes | EmbedqError]) -> list[str]:
-        """Move finished fingerprints (vector or failure) into `answers`; return the rest."""
-        still = []
-        for fp, (vec, fail) in zip(pending, self.hot.get_outcomes(pending), strict=True):
-            if vec is not None:
-                answers[fp] = vec
-            elif fail is not None:
-                kind = _FAILURE_TYPES.get(fail.get("type", ""), EmbeddingFailed)
-                answers[fp] = kind(fail.get("message", "embedding failed"), fp)
-            else:
-                still.append(fp)
-        return still
-
-    def _rescue(
-        self,
-        spec: EncodeSpec,
-        pending: list[str],
-        text_of: dict[str, str],
-        answers: dict[str, bytes | EmbedqError],
-    ) -> None:
-        """Re-queue fingerprints whose claim vanished without a vector (lost leader)."""
-        orphans = claims.orphaned(self.hot, pending)
-        if not orphans:
-            return
-        stored = self.durable.get_many(orphans)
-        answers.update(stored)
-        orphans = [fp for fp in orphans if fp not in stored]
-        won, _ = self._claim(orphans)
-        if won:
-            log.warning("re-queueing %d fingerprints whose claim expired", len(won))
-            self._submit(spec, [(fp, text_of[fp]) for fp in won])
-
-    def _ensure_worker(self) -> None:
-        if self._embedded_ready:
-            return
-        with self._embedded_lock:
-            if not self._embedded_ready:
-                from embedq.workers.embedded import ensure_embedded_worker
-
-                ensure_embedded_worker(self.app, self.settings)
-                self._embedded_ready = True
 
     # --- introspection
     def stats(self) -> dict[str, int]:
@@ -357,11 +277,3 @@ def _tokens_saved(fps: list[str], texts: list[str], won: list[str]) -> int:
         else:
             saved += 1 + len(text) // 4
     return saved
-
-
-def _prepare_embedded_database(settings: Settings) -> None:
-    """The embedded SQLite database migrates itself; servers use `embedq db upgrade`."""
-    from embedq.models.migrate import upgrade
-
-    if settings.resolved_database_url.startswith("sqlite"):
-        upgrade(settings.resolved_database_url)

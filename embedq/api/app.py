@@ -30,8 +30,8 @@ from embedq.api.metrics import ApiMetrics, ClusterCollector, MetricsMiddleware
 from embedq.api.routes import embeddings, health, models
 from embedq.api.state import ApiState, get_state
 from embedq.config import Settings
+from embedq.deployment import Deployment
 from embedq.encoders.tokens import load_token_counter
-from embedq.service import EmbeddingService
 
 log = logging.getLogger("embedq.api")
 
@@ -50,10 +50,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        service = await run_in_threadpool(EmbeddingService.from_settings, settings)
+        deployment = await run_in_threadpool(Deployment.from_settings, settings)
+        service = deployment.service
         batcher = RequestBatcher(service, wait_ms=settings.api_batch_wait_ms,
                                  max_texts=settings.api_batch_max_texts)
-        depth = QueueDepth(service)
+        depth = QueueDepth(deployment.queue_depth, deployment.settings)
         metrics.attach(ClusterCollector(service, depth))
         batcher.start()
         app.state.service = service
@@ -67,7 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await batcher.close()
-            service.close()
+            deployment.close()
 
     app = FastAPI(
         title="embedq",

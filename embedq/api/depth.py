@@ -1,25 +1,17 @@
-"""Queue depth: messages waiting on the broker, read the way the broker itself reports it.
-
-On a real broker the depth of a queue is what a passive `queue_declare` returns (Redis:
-LLEN over the queue's priority lists; RabbitMQ: the queue's message count). In embedded
-mode the broker is in-process and the depth is the embedded batcher's backlog. The sync
-route reads the online depth through `QueueDepth.online()`, cached for `TTL_S`, so the hot
-path does not pay a broker round trip per request.
+"""Queue depth as the API reads it: the deployment's probe (the broker's count, or the
+embedded batcher's backlog), with the online depth cached for `TTL_S` so the hot path does
+not pay a broker round trip per request (`QueueDepth.online()`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
+from collections.abc import Callable
 
-from kombu.exceptions import ChannelError
-from kombu.exceptions import OperationalError as KombuOperationalError
-from redis.exceptions import RedisError
-
+from embedq.config import Settings
 from embedq.errors import BrokerUnavailable
-from embedq.service import EmbeddingService
 
 log = logging.getLogger("embedq.api")
 
@@ -27,34 +19,12 @@ TTL_S = 0.25
 
 
 class QueueDepth:
-    def __init__(self, service: EmbeddingService) -> None:
-        self.service = service
-        self.settings = service.settings
+    def __init__(self, probe: Callable[[str], int], settings: Settings) -> None:
+        self.probe = probe
+        self.settings = settings
         self._value = 0
         self._at = float("-inf")
         self._refresh: asyncio.Future[int] | None = None
-
-    def probe(self, queue: str) -> int:
-        """Messages waiting in `queue` now; BrokerUnavailable when the broker is down."""
-        if self.settings.embedded:
-            from embedq.workers.embedded import ensure_embedded_worker
-
-            # Started by the service already; this returns that worker's runtime.
-            runtime = ensure_embedded_worker(self.service.app, self.settings)
-            return runtime.batcher.depth() if queue == self.settings.online_queue else 0
-        try:
-            with self.service.app.pool.acquire(block=True, timeout=5) as conn:
-                channel = conn.channel()
-                try:
-                    _, count, _ = channel.queue_declare(queue=queue, passive=True)
-                except (ChannelError, *conn.channel_errors):
-                    return 0  # no such queue yet: nothing was ever queued on it
-                finally:
-                    with contextlib.suppress(Exception):  # RabbitMQ closed it on NOT_FOUND
-                        channel.close()
-                return int(count)
-        except (KombuOperationalError, OSError, RedisError) as exc:
-            raise BrokerUnavailable(f"the broker is unreachable ({exc}); retry shortly") from exc
 
     def probe_all(self) -> dict[str, int]:
         return {q: self.probe(q) for q in (self.settings.online_queue, self.settings.bulk_queue)}

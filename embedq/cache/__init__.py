@@ -11,16 +11,11 @@ __all__ = [
     "to_bytes",
 ]
 
-_EMBEDDED: MemoryHotStore | None = None
-
-
 def make_hot_store(settings: Settings) -> HotStore:
-    """Redis when configured; else the one in-process store shared by this process."""
-    global _EMBEDDED
+    """Redis when configured; else a new in-process store (embedded mode: the deployment
+    hands one store to its service and its worker)."""
     if settings.redis_url:
         from embedq.cache.redis_hot import RedisHotStore
 
         return RedisHotStore(settings.redis_url)
-    if _EMBEDDED is None:
-        _EMBEDDED = MemoryHotStore()
-    return _EMBEDDED
+    return MemoryHotStore()

@@ -17,16 +17,18 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
+from celery import Celery
+
+from embedq.config import Settings
 from embedq.errors import BadInputFile, EmbedqError, InvalidInput
-from embedq.fingerprint import fingerprint
+from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.jobs.dispatch import Clock, Dispatcher, job_window
 from embedq.jobs.readers import Record
 from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
 from embedq.jobs.windows import Window
-from embedq.models import Job
-from embedq.service import EmbeddingService
+from embedq.models import Database, Job
 
 PAGE_ITEMS = 2000
 PRIORITIES = ("online", "bulk")
@@ -38,13 +40,29 @@ def estimate_tokens(text: str) -> int:
     return min(len(text.encode("utf-8")) // 4 + 2, 512)
 
 
+class Producer(Protocol):
+    """What jobs need from the embedding service (`EmbeddingService` has it)."""
+
+    settings: Settings
+    db: Database
+    app: Celery
+
+    def spec(self, model: str | None = None) -> EncodeSpec: ...
+
+
+# Runs one chunk in this process: the embedded deployment's worker (see run_here).
+ChunkRunner = Callable[[JobStore, str, int], None]
+
+
 class JobService:
-    def __init__(self, service: EmbeddingService, clock: Clock = utcnow) -> None:
+    def __init__(self, service: Producer, clock: Clock = utcnow, *,
+                 run_chunk: ChunkRunner | None = None) -> None:
         self.service = service
         self.settings = service.settings
         self.store = JobStore(service.db)
         self.dispatcher = Dispatcher(self.store, service.app, self.settings, clock)
         self.clock = clock
+        self.run_chunk = run_chunk
 
     # --- submitting
     def submit(
@@ -107,10 +125,9 @@ class JobService:
     # --- embedded mode: chords need a result backend with counters, which the in-process
     # cache backend lacks, so the embedded process runs the chunks itself, in order.
     def run_here(self, job_id: str, poll_s: float = 1.0) -> None:
-        from embedq.workers.bulk import run_chunk
-        from embedq.workers.embedded import ensure_embedded_worker
-
-        runtime = ensure_embedded_worker(self.service.app, self.settings)
+        if self.run_chunk is None:
+            raise RuntimeError("run_here needs a chunk runner: build jobs with "
+                               "Deployment.jobs() in embedded mode")
         while True:
             job = self.store.get(job_id)
             if job.status in ("succeeded", "failed", "cancelled"):
@@ -120,7 +137,7 @@ class JobService:
                     time.sleep(poll_s)  # outside its window: wait for it to open
                 continue
             for chunk in self.store.pending_chunks(job_id, self.settings.job_wave_chunks):
-                run_chunk(runtime, self.store, job_id, chunk)
+                self.run_chunk(self.store, job_id, chunk)
             self.dispatcher.close(job_id, job.generation)
 
     # --- reading

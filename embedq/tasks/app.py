@@ -72,10 +72,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 
 def create_app(settings: Settings) -> Celery:
-    """A Celery app for these settings, with embedq's tasks registered on it."""
-    from embedq.tasks.definitions import register
-
+    """A Celery app for these settings. Producers send tasks by name; a worker binds the
+    task bodies to it with `embedq.workers.tasks.register`."""
     app = Celery("embedq", set_as_current=False)
     app.conf.update({k: v for k, v in celery_config(settings).items() if v is not None})
-    register(app, settings)
     return app

@@ -71,8 +71,7 @@ def test_a_batch_paused_between_layers_for_another_gives_the_same_vectors(
 
 
 def _embedded_encoder(client: Any) -> Any:
-    from embedq.workers.embedded import embedded_runtime
-
-    runtime = embedded_runtime(client.service.app)
+    client.deployment.ensure_worker()
+    runtime = client.deployment.worker_runtime
     assert runtime is not None
     return runtime.encoder

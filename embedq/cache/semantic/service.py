@@ -18,9 +18,10 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from embedq.cache.semantic.guard import contrasting
 from embedq.cache.semantic.index import IndexConfig, Matrix, unit_rows
@@ -28,7 +29,8 @@ from embedq.cache.semantic.store import Entry, SemanticStore, utcnow
 from embedq.cache.semantic.sync import IndexSync, SyncConfig
 from embedq.config import Settings
 from embedq.errors import ConfigError, InputTooLarge, InvalidInput, NotFound
-from embedq.service import EmbeddingService
+from embedq.fingerprint import EncodeSpec
+from embedq.models import Database
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_K = 100
@@ -85,10 +87,28 @@ def check_threshold(threshold: Any) -> float:
     return float(threshold)
 
 
+class Embedded(Protocol):
+    """An embedding result: `EmbeddingService.embed` returns one."""
+
+    def vectors(self) -> list[npt.NDArray[np.float32]]: ...
+
+
+class Embedder(Protocol):
+    """The embedding pipeline the cache embeds its queries with (`EmbeddingService`):
+    passed in, so the cache tier imports nothing above it."""
+
+    settings: Settings
+    db: Database
+
+    def spec(self) -> EncodeSpec: ...
+
+    def embed(self, texts: list[str]) -> Embedded: ...
+
+
 class SemanticCache:
     """One per process: owns the indexes of the service's model space and their sync."""
 
-    def __init__(self, service: EmbeddingService, settings: Settings | None = None, *,
+    def __init__(self, service: Embedder, settings: Settings | None = None, *,
                  start: bool = True) -> None:
         self.service = service
         self.settings = settings or service.settings

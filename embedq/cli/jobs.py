@@ -62,10 +62,9 @@ def add_parser(sub: Any) -> None:
 
 
 def _jobs() -> Any:
-    from embedq.jobs.service import JobService
-    from embedq.service import EmbeddingService
+    from embedq.deployment import Deployment
 
-    return JobService(EmbeddingService.from_settings(Settings.from_env()))
+    return Deployment.from_settings(Settings.from_env()).jobs()
 
 
 def _parse_moment(raw: str | None) -> datetime | None:
@@ -113,7 +112,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
         runner.start()
     state: dict[str, Any] = jobs.describe(job_id)
     if args.wait or embedded:
-        from embedq.jobs.progress import wait
+        from embedq.cli.progress import wait
 
         state = wait(jobs, job_id)
     if args.out and state["status"] in FINAL:
@@ -147,7 +146,7 @@ def cmd_jobs_status(args: argparse.Namespace) -> int:
     jobs = _jobs()
     state = jobs.describe(args.id)
     if args.wait:
-        from embedq.jobs.progress import wait
+        from embedq.cli.progress import wait
 
         state = wait(jobs, args.id)
     if args.json:

@@ -59,11 +59,11 @@ def _json(raw: str | None, name: str) -> Any:
 
 def cmd_cache(args: argparse.Namespace) -> int:
     from embedq.cache.semantic.service import SemanticCache
-    from embedq.service import EmbeddingService
+    from embedq.deployment import Deployment
 
     if args.cache_action == "delete" and (args.entry_id is None) == (not args.all):
         raise InvalidInput("embedq cache delete needs an ENTRY_ID or --all (not both)")
-    service = EmbeddingService.from_settings()
+    service = Deployment.from_settings().service
     cache = SemanticCache(service)
     code = 0
     try:

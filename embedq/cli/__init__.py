@@ -1,4 +1,9 @@
-"""`embedq` commands: thin wrappers that parse, call the service, and format."""
+"""`embedq` commands: thin wrappers that parse, call the services, and format.
+
+This module holds the parser and the core commands (worker, embed, stats, db, demo,
+bench); each feature's commands live beside it (`serve.py`, `jobs.py`, `cache.py`,
+`mcp.py`) and register themselves with `add_parser(subparsers)`.
+"""
 
 from __future__ import annotations
 
@@ -22,10 +27,10 @@ Handler = Callable[[argparse.Namespace], int]
 
 # Each feature registers its own subcommands: `add_parser(subparsers)` in these modules.
 FEATURE_COMMANDS = (
-    "embedq.api.commands",  # serve
-    "embedq.jobs.commands",  # bulk, jobs, beat
-    "embedq.cache.semantic.commands",  # cache
-    "embedq.mcp.commands",  # mcp
+    "embedq.cli.serve",  # serve
+    "embedq.cli.jobs",  # bulk, jobs, beat
+    "embedq.cli.cache",  # cache
+    "embedq.cli.mcp",  # mcp
 )
 
 
@@ -39,7 +44,8 @@ def _setup_logging(level: str) -> None:
 # --- worker
 def cmd_worker(args: argparse.Namespace) -> int:
     from embedq.tasks.app import create_app
-    from embedq.workers.runtime import WorkerRuntime, install
+    from embedq.workers.runtime import WorkerRuntime
+    from embedq.workers.tasks import register
 
     settings = Settings.from_env()
     if settings.embedded:
@@ -49,12 +55,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
         )
     _require_tables(settings)
     runtime = WorkerRuntime(settings)
-    install(runtime)
     # The model and libraries are long-lived: move them out of the collector's view, so a
     # full collection (which holds the GIL) scans only what requests allocate.
     gc.collect()
     gc.freeze()
     app = create_app(settings)
+    register(app, runtime)
     queues = args.queues.split(",") if args.queues else [
         settings.online_queue, settings.bulk_queue,
     ]
@@ -221,7 +227,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,8 +9,8 @@ from typing import Any
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    from embedq.deployment import Deployment
     from embedq.mcp.server import create_server
-    from embedq.service import EmbeddingService
 
     # stdout carries the protocol on stdio: every log line goes to stderr.
     root = logging.getLogger()
@@ -18,7 +18,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         root.removeHandler(handler)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = create_server(EmbeddingService.from_settings())
+    server = create_server(Deployment.from_settings().service)
     if args.transport == "stdio":
         server.run("stdio")
     else:

@@ -14,15 +14,13 @@ Vectors never leave the worker through the task: they are in the durable tier.
 from __future__ import annotations
 
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from embedq.cache import HotStore, keys
+from embedq import coordination
 from embedq.fingerprint import EncodeSpec
 from embedq.jobs.store import ChunkCounts, JobStore
 from embedq.models.job import CHUNK_DONE
-from embedq.tasks import claim as claims
 from embedq.workers.batcher import Room
 from embedq.workers.runtime import BULK, ONLINE, WorkerRuntime
 
@@ -112,8 +110,8 @@ def _claim_and_embed(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, 
                      owner: str, text_of: dict[str, str], room: Room | None) -> _Slice:
     out = _Slice(stored=store.stored(list(text_of)))
     todo = [fp for fp in text_of if fp not in out.stored]
-    won, lost = claims.claim(runtime.hot, todo, owner, runtime.settings.claim_ttl_ms)
-    holders = runtime.hot.holders([keys.claim(fp) for fp in lost])
+    won, lost = coordination.claim(runtime.hot, todo, owner, runtime.settings.claim_ttl_ms)
+    holders = coordination.claim_holders(runtime.hot, lost)
     won += [fp for fp, h in zip(lost, holders, strict=True) if h == owner]
     lost = [fp for fp, h in zip(lost, holders, strict=True) if h != owner]
     if not won and room is not None:
@@ -126,42 +124,36 @@ def _claim_and_embed(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, 
                 runtime.batcher.release(room)  # filled by the submit, or never needed
             got = store.stored(won)
             out.encoded |= got
-            out.failed.update(_failures(runtime.hot, [fp for fp in won if fp not in got]))
+            failed = coordination.read_outcomes(
+                runtime.hot, [fp for fp in won if fp not in got])[1]
+            out.failed.update({fp: coordination.describe(e) for fp, e in failed.items()})
             # Neither stored nor failed: a duplicate execution holds it; wait for it.
             pending += [fp for fp in won if fp not in got and fp not in out.failed]
         if not pending:
             break
-        won = _wait(runtime, store, pending, owner, out.failed)
+        won = _wait(runtime, pending, owner, out.failed)
         pending = [fp for fp in pending if fp not in won] if won else []
     out.lost = set(lost) - out.encoded
     return out
 
 
-def _wait(runtime: WorkerRuntime, store: JobStore, pending: list[str], owner: str,
+def _wait(runtime: WorkerRuntime, pending: list[str], owner: str,
           failed: dict[str, str]) -> list[str]:
     """Wait until each fingerprint is stored or failed; return orphans we re-claimed."""
-    left = list(pending)
-    while left:
-        done = store.stored(left)
-        failed.update(_failures(runtime.hot, [fp for fp in left if fp not in done]))
-        left = [fp for fp in left if fp not in done and fp not in failed]
-        if not left:
-            return []
-        orphans = claims.orphaned(runtime.hot, left)
-        if orphans:
-            still = store.stored(orphans)
-            orphans = [fp for fp in orphans if fp not in still]
-            won, _ = claims.claim(runtime.hot, orphans, owner, runtime.settings.claim_ttl_ms)
-            if won:
-                log.warning("chunk re-claims %d fingerprints whose leader vanished", len(won))
-                return won
-        time.sleep(POLL_S)
-    return []
 
+    def reclaim(orphans: list[str]) -> list[str]:
+        won, _ = coordination.claim(runtime.hot, orphans, owner,
+                                    runtime.settings.claim_ttl_ms)
+        if won:
+            log.warning("chunk re-claims %d fingerprints whose leader vanished", len(won))
+        return won
 
-def _failures(hot: HotStore, fps: list[str]) -> dict[str, str]:
-    return {fp: f"{info.get('type', 'EmbeddingFailed')}: {info.get('message', '')}"
-            for fp, info in zip(fps, hot.get_failures(fps), strict=True) if info}
+    got = coordination.await_outcomes(
+        runtime.hot, pending, deadline=None, adopt=reclaim, durable=runtime.durable,
+        poll_s=POLL_S,
+    )
+    failed.update({fp: coordination.describe(e) for fp, e in got.failures.items()})
+    return got.orphans
 
 
 def _count(items: list[tuple[str, str]], stored: set[str], encoded: set[str],

@@ -1,0 +1,236 @@
+"""Coordination between processes: claims, run leases, outcomes, and waiting for them.
+
+Every process that computes or waits for a vector goes through this module:
+
+- a **claim** (`claim:{fp}`, SET NX PX) is held by whoever queued a fingerprint's
+  computation; whoever loses it joins the computation in flight;
+- a **run lease** (`run:{fp}`) is held by the worker executing a fingerprint, so a
+  redelivered copy of the same work waits instead of computing again;
+- an **outcome** is a vector (float32 bytes under `vec:{fp}`) or a failure (JSON
+  `{"type", "message"}` under `err:{fp}`), written by `publish_vectors` /
+  `publish_failures` and read back by `read_outcomes` as bytes or a typed `EmbedqError`;
+- `await_outcomes` waits until each fingerprint has an outcome, and hands back those
+  whose holder (claim or lease) vanished without one, so the caller can take them over.
+
+Key names live in `embedq.cache.keys`; the stores' operations in `embedq.cache.hot`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from embedq.cache import DurableStore, HotStore, keys
+from embedq.cache.waiters import Waiters
+from embedq.errors import (
+    EmbeddingFailed,
+    EmbedqError,
+    InvalidVector,
+    PoisonText,
+    Unavailable,
+    UpstreamError,
+)
+
+log = logging.getLogger("embedq.coordination")
+
+Failure = dict[str, str]
+
+_FAILURE_TYPES: dict[str, type[EmbedqError]] = {
+    "EmbeddingFailed": EmbeddingFailed,
+    "InvalidVector": InvalidVector,
+    "PoisonText": PoisonText,
+    "UpstreamError": UpstreamError,
+}
+
+
+# --- claims
+def claim(hot: HotStore, fps: list[str], owner: str, ttl_ms: int) -> tuple[list[str], list[str]]:
+    """Return (won, lost) fingerprints, in the order given."""
+    results = hot.acquire([keys.claim(fp) for fp in fps], owner, ttl_ms)
+    won = [fp for fp, ok in zip(fps, results, strict=True) if ok]
+    lost = [fp for fp, ok in zip(fps, results, strict=True) if not ok]
+    return won, lost
+
+
+def claim_holders(hot: HotStore, fps: list[str]) -> list[str | None]:
+    return hot.holders([keys.claim(fp) for fp in fps])
+
+
+def orphaned(hot: HotStore, fps: list[str]) -> list[str]:
+    """Fingerprints nobody holds a claim on any more."""
+    return [fp for fp, h in zip(fps, claim_holders(hot, fps), strict=True) if h is None]
+
+
+def release(hot: HotStore, fps: list[str], owner: str | None = None) -> None:
+    hot.release([keys.claim(fp) for fp in fps], owner)
+
+
+# --- run leases
+def acquire_leases(hot: HotStore, fps: list[str], owner: str, ttl_ms: int) -> list[bool]:
+    return hot.acquire([keys.run_lease(fp) for fp in fps], owner, ttl_ms)
+
+
+def extend_leases(hot: HotStore, fps: list[str], ttl_ms: int) -> None:
+    hot.extend([keys.run_lease(fp) for fp in fps], ttl_ms)
+
+
+def release_leases(hot: HotStore, fps: list[str], owner: str) -> None:
+    hot.release([keys.run_lease(fp) for fp in fps], owner)
+
+
+# --- outcomes
+def encode_failure(error: BaseException) -> Failure:
+    """The stored form of a failure: its type name and message."""
+    return {"type": type(error).__name__, "message": str(error)}
+
+
+def decode_failure(info: Failure, fp: str) -> EmbedqError:
+    """A stored failure as the error it was (EmbeddingFailed when the type is unknown)."""
+    kind = _FAILURE_TYPES.get(info.get("type", ""), EmbeddingFailed)
+    message = info.get("message", "embedding failed")
+    if issubclass(kind, EmbeddingFailed):
+        return kind(message, fp)
+    return kind(message)
+
+
+def describe(error: BaseException) -> str:
+    """One line for a failed item (jobs store it per item): `Type: message`."""
+    return f"{type(error).__name__}: {error}"
+
+
+def publish_vectors(hot: HotStore, vectors: dict[str, bytes], ttl_s: int) -> None:
+    """Vectors found or computed outside a batch write: hot copy, claims freed, waiters
+    woken. (A written batch does the same in one round trip: `HotStore.record_batch`.)"""
+    hot.put_vectors(vectors, ttl_s)
+    hot.release([keys.claim(fp) for fp in vectors])
+    hot.publish_done(sorted(vectors))
+
+
+def publish_failures(hot: HotStore, failures: dict[str, BaseException], ttl_s: int) -> None:
+    """Failures, kept `ttl_s` so every waiter learns them; claims freed, waiters woken."""
+    hot.put_failures({fp: encode_failure(e) for fp, e in failures.items()}, ttl_s)
+    hot.release([keys.claim(fp) for fp in failures])
+    hot.publish_done(sorted(failures))
+    hot.incr({"failed": len(failures)})
+    for fp, e in failures.items():
+        log.warning("failed fp=%s: %s", fp[:12], e)
+
+
+def read_outcomes(hot: HotStore, fps: list[str]
+                  ) -> tuple[dict[str, bytes], dict[str, EmbedqError], list[str]]:
+    """(vectors, failures, still pending) in one round trip."""
+    vectors: dict[str, bytes] = {}
+    failures: dict[str, EmbedqError] = {}
+    pending: list[str] = []
+    for fp, (vec, fail) in zip(fps, hot.get_outcomes(fps), strict=True):
+        if vec is not None:
+            vectors[fp] = vec
+        elif fail is not None:
+            failures[fp] = decode_failure(fail, fp)
+        else:
+            pending.append(fp)
+    return vectors, failures, pending
+
+
+# --- waiting
+@dataclass
+class Outcomes:
+    """What `await_outcomes` found: each fingerprint it was given is in exactly one of
+    vectors, failures, orphans (handed back to the caller) or pending (the deadline)."""
+
+    vectors: dict[str, bytes] = field(default_factory=dict)
+    failures: dict[str, EmbedqError] = field(default_factory=dict)
+    orphans: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    outage: Unavailable | None = None  # the last store error, when the wait ended in one
+
+
+Adopt = Callable[[list[str]], list[str]]
+
+
+def await_outcomes(
+    hot: HotStore,
+    fps: list[str],
+    *,
+    deadline: float | None,
+    holder: Callable[[str], str] = keys.claim,
+    adopt: Adopt | None = None,
+    durable: DurableStore | None = None,
+    poll_s: float = 0.25,
+    check_s: float = 0.0,
+    wake: Waiters | None = None,
+    ride_out_outages: bool = False,
+) -> Outcomes:
+    """Wait until every fingerprint has an outcome, or its holder is gone, or `deadline`.
+
+    `holder` names the key whose owner computes each fingerprint (a claim, or a run
+    lease). Every `check_s` the holders are read; a fingerprint with neither holder nor
+    outcome is an orphan: if `durable` has its vector that is its outcome, else
+    `adopt(orphans)` decides — it returns the orphans the caller takes back (they end the
+    wait, in `orphans`) and may re-queue the rest (they are awaited again). Without
+    `adopt` every orphan is taken back. `wake` (the process's "done" subscription) cuts
+    the poll short. With `ride_out_outages` a store error is retried until the deadline.
+    """
+    out = Outcomes()
+    pending = list(dict.fromkeys(fps))
+    event = threading.Event()
+    if wake is not None:
+        wake.register(pending, event)
+    next_check = time.monotonic() + check_s
+    try:
+        while pending:
+            event.clear()
+            try:
+                vectors, failures, pending = read_outcomes(hot, pending)
+                out.vectors.update(vectors)
+                out.failures.update(failures)
+                if pending and time.monotonic() >= next_check:
+                    pending = _check_holders(hot, pending, holder, adopt, durable, out)
+                    next_check = time.monotonic() + check_s
+                    if out.orphans:
+                        break
+                out.outage = None
+            except Unavailable as exc:
+                if not ride_out_outages:
+                    raise
+                if out.outage is None:
+                    log.warning("waiting through an outage: %s", exc)
+                out.outage = exc
+                next_check = time.monotonic()
+            if not pending:
+                break
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                break
+            timeout = poll_s if deadline is None else min(poll_s, max(0.0, deadline - now))
+            event.wait(timeout)
+    finally:
+        if wake is not None:
+            wake.unregister(fps, event)
+    out.pending = pending
+    return out
+
+
+def _check_holders(hot: HotStore, pending: list[str], holder: Callable[[str], str],
+                   adopt: Adopt | None, durable: DurableStore | None,
+                   out: Outcomes) -> list[str]:
+    """Resolve orphans (stored, taken back, or re-queued by `adopt`); return the rest."""
+    held = hot.holders([holder(fp) for fp in pending])
+    orphans = [fp for fp, h in zip(pending, held, strict=True) if h is None]
+    if not orphans:
+        return pending
+    # An outcome may have landed between the read and the holder check.
+    vectors, failures, orphans = read_outcomes(hot, orphans)
+    out.vectors.update(vectors)
+    out.failures.update(failures)
+    if orphans and durable is not None:
+        stored = durable.get_many(orphans)
+        out.vectors.update(stored)
+        orphans = [fp for fp in orphans if fp not in stored]
+    taken = (adopt(orphans) if adopt is not None else orphans) if orphans else []
+    out.orphans.extend(taken)
+    done = set(out.vectors) | set(out.failures) | set(out.orphans)
+    return [fp for fp in pending if fp not in done]

@@ -1,0 +1,111 @@
+"""Where embedq runs, decided once: embedded (one process) or a cluster.
+
+- **Embedded** (no `EMBEDQ_BROKER_URL`): an in-memory broker and hot store, SQLite in the
+  data dir (migrated on first use), and a Celery worker thread in this process, started
+  the first time work is queued. Every deployment gets its own queues, store and worker,
+  so two in one process never take each other's work.
+- **Cluster**: Redis (or RabbitMQ) as the broker, Redis as the hot store, Postgres, and
+  `embedq worker` processes elsewhere; nothing runs a model here.
+
+`Deployment` builds the pieces for its mode and hands them to the services, so no other
+module asks which mode it is in. Entry points (the CLI, the API, the MCP server, `Client`)
+start from `Deployment.from_settings()`.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from functools import cached_property
+
+from embedq.cache import HotStore, make_hot_store
+from embedq.config import Settings
+from embedq.jobs.service import JobService
+from embedq.jobs.store import JobStore, utcnow
+from embedq.models import Database
+from embedq.service import EmbeddingService
+from embedq.tasks.app import create_app
+from embedq.tasks.depth import broker_depth
+from embedq.workers.chunk import run_chunk
+from embedq.workers.embedded import EmbeddedWorker
+from embedq.workers.runtime import WorkerRuntime
+
+
+class Deployment:
+    def __init__(self, settings: Settings, *, hot: HotStore | None = None,
+                 db: Database | None = None) -> None:
+        self.settings = settings
+        self.embedded = settings.embedded
+        self.hot = hot or make_hot_store(settings)
+        self.db = db or Database(settings.resolved_database_url)
+        self.app = create_app(settings)
+        self._worker: EmbeddedWorker | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> Deployment:
+        """The deployment `settings` describe (default: the environment)."""
+        settings = settings or Settings.from_env()
+        if settings.embedded:
+            _migrate_embedded(settings)
+            # The memory transport is process-global: give each embedded deployment its own
+            # queues so two with different settings never take each other's work.
+            tag = uuid.uuid4().hex[:8]
+            settings = settings.with_overrides(
+                online_queue=f"{settings.online_queue}-{tag}",
+                bulk_queue=f"{settings.bulk_queue}-{tag}",
+            )
+        return cls(settings)
+
+    # --- the services
+    @cached_property
+    def service(self) -> EmbeddingService:
+        return EmbeddingService(self.settings, hot=self.hot, db=self.db, app=self.app,
+                                before_submit=self.ensure_worker)
+
+    def jobs(self, clock: Callable[[], datetime] = utcnow) -> JobService:
+        """Jobs over this deployment's service; embedded jobs run their chunks here."""
+        run_chunk = self._run_chunk_here if self.embedded else None
+        return JobService(self.service, clock, run_chunk=run_chunk)
+
+    # --- the embedded worker
+    def ensure_worker(self) -> None:
+        """Start the embedded worker once (a cluster's workers run elsewhere)."""
+        if self.embedded and self._worker is None:
+            with self._lock:
+                if self._worker is None:
+                    self._worker = EmbeddedWorker(self.app, self.settings, self.hot)
+
+    @property
+    def worker_runtime(self) -> WorkerRuntime | None:
+        """The embedded worker's runtime, once started (None in a cluster)."""
+        return self._worker.runtime if self._worker is not None else None
+
+    def _run_chunk_here(self, store: JobStore, job_id: str, chunk: int) -> None:
+        self.ensure_worker()
+        assert self._worker is not None
+        run_chunk(self._worker.runtime, store, job_id, chunk)
+
+    # --- introspection
+    def queue_depth(self, queue: str) -> int:
+        """Messages waiting in `queue`: the broker's count, or in embedded mode the
+        embedded batcher's backlog (the in-process broker hands messages over at once)."""
+        if self.embedded:
+            self.ensure_worker()
+            assert self._worker is not None
+            return self._worker.runtime.batcher.depth() if queue == self.settings.online_queue \
+                else 0
+        return broker_depth(self.app, queue)
+
+    def close(self) -> None:
+        self.db.dispose()
+
+
+def _migrate_embedded(settings: Settings) -> None:
+    """The embedded SQLite database migrates itself; servers use `embedq db upgrade`."""
+    from embedq.models.migrate import upgrade
+
+    if settings.resolved_database_url.startswith("sqlite"):
+        upgrade(settings.resolved_database_url)

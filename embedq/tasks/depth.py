@@ -1,0 +1,33 @@
+"""Queue depth: messages waiting on the broker, read the way the broker itself reports it.
+
+The depth of a queue is what a passive `queue_declare` returns (Redis: LLEN over the
+queue's priority lists; RabbitMQ: the queue's message count).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from celery import Celery
+from kombu.exceptions import ChannelError
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
+
+from embedq.errors import BrokerUnavailable
+
+
+def broker_depth(app: Celery, queue: str) -> int:
+    """Messages waiting in `queue` now; BrokerUnavailable when the broker is down."""
+    try:
+        with app.pool.acquire(block=True, timeout=5) as conn:
+            channel = conn.channel()
+            try:
+                _, count, _ = channel.queue_declare(queue=queue, passive=True)
+            except (ChannelError, *conn.channel_errors):
+                return 0  # no such queue yet: nothing was ever queued on it
+            finally:
+                with contextlib.suppress(Exception):  # RabbitMQ closed it on NOT_FOUND
+                    channel.close()
+            return int(count)
+    except (KombuOperationalError, OSError, RedisError) as exc:
+        raise BrokerUnavailable(f"the broker is unreachable ({exc}); retry shortly") from exc

@@ -1,0 +1,116 @@
+"""Fencing: run leases, attempt counts and dead-lettering, for one worker process.
+
+- A run lease per fingerprint fences concurrent deliveries of the same work (a
+  redelivery after the visibility timeout while the first copy still runs): the copy that
+  loses the lease waits for the winner's outcome and takes over only if the winner died.
+  Leases are refreshed while their batch encodes, so a lease outlives its runner by at
+  most `run_lease_ms`, however long the batch takes.
+- Every encode attempt is counted per fingerprint before the model runs. A count that
+  survives (the process died mid-batch) marks the text a suspect, encoded alone next
+  time; at `max_attempts` it is dead-lettered and its waiters fail with PoisonText.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from embedq import coordination
+from embedq.cache import HotStore, keys
+from embedq.config import Settings
+from embedq.errors import EmbedqError, PoisonText
+
+log = logging.getLogger("embedq.worker")
+
+ATTEMPTS_TTL_S = 3600
+LEASE_POLL_S = 0.05
+
+
+class Fencing:
+    def __init__(self, hot: HotStore, settings: Settings, owner: str) -> None:
+        self.hot = hot
+        self.settings = settings
+        self.owner = owner
+        self._leased: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        threading.Thread(target=self._keep_leases, name="embedq-leases", daemon=True).start()
+
+    def close(self) -> None:
+        self._stop.set()
+
+    # --- attempts and dead letters
+    def triage(self, fps: list[str]) -> tuple[dict[str, BaseException], set[str]]:
+        """(dead-lettered failures, suspects) among `fps`, from their attempt counts."""
+        attempts = dict(zip(fps, self.hot.peek_attempts(fps), strict=True))
+        dead: dict[str, BaseException] = {
+            fp: PoisonText(
+                f"the worker process died {n} times while encoding this text; it is "
+                "dead-lettered and will not be retried. Check the text or the model", fp)
+            for fp, n in attempts.items() if n >= self.settings.max_attempts
+        }
+        if dead:
+            coordination.publish_failures(self.hot, dead, self.settings.failure_ttl_s)
+            self.hot.incr({"dead_lettered": len(dead)})
+        suspects = {fp for fp, n in attempts.items() if n > 0 and fp not in dead}
+        return dead, suspects
+
+    def count_attempt(self, fps: list[str]) -> None:
+        """The batcher's hook, called just before the model runs on `fps`."""
+        self.hot.add_attempts(fps, ATTEMPTS_TTL_S)
+
+    def forget_attempts(self, fps: list[str]) -> None:
+        """Infrastructure failed, not the text: the attempt does not count."""
+        self.hot.clear_attempts(fps)
+
+    # --- leases
+    def run_leased(self, pairs: dict[str, str], encode: Callable[[dict[str, str]], int]) -> int:
+        """Encode `pairs` under run leases; wait out fingerprints another execution is
+        running, and take over those whose runner vanished. Returns how many got a vector."""
+        done = 0
+        pending = dict(pairs)
+        deadline = time.monotonic() + self.settings.visibility_timeout_s
+        while pending:
+            fps = list(pending)
+            won = coordination.acquire_leases(self.hot, fps, self.owner,
+                                              self.settings.run_lease_ms)
+            mine = [fp for fp, w in zip(fps, won, strict=True) if w]
+            others = [fp for fp, w in zip(fps, won, strict=True) if not w]
+            if mine:
+                with self._lock:
+                    self._leased.update(mine)
+                try:
+                    done += encode({fp: pending[fp] for fp in mine})
+                finally:
+                    with self._lock:
+                        self._leased.difference_update(mine)
+                    coordination.release_leases(self.hot, mine, self.owner)
+                for fp in mine:
+                    del pending[fp]
+            if not others:
+                break
+            got = coordination.await_outcomes(
+                self.hot, others, deadline=deadline, holder=keys.run_lease,
+                poll_s=LEASE_POLL_S,
+            )
+            done += len(got.vectors)
+            # Orphans (their runner died) and work still running go round again: the
+            # orphans are leased here. At the deadline what still runs is left to it.
+            settled = set(got.vectors) | set(got.failures)
+            if time.monotonic() >= deadline:
+                settled |= set(got.pending)
+            for fp in settled:
+                del pending[fp]
+        return done
+
+    def _keep_leases(self) -> None:
+        interval_s = self.settings.run_lease_ms / 3000
+        while not self._stop.wait(interval_s):
+            with self._lock:
+                fps = list(self._leased)
+            try:
+                coordination.extend_leases(self.hot, fps, self.settings.run_lease_ms)
+            except EmbedqError as exc:
+                log.warning("lease refresh failed: %s", exc)

@@ -1,0 +1,78 @@
+"""The task bodies, bound to one Celery app and one worker runtime.
+
+`register(app, runtime)` defines on `app` the tasks named in `embedq.tasks.names`; each
+body closes over `runtime`, so no process-global registry is needed and two embedded
+workers in one process (each with its own app) never see each other's runtime. Bodies are
+thin: they unpack ids and payloads and call the runtime, the chunk runner or the
+dispatcher. Chunk tasks carry (job id, chunk number, generation) and return counts, never
+vectors; the wave callback reads the truth from the database.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Celery
+
+from embedq.errors import Unavailable
+from embedq.jobs.dispatch import Dispatcher
+from embedq.jobs.store import ChunkCounts, JobStore
+from embedq.tasks import names
+from embedq.workers.chunk import run_chunk
+from embedq.workers.runtime import WorkerRuntime
+
+log = logging.getLogger("embedq.worker.tasks")
+
+_LATE = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
+_RETRY = {
+    "autoretry_for": (Unavailable,),
+    "retry_backoff": 1,
+    "retry_backoff_max": 30,
+}
+
+
+def register(app: Celery, runtime: WorkerRuntime) -> None:
+    """Bind embedq's task bodies to `app`, each running on `runtime`."""
+
+    @app.task(name=names.EMBED, ignore_result=True, max_retries=30,  # type: ignore[untyped-decorator]
+              **_LATE, **_RETRY)
+    def embed(task: Any, payload: dict[str, Any]) -> dict[str, int]:
+        """Embed the (fingerprint, text) pairs of one online message."""
+        return runtime.handle_embed(payload)
+
+    @app.task(name=names.BULK_CHUNK, max_retries=60,  # type: ignore[untyped-decorator]
+              **_LATE, **_RETRY)
+    def bulk_chunk(task: Any, job_id: str, chunk: int, generation: int) -> dict[str, int]:
+        """Embed one chunk of a job; a second run of a finished chunk does nothing."""
+        store = JobStore(runtime.db)
+        try:
+            return run_chunk(runtime, store, job_id, chunk)
+        except Unavailable:
+            raise
+        except Exception as exc:
+            # A chunk that can never succeed must not stall its job: fail its items.
+            log.exception("job %s chunk %d (wave %d) failed", job_id, chunk, generation)
+            row = store.chunk(job_id, chunk)
+            message = f"EmbeddingFailed: the chunk task failed: {exc}"
+            items = store.chunk_items(job_id, row.start, row.stop)
+            store.record_failures(job_id, row.start, row.stop,
+                                  {fp: message for fp, _ in items})
+            store.finish_chunk(job_id, chunk, ChunkCounts(failed=len(items)))
+            return {"failed": len(items)}
+
+    @app.task(name=names.CLOSE_JOB, ignore_result=True, max_retries=60,  # type: ignore[untyped-decorator]
+              **_LATE, **_RETRY)
+    def close_job(task: Any, job_id: str, generation: int) -> str:
+        """The wave's chord callback: dispatch the next wave, pause, or finish the job."""
+        return dispatcher(task).close(job_id, generation)
+
+    @app.task(name=names.JOBS_TICK, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    def jobs_tick(task: Any) -> dict[str, int]:
+        """Sent by `embedq beat`: start due jobs, pause closed windows, rescue stalls."""
+        return dispatcher(task).tick()
+
+    def dispatcher(task: Any) -> Dispatcher:
+        return Dispatcher(JobStore(runtime.db), task.app, runtime.settings)
+
+    del embed, bulk_chunk, close_job, jobs_tick  # registered on the app by the decorator
