@@ -88,6 +88,7 @@ def wait_for(jobs: JobService, job_id: str, timeout_s: float = 120) -> dict[str,
 
 def corpus_file(path: Path, salt: str, n: int) -> list[tuple[str, str]]:
     rows = [(pid, f"{salt} {text}") for pid, text in iter_corpus(limit=n)]
+    assert len(rows) == n, f"the bundled corpus has {len(rows)} lines, not {n}"
     with path.open("w") as fh:
         for pid, text in rows:
             fh.write(json.dumps({"id": pid, "text": text}) + "\n")

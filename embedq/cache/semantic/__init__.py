@@ -6,7 +6,6 @@
     sync.py      IndexSync: load, follow the change log by watermark, compact, rebuild
     snapshot.py  index snapshots on disk under Settings.data_dir
     commands.py  `embedq cache put|lookup|delete|stats`
-    bench.py     `embedq bench semantic`
 """
 
 from embedq.cache.semantic.index import ExactIndex, FaissIndex, IndexConfig, VectorIndex

@@ -7,6 +7,10 @@ peak RSS of the bulk command. On a cluster, (3) online latency of single-text re
 sent open loop at --online-rate a second, idle and then while a second job over the same
 lines (new salt, so nothing is cached) runs; that job's rate is reported too (the model
 is shared with the online requests), and the worker's peak RSS.
+
+On a cluster it first checks for a live worker serving the configured model (its heartbeat
+in the hot store, as /readyz does) and refuses to start without one; each job has a
+deadline, so a worker that dies mid-run ends the bench with an error, not a hang.
 """
 
 from __future__ import annotations
@@ -23,14 +27,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from embedq.bench.bulk import bare_model, best_raw_rate
+from embedq.bench.stats import percentile
 from embedq.config import Settings
 from embedq.corpus import load_texts
+from embedq.errors import Unavailable
+
+# A job's deadline: start-up, then a rate far below any real run's (a few hundred texts/s).
+JOB_STARTUP_S = 300.0
+JOB_MIN_TEXTS_PER_S = 5.0
 
 
-def _p99_ms(samples: list[float]) -> float:
-    return float(np.percentile(np.array(samples) * 1000, 99)) if samples else 0.0
+def _p99_ms(samples_s: list[float]) -> float:
+    return percentile(samples_s, 99) * 1000
 
 
 def _probe(service: Any, rate: float, stop: threading.Event, out: list[float], tag: str,
@@ -77,8 +86,31 @@ def _write_jsonl(path: Path, texts: list[str]) -> None:
             fh.write(json.dumps({"id": str(i), "text": text}) + "\n")
 
 
-def _run_bulk(src: Path, env: dict[str, str]) -> tuple[float, dict[str, Any], float]:
-    """`embedq bulk SRC --now --wait` as a subprocess: seconds, final state, peak RSS MB."""
+def require_live_worker(settings: Settings) -> None:
+    """Refuse a cluster run with no live worker for this model: the job would wait forever."""
+    from embedq.cache import make_hot_store
+    from embedq.encoders import model_identity
+
+    model, revision = model_identity(settings)
+    workers = make_hot_store(settings).live_workers()
+    if any((w.get("model"), w.get("revision")) == (model, revision) for w in workers.values()):
+        return
+    others = f" ({len(workers)} live for other models)" if workers else ""
+    raise Unavailable(
+        f"bench bulk --via-jobs needs a live worker serving {model}@{revision[:12]} and "
+        f"none is running{others}: start `embedq worker` and `embedq beat` with this same "
+        "EMBEDQ_* environment, then run the bench again"
+    )
+
+
+def _job_deadline_s(texts: int) -> float:
+    return JOB_STARTUP_S + texts / JOB_MIN_TEXTS_PER_S
+
+
+def _run_bulk(src: Path, env: dict[str, str], timeout_s: float
+              ) -> tuple[float, dict[str, Any], float]:
+    """`embedq bulk SRC --now --wait` as a subprocess: seconds, final state, peak RSS MB.
+    Killed, and the bench ended, if the job has not finished within `timeout_s`."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "embedq.cli", "bulk", str(src), "--now", "--wait", "--json"],
@@ -89,8 +121,18 @@ def _run_bulk(src: Path, env: dict[str, str]) -> tuple[float, dict[str, Any], fl
     peaks = [0.0]
     sampler = threading.Thread(target=_sample_peak, args=(proc, peaks), daemon=True)
     sampler.start()
-    out, _ = proc.communicate()
-    sampler.join()
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise Unavailable(
+            f"embedq bulk did not finish within {timeout_s:.0f} s: check that `embedq "
+            "worker` and `embedq beat` are running with this environment (`embedq jobs "
+            "list` shows the job, `embedq jobs cancel ID` stops it)"
+        ) from None
+    finally:
+        sampler.join()
     dt = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"embedq bulk failed (exit {proc.returncode})")
@@ -100,14 +142,14 @@ def _run_bulk(src: Path, env: dict[str, str]) -> tuple[float, dict[str, Any], fl
 def bench_bulk_job(n: int, path: str | None, online_rate: float = 10.0) -> dict[str, Any]:
     """Throughput with the job alone, then (on a cluster) online latency with a second
     job of the same size running: idle p99 against p99 during the job."""
-    from embedq.bench import _best_raw_rate, bare_model
-
     settings = Settings.from_env()
+    if not settings.embedded:
+        require_live_worker(settings)
     corpus = load_texts(n, path)
     salt = uuid.uuid4().hex[:6]  # fresh texts: nothing cached from an earlier run
     texts = [f"{t} ({salt})" for t in corpus]
     model = bare_model(settings, "bench bulk --via-jobs")
-    best_bs, raw_rate = _best_raw_rate(model, texts)
+    best_bs, raw_rate = best_raw_rate(model, texts)
     del model
 
     report: dict[str, Any] = {"texts": n, "unique": len(set(texts)), "raw_batch_size": best_bs,
@@ -119,7 +161,7 @@ def bench_bulk_job(n: int, path: str | None, online_rate: float = 10.0) -> dict[
         env = dict(os.environ)
         if settings.embedded:
             env["EMBEDQ_DATA_DIR"] = tmp
-        dt, state, peak = _run_bulk(src, env)
+        dt, state, peak = _run_bulk(src, env, _job_deadline_s(n))
         report.update({
             "embedq_bulk_texts_per_s": round(n / dt, 1),
             "ratio": round(n / dt / raw_rate, 3),
@@ -162,7 +204,7 @@ def _latency_under_bulk(settings: Settings, corpus: list[str], tmp: Path,
     prober = threading.Thread(target=_probe, args=(service, rate, stop, busy, "busy"))
     prober.start()
     try:
-        dt, _, _ = _run_bulk(src, env)
+        dt, _, _ = _run_bulk(src, env, _job_deadline_s(len(corpus)))
     finally:
         stop.set()
         prober.join()

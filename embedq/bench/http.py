@@ -22,7 +22,6 @@ import os
 import random
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from typing import Any
 
 import httpx
 
+from embedq.bench.stats import percentile
 from embedq.config import Settings
 from embedq.corpus import load_texts
 
@@ -90,7 +90,7 @@ def _bare_encode_ms(settings: Settings, pool: list[str]) -> float:
         encoder.encode([text])
         times.append((time.perf_counter() - started) * 1000)
     del encoder
-    return statistics.median(times)
+    return percentile(times, 50)
 
 
 @contextlib.contextmanager
@@ -174,11 +174,10 @@ async def _phase(
     elapsed = time.perf_counter() - started
     if warm:
         return {}
-    latencies.sort()
     return {
         "requests_per_s": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(_quantile(latencies, 0.50), 2),
-        "p99_ms": round(_quantile(latencies, 0.99), 2),
+        "p50_ms": round(percentile(latencies, 50), 2),
+        "p99_ms": round(percentile(latencies, 99), 2),
     }
 
 
@@ -189,8 +188,3 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     length = next(int(line.split(":", 1)[1]) for line in lines
                   if line.lower().startswith("content-length:"))
     return status, await reader.readexactly(length)
-
-
-def _quantile(sorted_values: list[float], q: float) -> float:
-    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
-    return sorted_values[index]

@@ -1,9 +1,12 @@
-"""`embedq bench`: speed figures as ratios to a baseline measured in the same run."""
+"""`embedq bench bulk`: one `Client.embed` call over the corpus against bare encode.
+
+The baseline is the configured model as a bare SentenceTransformer at its best batch size,
+measured in the same run on the same texts (before and after embedq; the better figure
+counts). Also the baseline of `bench bulk --via-jobs` (embedq.bench.jobs).
+"""
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -11,45 +14,6 @@ from typing import Any
 
 from embedq.config import Settings
 from embedq.corpus import load_texts
-
-
-def add_parser(sub: Any, handler: Any) -> None:
-    p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)")
-    p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce"])
-    p.add_argument("--entries", type=int, default=100_000, help="semantic: cache entries")
-    p.add_argument("--queries", type=int, default=1000, help="semantic: lookups measured")
-    p.add_argument("--n", type=int, default=5000)
-    p.add_argument("--file", default=None)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--via-jobs", action="store_true",
-                   help="bulk: through `embedq bulk` (jobs), e.g. --n 20000")
-    p.add_argument("--online-rate", type=float, default=10.0,
-                   help="bulk --via-jobs: online requests a second while a job runs")
-    p.set_defaults(func=handler)
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.kind == "bulk" and args.via_jobs:
-        from embedq.jobs.bench import bench_bulk_job
-
-        report = bench_bulk_job(args.n, args.file, args.online_rate)
-    elif args.kind == "bulk":
-        report = bench_bulk(args.n, args.file)
-    elif args.kind == "http":
-        from embedq.api import bench as http_bench
-
-        report = http_bench.run(args)
-    elif args.kind == "coalesce":
-        from embedq import coalesce_bench
-
-        report = coalesce_bench.run(args)
-    elif args.kind == "semantic":
-        from embedq.cache.semantic import bench as semantic_bench
-
-        report = semantic_bench.run(args)
-    if args.json:
-        print(json.dumps(report))
-    return 0
 
 
 def bare_model(settings: Settings, command: str) -> Any:
@@ -64,7 +28,7 @@ def bare_model(settings: Settings, command: str) -> Any:
     return model
 
 
-def _best_raw_rate(model: Any, texts: list[str]) -> tuple[int, float]:
+def best_raw_rate(model: Any, texts: list[str]) -> tuple[int, float]:
     """SentenceTransformer.encode at its best batch size on these texts."""
     sample = texts[: min(len(texts), 1000)]
     best_bs, best = 32, 0.0
@@ -88,7 +52,7 @@ def bench_bulk(n: int, path: str | None) -> dict[str, Any]:
         if settings.embedded:
             settings = settings.with_overrides(data_dir=Path(tmp))
         model = bare_model(settings, "bench bulk")
-        best_bs, raw_rate = _best_raw_rate(model, texts)
+        best_bs, raw_rate = best_raw_rate(model, texts)
         client = Client(settings)
         client.embed(["embedq bench warm-up"])
         before = client.stats()
@@ -98,7 +62,7 @@ def bench_bulk(n: int, path: str | None) -> dict[str, Any]:
         after = client.stats()
         client.close()
         # Raw again after embedq, keeping the better figure: load drift favours neither side.
-        raw_rate = max(raw_rate, _best_raw_rate(model, texts)[1])
+        raw_rate = max(raw_rate, best_raw_rate(model, texts)[1])
     rate = len(texts) / dt
     report = {
         "texts": len(texts),

@@ -20,8 +20,10 @@ from typing import Any
 import faiss
 import numpy as np
 
+from embedq.bench.stats import percentile
 from embedq.cache.semantic.index import FaissIndex, IndexConfig, build_index, unit_rows
 from embedq.config import Settings
+from embedq.errors import ConfigError
 
 DIMENSION = 384
 CLUSTER_SIZE = 100
@@ -54,11 +56,7 @@ def _latencies_ms(search: Any, queries: np.ndarray) -> list[float]:
         started = time.perf_counter()
         search(q)
         out.append((time.perf_counter() - started) * 1000)
-    return sorted(out)
-
-
-def _pct(sorted_ms: list[float], p: float) -> float:
-    return sorted_ms[min(len(sorted_ms) - 1, int(p * len(sorted_ms)))]
+    return out
 
 
 def bench_semantic(entries: int, queries: int, settings: Settings) -> dict[str, Any]:
@@ -90,8 +88,8 @@ def bench_semantic(entries: int, queries: int, settings: Settings) -> dict[str, 
         for nprobe in (8, 16, 24, 32, 48):
             ivf.nprobe = nprobe
             sweep[str(nprobe)] = {"recall_at_1": round(recall(), 4),
-                                  "p99_ms": round(_pct(_latencies_ms(
-                                      lambda q: index.search(q, 1), asked), 0.99), 3)}
+                                  "p99_ms": round(percentile(_latencies_ms(
+                                      lambda q: index.search(q, 1), asked), 99), 3)}
         ivf.nprobe = config.nprobe
     stored = (len(faiss.serialize_index(index.index)) if isinstance(index, FaissIndex)
               and not index.on_gpu else index.memory_bytes())
@@ -105,11 +103,11 @@ def bench_semantic(entries: int, queries: int, settings: Settings) -> dict[str, 
         "nprobe": config.nprobe if index.kind == "ivf" else 0,
         "gpu": bool(isinstance(index, FaissIndex) and index.on_gpu),
         "build_s": round(build_s, 2),
-        "lookup_p50_ms": round(_pct(lat, 0.50), 3),
-        "lookup_p99_ms": round(_pct(lat, 0.99), 3),
-        "exact_p50_ms": round(_pct(exact_lat, 0.50), 3),
-        "exact_p99_ms": round(_pct(exact_lat, 0.99), 3),
-        "speedup_p50": round(_pct(exact_lat, 0.50) / max(_pct(lat, 0.50), 1e-9), 1),
+        "lookup_p50_ms": round(percentile(lat, 50), 3),
+        "lookup_p99_ms": round(percentile(lat, 99), 3),
+        "exact_p50_ms": round(percentile(exact_lat, 50), 3),
+        "exact_p99_ms": round(percentile(exact_lat, 99), 3),
+        "speedup_p50": round(percentile(exact_lat, 50) / max(percentile(lat, 50), 1e-9), 1),
         "recall_at_1": round(recall_at_1, 4),
         "index_bytes": stored,
         "bytes_per_entry": round(stored / entries, 1),
@@ -120,6 +118,9 @@ def bench_semantic(entries: int, queries: int, settings: Settings) -> dict[str, 
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.file:
+        raise ConfigError("bench semantic measures synthetic vectors and reads no texts: "
+                          "drop --file (size it with --entries and --queries)")
     settings = Settings.from_env()
     report = bench_semantic(args.entries, args.queries, settings)
     print(

@@ -1,0 +1,60 @@
+"""`embedq bench`: speed figures as ratios to a baseline measured in the same run.
+
+    bulk.py      `embedq bench bulk`: Client.embed over the corpus against bare encode
+    jobs.py      `embedq bench bulk --via-jobs`: `embedq bulk` end to end, online latency
+    http.py      `embedq bench http`: the HTTP API under 50 concurrent clients
+    coalesce.py  `embedq bench coalesce`: a slow upstream, with and without embedq
+    semantic.py  `embedq bench semantic`: the semantic cache's index at size
+    stats.py     the percentile they all report with
+
+The top layer: it may import anything in embedq; only embedq.cli imports it. Texts come
+from the bundled corpus (embedq.corpus) or `--file`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def add_parser(sub: Any, handler: Any) -> None:
+    p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)")
+    p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce"])
+    p.add_argument("--entries", type=int, default=100_000, help="semantic: cache entries")
+    p.add_argument("--queries", type=int, default=1000, help="semantic: lookups measured")
+    p.add_argument("--n", type=int, default=5000)
+    p.add_argument("--file", default=None,
+                   help="JSONL(.gz) with a 'text' field (default: the bundled corpus)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--via-jobs", action="store_true",
+                   help="bulk: through `embedq bulk` (jobs), e.g. --n 20000")
+    p.add_argument("--online-rate", type=float, default=10.0,
+                   help="bulk --via-jobs: online requests a second while a job runs")
+    p.set_defaults(func=handler)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.kind == "bulk" and args.via_jobs:
+        from embedq.bench.jobs import bench_bulk_job
+
+        report = bench_bulk_job(args.n, args.file, args.online_rate)
+    elif args.kind == "bulk":
+        from embedq.bench.bulk import bench_bulk
+
+        report = bench_bulk(args.n, args.file)
+    elif args.kind == "http":
+        from embedq.bench import http
+
+        report = http.run(args)
+    elif args.kind == "coalesce":
+        from embedq.bench import coalesce
+
+        report = coalesce.run(args)
+    elif args.kind == "semantic":
+        from embedq.bench import semantic
+
+        report = semantic.run(args)
+    if args.json:
+        print(json.dumps(report))
+    return 0

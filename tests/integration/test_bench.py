@@ -1,0 +1,47 @@
+"""`embedq bench bulk --via-jobs` on real Redis and Postgres: it refuses to start without a
+live worker for its model instead of waiting forever for a job nobody runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from embedq.bench.jobs import require_live_worker
+from embedq.cache import make_hot_store
+from embedq.errors import Unavailable
+from tests import support
+
+pytestmark = pytest.mark.integration
+
+
+def test_via_jobs_without_a_live_worker_exits_at_once_naming_what_to_start(
+    redis_url: str, pg_url: str
+) -> None:
+    # A model no worker serves: any worker another test left running does not count.
+    env = support.cluster_env(redis_url, pg_url, model=f"no-worker-{uuid.uuid4().hex[:8]}")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "bulk", "--via-jobs", "--n", "50"],
+        env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode != 0
+    assert "needs a live worker" in done.stderr
+    assert "`embedq worker`" in done.stderr and "`embedq beat`" in done.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_a_worker_heartbeat_for_the_model_is_what_lets_it_start(
+    redis_url: str, pg_url: str
+) -> None:
+    model = f"bench-model-{uuid.uuid4().hex[:8]}"
+    settings = support.settings_from(support.cluster_env(redis_url, pg_url, model=model))
+    hot = make_hot_store(settings)
+    hot.heartbeat(f"other-{model}", {"model": "another-model", "revision": "hashing-v1"}, 30)
+    with pytest.raises(Unavailable, match=r"live for other models.*`embedq worker`"):
+        require_live_worker(settings)
+    hot.heartbeat(f"w-{model}", {"model": model, "revision": "hashing-v1"}, 30)
+    require_live_worker(settings)
