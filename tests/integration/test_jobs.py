@@ -21,6 +21,7 @@ import pytest
 
 from embedq.corpus import iter_corpus
 from embedq.jobs.service import JobService
+from embedq.models import JobStatus
 from embedq.service import EmbeddingService
 from tests import support
 from tests.conftest import Cluster
@@ -80,7 +81,7 @@ def wait_for(jobs: JobService, job_id: str, timeout_s: float = 120) -> dict[str,
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         state = jobs.describe(job_id)
-        if state["status"] in ("succeeded", "failed", "cancelled"):
+        if state["status"] in JobStatus.final():
             return state
         time.sleep(0.2)
     raise AssertionError(f"job {job_id} did not end: {jobs.describe(job_id)}")
@@ -303,3 +304,31 @@ def test_nul_characters_are_a_clear_error(cluster: Cluster, salt: str) -> None:
     jobs = JobService(cluster.service())
     with pytest.raises(BadInputFile, match="NUL"):
         jobs.submit([f"{salt} fine", f"{salt} bad \x00 text"], priority="online", start=False)
+
+
+def test_a_job_with_failed_items_ends_succeeded_with_errors(api: str, jc: JobCluster,
+                                                            salt: str) -> None:
+    """A NaN vector fails its item for good: the job says so, with how many, and its
+    results and export keep the items that did succeed."""
+    texts = [f"{salt} fine {i}" for i in range(9)]
+    texts.insert(4, f"{salt} broken [[nan]]")
+    jobs = jc.jobs()
+    state = wait_for(jobs, jobs.submit(texts))
+    assert state["status"] == "succeeded_with_errors"
+    assert (state["progress"]["failed"], state["progress"]["done"]) == (1, 9)
+    http = httpx.get(f"{api}/v1/jobs/{state['id']}").json()
+    assert http["status"] == "succeeded_with_errors" and http["progress"]["failed"] == 1
+    rows = list(jobs.results(state["id"], 0, 10))
+    assert [r.vector is None for r in rows] == [i == 4 for i in range(10)]
+    assert rows[4].error
+    out = jc.tmp / f"errors-{salt}.jsonl"
+    assert jc.cli("jobs", "export", state["id"], "--out", str(out)).returncode == 0
+    lines = [json.loads(line) for line in out.open()]
+    assert ["embedding" in r for r in lines] == [i != 4 for i in range(10)]
+    assert lines[4]["error"] == rows[4].error
+
+
+def test_a_job_whose_every_item_failed_ends_failed(jc: JobCluster, salt: str) -> None:
+    jobs = jc.jobs()
+    state = wait_for(jobs, jobs.submit([f"{salt} all broken {i} [[nan]]" for i in range(3)]))
+    assert state["status"] == "failed" and state["progress"]["failed"] == 3

@@ -4,12 +4,16 @@ Jobs live in the database: a 202 is answered only after the job, its items and i
 are committed, so nothing accepted is lost to an API restart or a Redis flush. A database
 outage is answered 503 with Retry-After (DatabaseUnavailable through the error table).
 Handlers are plain functions: FastAPI runs them on its thread pool, off the event loop.
+
+A job's `status` is queued, running, succeeded, succeeded_with_errors (finished, with
+`progress.failed` items that have an error instead of a vector), failed (every item
+failed, or nothing to do) or cancelled.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Query, Request
@@ -19,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from embedq.errors import InputTooLarge, InvalidInput
 from embedq.jobs.readers import Record
 from embedq.jobs.service import JobService
+from embedq.models import Priority
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -37,7 +42,7 @@ class JobRequest(BaseModel):
 
     input: list[str | JobInput] = Field(min_length=1)
     model: str | None = None
-    priority: Literal["online", "bulk"] = "online"
+    priority: Priority = Priority.ONLINE
     not_before: datetime | None = None
     window: str | None = Field(default=None, description="off-peak window, HH:MM-HH:MM")
     timezone: str | None = None
