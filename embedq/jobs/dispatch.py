@@ -22,7 +22,7 @@ from celery import Celery, chord, group
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from embedq.config import Settings
-from embedq.errors import BrokerUnavailable
+from embedq.errors import BrokerUnavailable, Unavailable
 from embedq.jobs.store import JobStore, Progress, utcnow
 from embedq.jobs.windows import Window, may_run
 from embedq.models import Job, JobStatus, Priority
@@ -130,9 +130,11 @@ class Dispatcher:
                                      finished_at=self.clock())
 
     def tick(self, now: datetime | None = None) -> dict[str, int]:
-        """Start due jobs, pause jobs outside their window, rescue stalled ones."""
+        """Start due jobs, pause jobs outside their window, rescue stalled ones. Each job
+        on its own: one that raises is logged and marked failed, the others go on; an
+        unreachable broker or database leaves it as it is for the next tick."""
         now = now or self.clock()
-        counts = {"started": 0, "paused": 0, "rescued": 0}
+        counts = {"started": 0, "paused": 0, "rescued": 0, "failed": 0}
         stall = timedelta(seconds=self.settings.job_stall_s)
         for job in self.store.jobs_in(JobStatus.active()):
             try:
@@ -148,8 +150,15 @@ class Dispatcher:
                                              generation=job.generation + 1, progress_at=now):
                         self.wave(job.id, job.generation + 1)
                         counts["rescued"] += 1
-            except BrokerUnavailable as exc:
+            except Unavailable as exc:
                 log.warning("job %s not dispatched: %s", job.id, exc)
+            except Exception as exc:
+                # One bad row (a hostile schedule, an unknown time zone) must not stop
+                # every other job from starting, pausing or being rescued.
+                log.exception("job %s cannot be scheduled: marking it failed", job.id)
+                counts["failed"] += self.store.transition(
+                    job.id, JobStatus.active(), None, status=JobStatus.FAILED,
+                    finished_at=now, error=f"cannot be scheduled: {exc}"[:2000])
         return counts
 
 

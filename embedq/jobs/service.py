@@ -24,7 +24,7 @@ from embedq.fingerprint import fingerprint
 from embedq.jobs.dispatch import Clock, Dispatcher, job_window
 from embedq.jobs.readers import Record
 from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
-from embedq.jobs.windows import Window
+from embedq.jobs.windows import Window, check_not_before
 from embedq.models import ChunkStatus, Job, JobStatus, Priority
 from embedq.service import EmbeddingService
 
@@ -67,6 +67,7 @@ class JobService:
         if priority not in set(Priority):
             raise InvalidInput(f"priority {priority!r} is unknown: use online or bulk",
                                "priority")
+        check_not_before(not_before, self.clock())
         spec = self.service.spec(model)
         tz = timezone or self.settings.job_timezone
         if window:
@@ -135,7 +136,10 @@ class JobService:
         progress = self.store.progress(job)
         waiting: str | None = None
         if job.status == JobStatus.QUEUED and job.loaded:
-            due, when = self.dispatcher.due(job, self.clock())
+            try:
+                due, when = self.dispatcher.due(job, self.clock())
+            except EmbedqError:
+                due, when = False, None  # e.g. a zone this machine lacks: the tick fails it
             waiting = when.isoformat() if when is not None and not due else None
         return {
             "id": job.id,
