@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import pool
 
 from embedq.models import Base
 from embedq.models.engine import make_engine
 
 config = context.config
-url = config.attributes.get("url") or config.get_main_option("sqlalchemy.url")
+url: str = config.attributes.get("url") or config.get_main_option("sqlalchemy.url") or ""
+if not url:
+    raise SystemExit("no database URL: run migrations with `embedq db upgrade`, which sets it "
+                     "from EMBEDQ_DATABASE_URL")
 
 
 def run() -> None:
@@ -18,8 +20,9 @@ def run() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
+    # embedq's own engine, pool untouched: a pool swapped in here would skip the dialect's
+    # first-connect set-up (SQLite batch migrations then fail reflecting a table).
     engine = make_engine(url)
-    engine.pool = pool.NullPool(engine.pool._creator)  # type: ignore[attr-defined]
     with engine.connect() as connection:
         context.configure(
             connection=connection,

@@ -150,7 +150,7 @@ def cmd_db(args: argparse.Namespace) -> int:
 
     url = Settings.from_env().resolved_database_url
     if args.action == "upgrade":
-        migrate.upgrade(url, args.revision or "heads")
+        migrate.upgrade(url, args.revision or "head")
     elif args.action == "downgrade":
         if not args.revision:
             raise ConfigError("embedq db downgrade needs a revision, e.g. `base` or `0001`")

@@ -11,8 +11,11 @@ from typing import Any
 
 from embedq.config import Settings
 from embedq.errors import BadInputFile, ConfigError, InvalidInput
+from embedq.models import JobStatus, Priority
 
-FINAL = ("succeeded", "failed", "cancelled")
+FINAL = JobStatus.final()
+# A job that ended with failed items exits 1, like one that failed: the caller must look.
+OK = (JobStatus.SUCCEEDED, JobStatus.QUEUED, JobStatus.RUNNING)
 
 
 def add_parser(sub: Any) -> None:
@@ -29,7 +32,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--not-before", default=None, metavar="ISO-8601",
                    help="do not start before this moment")
     p.add_argument("--now", action="store_true", help="ignore the off-peak window")
-    p.add_argument("--priority", choices=["bulk", "online"], default="bulk")
+    p.add_argument("--priority", choices=[x.value for x in Priority], default="bulk")
     p.add_argument("--from-line", type=int, default=1,
                    help="skip the lines before this one (resubmit after fixing a bad line)")
     p.add_argument("--out", default=None, help="export when done: .parquet, .npy or .jsonl")
@@ -127,7 +130,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
         print(json.dumps(state))
     else:
         print(job_id)
-    return 0 if state["status"] in ("succeeded", "queued", "running") else 1
+    return 0 if state["status"] in OK else 1
 
 
 def cmd_jobs_list(args: argparse.Namespace) -> int:
@@ -137,7 +140,7 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         p = r["progress"]
-        print(f"{r['id']}  {r['status']:<9} {r['priority']:<6} {p['done']:>9,}/{p['total']:<9,} "
+        print(f"{r['id']}  {r['status']:<21} {r['priority']:<6} {p['done']:>9,}/{p['total']:<9,} "
               f"failed={p['failed']:<6} {r['created_at']}  {r['source'] or ''}")
     return 0
 

@@ -7,8 +7,9 @@ import time
 from typing import Any, TextIO
 
 from embedq.jobs.service import JobService
+from embedq.models import JobStatus
 
-FINAL = ("succeeded", "failed", "cancelled")
+FINAL = JobStatus.final()
 BAR_WIDTH = 24
 
 
@@ -21,7 +22,7 @@ def render(state: dict[str, Any], rate: float) -> str:
     left = total - finished
     eta = f"{left / rate:,.0f} s" if rate > 0 and left else "-"
     status = state["status"]
-    if status == "queued" and state.get("waiting_until"):
+    if status == JobStatus.QUEUED and state.get("waiting_until"):
         status = f"waiting for its window ({state['waiting_until']})"
     return (f"[{bar}] {finished:,}/{p['total']:,} done={p['done']:,} "
             f"cached={p['cached']:,} coalesced={p['coalesced']:,} failed={p['failed']:,} "

@@ -22,10 +22,10 @@ from celery import Celery, chord, group
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from embedq.config import Settings
-from embedq.errors import BrokerUnavailable
-from embedq.jobs.store import JobStore, utcnow
+from embedq.errors import BrokerUnavailable, Unavailable
+from embedq.jobs.store import JobStore, Progress, utcnow
 from embedq.jobs.windows import Window, may_run
-from embedq.models import Job
+from embedq.models import Job, JobStatus, Priority
 from embedq.tasks import names
 
 log = logging.getLogger("embedq.jobs")
@@ -37,6 +37,15 @@ def job_window(job: Job, settings: Settings) -> Window | None:
     if not job.window:
         return None
     return Window.parse(job.window, job.timezone or settings.job_timezone)
+
+
+def final_status(progress: Progress) -> JobStatus:
+    """How a job whose chunks are all done ended, from its item counts."""
+    if not progress.failed:
+        return JobStatus.SUCCEEDED
+    if progress.failed >= progress.total:
+        return JobStatus.FAILED
+    return JobStatus.SUCCEEDED_WITH_ERRORS
 
 
 class Dispatcher:
@@ -54,11 +63,12 @@ class Dispatcher:
         """Start a queued job if its window is open; True when a wave was dispatched."""
         job = self.store.get(job_id)
         now = now or self.clock()
-        if job.status != "queued" or not job.loaded or not self.due(job, now)[0]:
+        if job.status != JobStatus.QUEUED or not job.loaded or not self.due(job, now)[0]:
             return False
         generation = job.generation + 1
         started = {"started_at": job.started_at or now}
-        if not self.store.transition(job.id, ["queued"], job.generation, status="running",
+        if not self.store.transition(job.id, [JobStatus.QUEUED], job.generation,
+                                     status=JobStatus.RUNNING,
                                      generation=generation, progress_at=now, **started):
             return False
         self.wave(job.id, generation)
@@ -73,7 +83,7 @@ class Dispatcher:
         if not chunks:
             self.finish(job_id, generation)
             return 0
-        queue = self.settings.online_queue if job.priority == "online" else \
+        queue = self.settings.online_queue if job.priority == Priority.ONLINE else \
             self.settings.bulk_queue
         headers = group(
             self.app.signature(names.BULK_CHUNK, args=[job_id, c, generation], queue=queue,
@@ -86,7 +96,8 @@ class Dispatcher:
             chord(headers, body, app=self.app).apply_async()
         except (KombuOperationalError, OSError) as exc:
             # Back to queued: the next tick dispatches it again once the broker is back.
-            self.store.transition(job_id, ["running"], generation, status="queued")
+            self.store.transition(job_id, [JobStatus.RUNNING], generation,
+                                  status=JobStatus.QUEUED)
             raise BrokerUnavailable(f"the broker is unreachable ({exc}); the job stays "
                                     "queued and `embedq beat` dispatches it") from exc
         log.info("job %s wave %d: chunks %s on %s", job_id, generation, chunks, queue)
@@ -95,49 +106,59 @@ class Dispatcher:
     def close(self, job_id: str, generation: int, now: datetime | None = None) -> str:
         """The chord callback: next wave, pause, or finish. Idempotent; returns what it did."""
         job = self.store.get(job_id)
-        if job.status != "running" or job.generation != generation:
+        if job.status != JobStatus.RUNNING or job.generation != generation:
             return "stale"
         now = now or self.clock()
         if not self.store.pending_chunks(job_id, 1):
             return "finished" if self.finish(job_id, generation) else "stale"
         if not self.due(job, now)[0]:
-            paused = self.store.transition(job_id, ["running"], generation, status="queued")
+            paused = self.store.transition(job_id, [JobStatus.RUNNING], generation,
+                                           status=JobStatus.QUEUED)
             return "paused" if paused else "stale"
-        if not self.store.transition(job_id, ["running"], generation,
+        if not self.store.transition(job_id, [JobStatus.RUNNING], generation,
                                      generation=generation + 1, progress_at=now):
             return "stale"
         self.wave(job_id, generation + 1)
         return "next"
 
     def finish(self, job_id: str, generation: int) -> bool:
+        """Close a job with no pending chunk: succeeded, succeeded_with_errors when some
+        items failed (`progress.failed` counts them), failed when every item did."""
         job = self.store.get(job_id)
-        progress = self.store.progress(job)
-        status = "failed" if progress.total and progress.failed == progress.total \
-            else "succeeded"
-        return self.store.transition(job_id, ["running"], generation, status=status,
+        return self.store.transition(job_id, [JobStatus.RUNNING], generation,
+                                     status=final_status(self.store.progress(job)),
                                      finished_at=self.clock())
 
     def tick(self, now: datetime | None = None) -> dict[str, int]:
-        """Start due jobs, pause jobs outside their window, rescue stalled ones."""
+        """Start due jobs, pause jobs outside their window, rescue stalled ones. Each job
+        on its own: one that raises is logged and marked failed, the others go on; an
+        unreachable broker or database leaves it as it is for the next tick."""
         now = now or self.clock()
-        counts = {"started": 0, "paused": 0, "rescued": 0}
+        counts = {"started": 0, "paused": 0, "rescued": 0, "failed": 0}
         stall = timedelta(seconds=self.settings.job_stall_s)
-        for job in self.store.jobs_in(["queued", "running"]):
+        for job in self.store.jobs_in(JobStatus.active()):
             try:
-                if job.status == "queued":
+                if job.status == JobStatus.QUEUED:
                     counts["started"] += self.start(job.id, now)
                 elif not self.due(job, now)[0]:
                     counts["paused"] += self.store.transition(
-                        job.id, ["running"], job.generation, status="queued")
+                        job.id, [JobStatus.RUNNING], job.generation, status=JobStatus.QUEUED)
                 elif job.progress_at is None or _aware(job.progress_at) + stall <= now:
                     log.warning("job %s made no progress for %.0f s: dispatching again",
                                 job.id, self.settings.job_stall_s)
-                    if self.store.transition(job.id, ["running"], job.generation,
+                    if self.store.transition(job.id, [JobStatus.RUNNING], job.generation,
                                              generation=job.generation + 1, progress_at=now):
                         self.wave(job.id, job.generation + 1)
                         counts["rescued"] += 1
-            except BrokerUnavailable as exc:
+            except Unavailable as exc:
                 log.warning("job %s not dispatched: %s", job.id, exc)
+            except Exception as exc:
+                # One bad row (a hostile schedule, an unknown time zone) must not stop
+                # every other job from starting, pausing or being rescued.
+                log.exception("job %s cannot be scheduled: marking it failed", job.id)
+                counts["failed"] += self.store.transition(
+                    job.id, JobStatus.active(), None, status=JobStatus.FAILED,
+                    finished_at=now, error=f"cannot be scheduled: {exc}"[:2000])
         return counts
 
 

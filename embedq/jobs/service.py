@@ -27,11 +27,10 @@ from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.jobs.dispatch import Clock, Dispatcher, job_window
 from embedq.jobs.readers import Record
 from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
-from embedq.jobs.windows import Window
-from embedq.models import Database, Job
+from embedq.jobs.windows import Window, check_not_before
+from embedq.models import ChunkStatus, Database, Job, JobStatus, Priority
 
 PAGE_ITEMS = 2000
-PRIORITIES = ("online", "bulk")
 
 
 def estimate_tokens(text: str) -> int:
@@ -70,7 +69,7 @@ class JobService:
         records: Iterable[Record | str],
         *,
         model: str | None = None,
-        priority: str = "bulk",
+        priority: str = Priority.BULK,
         window: str | None = None,
         timezone: str | None = None,
         not_before: datetime | None = None,
@@ -83,16 +82,17 @@ class JobService:
         `on_saved(job_id)` is called once the job row exists, before items load, so a
         caller can name the job in an error about a bad line.
         """
-        if priority not in PRIORITIES:
+        if priority not in set(Priority):
             raise InvalidInput(f"priority {priority!r} is unknown: use online or bulk",
                                "priority")
+        check_not_before(not_before, self.clock())
         spec = self.service.spec(model)
         tz = timezone or self.settings.job_timezone
         if window:
             window = str(Window.parse(window, tz))
         job_id = uuid.uuid4().hex
         self.store.create(Job(
-            id=job_id, status="queued", priority=priority, model=spec.model,
+            id=job_id, status=JobStatus.QUEUED, priority=priority, model=spec.model,
             revision=spec.revision, dimensions=spec.dimensions, normalize=spec.normalize,
             source=(source or "")[:255] or None, window=window, timezone=tz if window else None,
             not_before=not_before, total=0, chunks=0, loaded=False, generation=0,
@@ -130,9 +130,9 @@ class JobService:
                                "Deployment.jobs() in embedded mode")
         while True:
             job = self.store.get(job_id)
-            if job.status in ("succeeded", "failed", "cancelled"):
+            if job.status in JobStatus.final():
                 return
-            if job.status == "queued":
+            if job.status == JobStatus.QUEUED:
                 if not self.dispatcher.start(job_id):
                     time.sleep(poll_s)  # outside its window: wait for it to open
                 continue
@@ -152,8 +152,11 @@ class JobService:
         job = self.store.get(job_id)
         progress = self.store.progress(job)
         waiting: str | None = None
-        if job.status == "queued" and job.loaded:
-            due, when = self.dispatcher.due(job, self.clock())
+        if job.status == JobStatus.QUEUED and job.loaded:
+            try:
+                due, when = self.dispatcher.due(job, self.clock())
+            except EmbedqError:
+                due, when = False, None  # e.g. a zone this machine lacks: the tick fails it
             waiting = when.isoformat() if when is not None and not due else None
         return {
             "id": job.id,
@@ -185,8 +188,8 @@ class JobService:
     def cancel(self, job_id: str) -> bool:
         """Cancel what has not run; chunks already done keep their vectors."""
         job = self.store.get(job_id)
-        return self.store.transition(job.id, ["queued", "running"], None,
-                                     status="cancelled", finished_at=self.clock())
+        return self.store.transition(job.id, JobStatus.active(), None,
+                                     status=JobStatus.CANCELLED, finished_at=self.clock())
 
     def tick(self, now: datetime | None = None) -> dict[str, int]:
         return self.dispatcher.tick(now)
@@ -243,7 +246,8 @@ class _Loader:
     def _close_chunk(self) -> None:
         self.chunks.append({
             "job_id": self.job_id, "chunk": self.chunk_no, "start": self.chunk_start,
-            "stop": self.count, "tokens": self.chunk_tokens, "status": "pending",
+            "stop": self.count, "tokens": self.chunk_tokens,
+            "status": ChunkStatus.PENDING,
             "encoded": 0, "done": 0, "cached": 0, "coalesced": 0, "failed": 0,
         })
         self.chunk_no += 1

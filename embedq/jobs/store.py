@@ -16,8 +16,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 
 from embedq.errors import NotFound
-from embedq.models import Database, Embedding, Job, JobChunk, JobItem
-from embedq.models.job import CHUNK_DONE, CHUNK_PENDING
+from embedq.models import ChunkStatus, Database, Embedding, Job, JobChunk, JobItem, JobStatus
 
 PAGE_ROWS = 2000
 
@@ -87,7 +86,7 @@ class JobStore:
         values: dict[str, Any] = {"loaded": True, "total": total, "chunks": chunks,
                                   "error": error}
         if total == 0:
-            values.update(status="failed", finished_at=utcnow())
+            values.update(status=JobStatus.FAILED, finished_at=utcnow())
         with self.db.session() as s:
             s.execute(update(Job).where(Job.id == job_id).values(**values))
 
@@ -108,7 +107,7 @@ class JobStore:
                     func.coalesce(func.sum(JobChunk.coalesced), 0),
                     func.coalesce(func.sum(JobChunk.failed), 0),
                     func.coalesce(func.sum(JobChunk.encoded), 0),
-                    func.count().filter(JobChunk.status == CHUNK_DONE),
+                    func.count().filter(JobChunk.status == ChunkStatus.DONE),
                 ).where(JobChunk.job_id == job.id)
             ).one()
         done, cached, coalesced, failed, encoded, chunks_done = (int(v or 0) for v in row)
@@ -133,7 +132,7 @@ class JobStore:
         with self.db.session() as s:
             return list(s.scalars(
                 select(JobChunk.chunk).where(
-                    JobChunk.job_id == job_id, JobChunk.status == CHUNK_PENDING
+                    JobChunk.job_id == job_id, JobChunk.status == ChunkStatus.PENDING
                 ).order_by(JobChunk.chunk).limit(limit)
             ))
 
@@ -199,8 +198,8 @@ class JobStore:
             result = s.execute(
                 update(JobChunk).where(
                     JobChunk.job_id == job_id, JobChunk.chunk == chunk,
-                    JobChunk.status == CHUNK_PENDING,
-                ).values(status=CHUNK_DONE, finished_at=now, **counts.to_json())
+                    JobChunk.status == ChunkStatus.PENDING,
+                ).values(status=ChunkStatus.DONE, finished_at=now, **counts.to_json())
             )
             won = bool(getattr(result, "rowcount", 0))
             if won:

@@ -3,6 +3,10 @@
 A job with a window runs only while the window is open: it waits for the next opening,
 pauses at the chunk boundary after it closes, and resumes at the next opening. Pure
 functions of an explicit `now`, so tests drive them with a fake clock.
+
+Dates near the calendar's end (a hostile `not_before` in year 9999) never raise: an
+opening past the last representable moment is `NEVER`. Submissions are bounded anyway
+(`check_not_before`), so only a row written around the API can get there.
 """
 
 from __future__ import annotations
@@ -13,6 +17,10 @@ from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from embedq.errors import ConfigError, InvalidInput
+
+# How far ahead a job may be scheduled; bounds every date computed from `not_before`.
+MAX_NOT_BEFORE = timedelta(days=366)
+NEVER = datetime.max.replace(tzinfo=UTC)
 
 _WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 
@@ -60,31 +68,49 @@ class Window:
         return local >= self.start or local < self.end  # across midnight
 
     def next_open(self, now: datetime) -> datetime:
-        """When the window opens next (`now` itself when it is open), in UTC."""
-        now = _aware(now)
-        if self.is_open(now):
-            return now.astimezone(UTC)
-        local = now.astimezone(self.tz)
-        for days in (0, 1, 2):
-            day = local.date() + timedelta(days=days)
-            candidate = datetime.combine(day, self.start, tzinfo=self.tz)
-            if candidate > local:
-                return candidate.astimezone(UTC)
-        raise AssertionError("a daily window opens within two days")
+        """When the window opens next (`now` itself when it is open), in UTC; `NEVER`
+        when that is past the calendar's end."""
+        try:
+            if self.is_open(now):
+                return _aware(now).astimezone(UTC)
+            return self._next(self.start, now)
+        except (OverflowError, ValueError):
+            return NEVER
 
     def next_close(self, now: datetime) -> datetime:
-        """When the window closes next, in UTC."""
+        """When the window closes next, in UTC; `NEVER` past the calendar's end."""
+        try:
+            return self._next(self.end, now)
+        except (OverflowError, ValueError):
+            return NEVER
+
+    def _next(self, at: time, now: datetime) -> datetime:
         local = _aware(now).astimezone(self.tz)
         for days in (0, 1, 2):
             day = local.date() + timedelta(days=days)
-            candidate = datetime.combine(day, self.end, tzinfo=self.tz)
+            candidate = datetime.combine(day, at, tzinfo=self.tz)
             if candidate > local:
                 return candidate.astimezone(UTC)
-        raise AssertionError("a daily window closes within two days")
+        raise AssertionError("a daily window opens and closes within two days")
 
 
 def _aware(now: datetime) -> datetime:
     return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+
+def check_not_before(not_before: datetime | None, now: datetime) -> None:
+    """Refuse a start time further ahead than `MAX_NOT_BEFORE` (InvalidInput)."""
+    if not_before is None:
+        return
+    try:
+        too_far = _aware(not_before) - _aware(now) > MAX_NOT_BEFORE
+    except OverflowError:
+        too_far = True
+    if too_far:
+        raise InvalidInput(
+            f"not_before {not_before.isoformat()} is more than {MAX_NOT_BEFORE.days} days "
+            "ahead: schedule a job at most that far ahead, or submit it later", "not_before",
+        )
 
 
 def may_run(

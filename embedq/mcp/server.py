@@ -104,7 +104,10 @@ def create_server(service: EmbeddingService) -> MCPServer:
 
     @server.tool()
     async def job_status(job_id: str) -> dict[str, Any]:
-        """Status and progress of an embedding job (see POST /v1/jobs, `embedq bulk`)."""
+        """Status and progress of an embedding job (see POST /v1/jobs, `embedq bulk`).
+
+        status: queued, running, succeeded, succeeded_with_errors (progress.failed items
+        have no vector), failed (every item failed) or cancelled."""
         try:
             described: dict[str, Any] = await asyncio.to_thread(jobs().describe, job_id)
         except EmbedqError as exc:

@@ -5,8 +5,10 @@ from embedq.models.embedding import Embedding
 from embedq.models.engine import Database, map_db_errors, normalize_url
 from embedq.models.job import Job, JobChunk, JobItem
 from embedq.models.semantic import SemanticChange, SemanticEntry, SemanticNamespace
+from embedq.models.states import ChunkStatus, JobStatus, Lane, Priority
 
 __all__ = [
-    "Base", "Database", "Embedding", "Job", "JobChunk", "JobItem", "SemanticChange",
-    "SemanticEntry", "SemanticNamespace", "map_db_errors", "normalize_url",
+    "Base", "ChunkStatus", "Database", "Embedding", "Job", "JobChunk", "JobItem", "JobStatus",
+    "Lane", "Priority", "SemanticChange", "SemanticEntry", "SemanticNamespace",
+    "map_db_errors", "normalize_url",
 ]

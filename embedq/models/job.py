@@ -22,19 +22,16 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from embedq.models.base import Base
-
-JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
-PRIORITIES = ("online", "bulk")
-CHUNK_PENDING = "pending"
-CHUNK_DONE = "done"
+from embedq.models.states import ChunkStatus, JobStatus, Priority
 
 
 class Job(Base):
     __tablename__ = "jobs"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
-    priority: Mapped[str] = mapped_column(String(8), default="bulk")
+    # A JobStatus; 32 wide since "succeeded_with_errors" (migration 0004).
+    status: Mapped[str] = mapped_column(String(32), default=JobStatus.QUEUED, index=True)
+    priority: Mapped[str] = mapped_column(String(8), default=Priority.BULK)
     model: Mapped[str] = mapped_column(String(255))
     revision: Mapped[str] = mapped_column(String(255))
     dimensions: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -82,7 +79,7 @@ class JobChunk(Base):
     start: Mapped[int] = mapped_column(Integer)  # first item index
     stop: Mapped[int] = mapped_column(Integer)  # one past the last item index
     tokens: Mapped[int] = mapped_column(Integer, default=0)  # estimated
-    status: Mapped[str] = mapped_column(String(8), default=CHUNK_PENDING)
+    status: Mapped[str] = mapped_column(String(8), default=ChunkStatus.PENDING)
     encoded: Mapped[int] = mapped_column(Integer, default=0)  # distinct texts computed
     done: Mapped[int] = mapped_column(Integer, default=0)  # items with a vector
     cached: Mapped[int] = mapped_column(Integer, default=0)

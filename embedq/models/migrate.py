@@ -1,4 +1,9 @@
-"""Alembic, driven from code: the only way embedq's tables are created or changed."""
+"""Alembic, driven from code: the only way embedq's tables are created or changed.
+
+The scripts live in the repository's top-level `migrations/` and ship inside the package
+as `embedq/migrations` (a link to it in the source tree, copied into the wheel as package
+data), so they are found next to the imported `embedq`, however it was installed.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +11,37 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 
+import embedq
+from embedq.errors import ConfigError
 from embedq.models.engine import map_db_errors, normalize_url
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+
+def script_location() -> Path:
+    """The migration scripts of the imported embedq package."""
+    location = Path(embedq.__file__).parent / "migrations"
+    if not (location / "env.py").is_file():
+        raise ConfigError(
+            f"embedq's migration scripts are missing from {location}: reinstall embedq "
+            "(`pip install --force-reinstall embedq`)"
+        )
+    return location
 
 
 def alembic_config(url: str) -> Config:
     cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("script_location", str(script_location()))
     cfg.attributes["url"] = normalize_url(url)
     return cfg
 
 
-def upgrade(url: str, revision: str = "heads") -> None:
+def heads() -> tuple[str, ...]:
+    """The head revisions of the scripts; one, unless a merge revision is missing."""
+    return tuple(ScriptDirectory(str(script_location())).get_heads())
+
+
+def upgrade(url: str, revision: str = "head") -> None:
     with map_db_errors():
         command.upgrade(alembic_config(url), revision)
 
@@ -38,7 +60,7 @@ def current(url: str) -> str | None:
     engine = make_engine(url)
     try:
         with map_db_errors(), engine.connect() as conn:
-            heads = MigrationContext.configure(conn).get_current_heads()
-            return ",".join(sorted(heads)) or None
+            revisions = MigrationContext.configure(conn).get_current_heads()
+            return ",".join(sorted(revisions)) or None
     finally:
         engine.dispose()

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 
 from embedq.encoders import Encoder, Matrix
 from embedq.fingerprint import EncodeSpec
+from embedq.models.states import Lane
 
 log = logging.getLogger(__name__)
 
-ONLINE = 0
-BULK = 1
+ONLINE = Lane.ONLINE
+BULK = Lane.BULK
 # While online texts arrived this recently, bulk batches are cut to the step budget.
 ONLINE_GRACE_S = 2.0
 # Before any bulk batch was measured, that budget is 1/BULK_SHRINK of the batch budget.

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from embedq import coordination
 from embedq.fingerprint import EncodeSpec
 from embedq.jobs.store import ChunkCounts, JobStore
-from embedq.models.job import CHUNK_DONE
+from embedq.models import ChunkStatus, JobStatus, Priority
 from embedq.workers.batcher import Room
 from embedq.workers.runtime import BULK, ONLINE, WorkerRuntime
 
@@ -40,12 +40,12 @@ def run_chunk(runtime: WorkerRuntime, store: JobStore, job_id: str, chunk_no: in
     """Run one chunk; return its counts (ids and counts only, never vectors)."""
     job = store.get(job_id)
     chunk = store.chunk(job_id, chunk_no)
-    if chunk.status == CHUNK_DONE:
+    if chunk.status == ChunkStatus.DONE:
         return {"skipped": 1}
-    if job.status != "running":
+    if job.status != JobStatus.RUNNING:
         return {"skipped": 1}
     spec = EncodeSpec(job.model, job.revision, job.dimensions, job.normalize)
-    lane = ONLINE if job.priority == "online" else BULK
+    lane = ONLINE if job.priority == Priority.ONLINE else BULK
     items = store.chunk_items(job_id, chunk.start, chunk.stop)
     text_of: dict[str, str] = dict(items)
     # The owner is the chunk itself: a redelivered chunk (its worker was killed) finds

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from embedq.jobs.service import JobService
+from embedq.models import JobStatus
 from embedq.service import EmbeddingService
 from tests import support
 from tests.faults.helpers import fault_env
@@ -39,7 +40,7 @@ def test_killed_worker_mid_chord_closes_each_wave_once_with_every_item(
         worker.kill_group()
         done_at_kill = jobs.describe(job_id)["progress"]["chunks_done"]
         worker = support.WorkerProcess(env, logs[1]).start()
-        wait_until(lambda: jobs.describe(job_id)["status"] in {"succeeded", "failed"}, 120,
+        wait_until(lambda: jobs.describe(job_id)["status"] in JobStatus.final(), 120,
                    "the job finishing", interval_s=0.2)
     finally:
         worker.stop()

@@ -21,6 +21,7 @@ import pytest
 
 from embedq.corpus import iter_corpus
 from embedq.jobs.service import JobService
+from embedq.models import JobStatus
 from embedq.service import EmbeddingService
 from tests import support
 from tests.conftest import Cluster
@@ -80,7 +81,7 @@ def wait_for(jobs: JobService, job_id: str, timeout_s: float = 120) -> dict[str,
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         state = jobs.describe(job_id)
-        if state["status"] in ("succeeded", "failed", "cancelled"):
+        if state["status"] in JobStatus.final():
             return state
         time.sleep(0.2)
     raise AssertionError(f"job {job_id} did not end: {jobs.describe(job_id)}")
@@ -304,3 +305,91 @@ def test_nul_characters_are_a_clear_error(cluster: Cluster, salt: str) -> None:
     jobs = JobService(cluster.service())
     with pytest.raises(BadInputFile, match="NUL"):
         jobs.submit([f"{salt} fine", f"{salt} bad \x00 text"], priority="online", start=False)
+
+
+def test_a_job_with_failed_items_ends_succeeded_with_errors(api: str, jc: JobCluster,
+                                                            salt: str) -> None:
+    """A NaN vector fails its item for good: the job says so, with how many, and its
+    results and export keep the items that did succeed."""
+    texts = [f"{salt} fine {i}" for i in range(9)]
+    texts.insert(4, f"{salt} broken [[nan]]")
+    jobs = jc.jobs()
+    state = wait_for(jobs, jobs.submit(texts))
+    assert state["status"] == "succeeded_with_errors"
+    assert (state["progress"]["failed"], state["progress"]["done"]) == (1, 9)
+    http = httpx.get(f"{api}/v1/jobs/{state['id']}").json()
+    assert http["status"] == "succeeded_with_errors" and http["progress"]["failed"] == 1
+    rows = list(jobs.results(state["id"], 0, 10))
+    assert [r.vector is None for r in rows] == [i == 4 for i in range(10)]
+    assert rows[4].error
+    out = jc.tmp / f"errors-{salt}.jsonl"
+    assert jc.cli("jobs", "export", state["id"], "--out", str(out)).returncode == 0
+    lines = [json.loads(line) for line in out.open()]
+    assert ["embedding" in r for r in lines] == [i != 4 for i in range(10)]
+    assert lines[4]["error"] == rows[4].error
+
+
+def test_a_job_whose_every_item_failed_ends_failed(jc: JobCluster, salt: str) -> None:
+    jobs = jc.jobs()
+    state = wait_for(jobs, jobs.submit([f"{salt} all broken {i} [[nan]]" for i in range(3)]))
+    assert state["status"] == "failed" and state["progress"]["failed"] == 3
+
+
+def test_a_start_time_too_far_ahead_is_refused_before_anything_is_stored(
+    api: str, jc: JobCluster, salt: str
+) -> None:
+    from embedq.errors import InvalidInput
+
+    jobs = jc.jobs()
+    before = {j.id for j in jobs.store.recent(10_000)}
+    r = httpx.post(f"{api}/v1/jobs", json={
+        "input": [f"{salt} far"], "window": "01:00-02:00", "timezone": "Pacific/Kiritimati",
+        "not_before": "9999-12-31T23:00:00+00:00"})
+    assert r.status_code == 422, r.text
+    assert "366 days ahead" in r.json()["error"]["message"]
+    with pytest.raises(InvalidInput, match="366 days ahead"):
+        jobs.submit([f"{salt} far"], not_before=datetime(9999, 12, 31, tzinfo=UTC))
+    assert {j.id for j in jobs.store.recent(10_000)} == before
+
+
+def test_one_poisoned_job_row_does_not_stop_the_tick_or_the_listing(jc: JobCluster,
+                                                                     salt: str) -> None:
+    from embedq.models import Job
+
+    jobs = jc.jobs()
+    spec = jobs.service.spec(None)
+
+    def row(**schedule: Any) -> str:
+        """A job row written around the API's checks, as an old release or a bug might."""
+        job_id = f"poison{salt}{len(schedule)}"
+        jobs.store.create(Job(
+            id=job_id, status="queued", priority="bulk", model=spec.model,
+            revision=spec.revision, dimensions=spec.dimensions, normalize=spec.normalize,
+            total=0, chunks=0, loaded=True, generation=0, **schedule))
+        return job_id
+
+    far = row(window="01:00-02:00", timezone="Pacific/Kiritimati",
+              not_before=datetime(9999, 12, 31, 23, 0, tzinfo=UTC))
+    unknown_zone = row(window="01:00-02:00", timezone="Mars/Olympus_Mons", not_before=None,
+                       source="test")
+    try:
+        listed = jc.cli("jobs", "list", "--json", "--limit", "1000")
+        assert listed.returncode == 0, listed.stderr
+        assert {far, unknown_zone} <= {j["id"] for j in json.loads(listed.stdout)}
+        due = jobs.submit([f"{salt} due {i}" for i in range(5)], start=False)
+        counts = jobs.tick()
+        assert counts["started"] >= 1 and counts["failed"] >= 1
+        assert wait_for(jobs, due)["status"] == "succeeded"
+        broken = jobs.describe(unknown_zone)
+        assert broken["status"] == "failed" and "Mars/Olympus_Mons" in broken["error"]
+        waiting = jobs.describe(far)
+        assert waiting["status"] == "queued" and waiting["waiting_until"].startswith("9999")
+
+        listed = jc.cli("jobs", "list", "--json", "--limit", "1000")
+        assert listed.returncode == 0, listed.stderr
+        assert {far, unknown_zone, due} <= {j["id"] for j in json.loads(listed.stdout)}
+        assert jobs.tick()["failed"] == 0  # the failed row is no longer looked after
+    finally:
+        with jobs.service.db.session() as s:
+            for job_id in (far, unknown_zone):
+                s.delete(s.get(Job, job_id))

@@ -1,10 +1,12 @@
-"""Alembic migrations go up and down on Postgres and on SQLite."""
+"""Alembic migrations go up and down on Postgres and on SQLite, along one line of revisions."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 
 from embedq.models import migrate
@@ -20,34 +22,57 @@ def tables(url: str) -> set[str]:
         engine.dispose()
 
 
-def round_trip(url: str) -> None:
-    migrate.upgrade(url)
-    assert "embeddings" in tables(url)
-    head = migrate.current(url)
-    assert head
-    migrate.downgrade(url, "base")
-    assert tables(url) == set()
-    assert migrate.current(url) is None
-    migrate.upgrade(url)
-    assert migrate.current(url) == head
-
-
-def test_migrations_round_trip_on_sqlite(tmp_path: Path) -> None:
-    round_trip(f"sqlite:///{tmp_path / 'embedq.db'}")
-
-
-@pytest.mark.integration
-def test_migrations_round_trip_on_postgres() -> None:
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database with no embedq tables yet."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'embedq.db'}"
+        return
     support.check_postgres()
-    import psycopg
+    with support.temporary_database() as url:
+        migrate.downgrade(url, "base")
+        yield url
 
-    name = "embedq_migrate_test"
-    with psycopg.connect(support.PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = support.PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    try:
-        round_trip(url)
-    finally:
-        with psycopg.connect(support.PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+def test_the_scripts_have_exactly_one_head() -> None:
+    """A second head (two revisions with one parent, no merge) breaks `upgrade head` and
+    makes `downgrade -1` ambiguous: add a merge revision (`alembic merge heads`)."""
+    scripts = ScriptDirectory(str(migrate.script_location()))
+    assert len(scripts.get_heads()) == 1, scripts.get_heads()
+    assert migrate.heads() == tuple(scripts.get_heads())
+
+
+def test_upgrade_head_reaches_the_one_head(empty_url: str) -> None:
+    migrate.upgrade(empty_url, "head")
+    assert migrate.current(empty_url) == migrate.heads()[0]
+    assert {"embeddings", "jobs", "semantic_entries"} <= tables(empty_url)
+
+
+def test_downgrade_one_step_then_upgrade_again(empty_url: str) -> None:
+    migrate.upgrade(empty_url)
+    head = migrate.heads()[0]
+    migrate.downgrade(empty_url, "-1")
+    assert migrate.current(empty_url) not in (None, head)
+    migrate.upgrade(empty_url, "head")
+    assert migrate.current(empty_url) == head
+
+
+def test_full_round_trip_down_to_base_and_back(empty_url: str) -> None:
+    migrate.upgrade(empty_url)
+    assert "embeddings" in tables(empty_url)
+    head = migrate.current(empty_url)
+    assert head == migrate.heads()[0]
+    migrate.downgrade(empty_url, "base")
+    assert tables(empty_url) == set()
+    assert migrate.current(empty_url) is None
+    migrate.upgrade(empty_url)
+    assert migrate.current(empty_url) == head
+
+
+def test_upgrade_walks_every_revision_one_at_a_time(empty_url: str) -> None:
+    """Each revision applies on its own (a revision that only works together with the
+    next one would break a deployment that stops between them)."""
+    scripts = ScriptDirectory(str(migrate.script_location()))
+    for script in reversed(list(scripts.walk_revisions())):
+        migrate.upgrade(empty_url, script.revision)
+    assert migrate.current(empty_url) == migrate.heads()[0]

@@ -10,7 +10,7 @@ import pytest
 
 from embedq.errors import BadInputFile, InvalidInput
 from embedq.jobs.readers import read_records
-from embedq.jobs.windows import Window, may_run
+from embedq.jobs.windows import MAX_NOT_BEFORE, NEVER, Window, check_not_before, may_run
 
 
 def at(hour: int, minute: int = 0, day: int = 1) -> datetime:
@@ -50,6 +50,26 @@ def test_may_run_waits_for_not_before_then_the_window() -> None:
     later = at(3) + timedelta(days=1)
     assert may_run(w, later, at(3)) == (False, later)
     assert may_run(None, at(5), at(4)) == (False, at(5))
+
+
+@pytest.mark.parametrize("tz", ["UTC", "Pacific/Kiritimati", "Pacific/Pago_Pago"])
+def test_openings_past_the_calendars_end_are_never_not_an_overflow(tz: str) -> None:
+    w = Window.parse("01:00-02:00", tz)
+    end = datetime(9999, 12, 31, 23, 30, tzinfo=UTC)
+    assert w.next_open(end) == NEVER and w.next_close(end) == NEVER
+    assert may_run(w, end, at(12, 0)) == (False, NEVER)
+    assert may_run(w, datetime.max, at(12, 0)) == (False, NEVER)
+
+
+def test_not_before_is_bounded_and_the_message_names_the_limit() -> None:
+    now = at(12, 0)
+    check_not_before(None, now)
+    check_not_before(now - timedelta(days=3000), now)  # the past: run at once
+    check_not_before(now + MAX_NOT_BEFORE, now)
+    for far in (now + MAX_NOT_BEFORE + timedelta(minutes=1), datetime(9999, 12, 31)):
+        with pytest.raises(InvalidInput, match=f"{MAX_NOT_BEFORE.days} days ahead") as err:
+            check_not_before(far, now)
+        assert err.value.param == "not_before"
 
 
 @pytest.mark.parametrize("bad", ["1:00-6:00", "01:00", "25:00-06:00", "01:00-01:00"])

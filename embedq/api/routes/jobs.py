@@ -4,21 +4,27 @@ Jobs live in the database: a 202 is answered only after the job, its items and i
 are committed, so nothing accepted is lost to an API restart or a Redis flush. A database
 outage is answered 503 with Retry-After (DatabaseUnavailable through the error table).
 Handlers are plain functions: FastAPI runs them on its thread pool, off the event loop.
+
+A job's `status` is queued, running, succeeded, succeeded_with_errors (finished, with
+`progress.failed` items that have an error instead of a vector), failed (every item
+failed, or nothing to do) or cancelled.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from embedq.errors import InputTooLarge, InvalidInput
 from embedq.jobs.readers import Record
 from embedq.jobs.service import JobService
+from embedq.jobs.windows import MAX_NOT_BEFORE, check_not_before
+from embedq.models import Priority
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -37,10 +43,22 @@ class JobRequest(BaseModel):
 
     input: list[str | JobInput] = Field(min_length=1)
     model: str | None = None
-    priority: Literal["online", "bulk"] = "online"
-    not_before: datetime | None = None
+    priority: Priority = Priority.ONLINE
+    not_before: datetime | None = Field(
+        default=None,
+        description=f"start no earlier than this; at most {MAX_NOT_BEFORE.days} days ahead",
+    )
     window: str | None = Field(default=None, description="off-peak window, HH:MM-HH:MM")
     timezone: str | None = None
+
+    @field_validator("not_before")
+    @classmethod
+    def _not_too_far(cls, value: datetime | None) -> datetime | None:
+        try:
+            check_not_before(value, datetime.now(UTC))
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 def job_service(request: Request) -> JobService:
