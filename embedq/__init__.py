@@ -4,6 +4,6 @@ from embedq.client import Client
 from embedq.config import Settings
 from embedq.errors import EmbedqError
 from embedq.fingerprint import EncodeSpec, fingerprint
+from embedq.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["Client", "EmbedqError", "EncodeSpec", "Settings", "__version__", "fingerprint"]

@@ -20,7 +20,6 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
-import embedq
 from embedq.api.auth import require_api_key
 from embedq.api.batching import RequestBatcher
 from embedq.api.depth import QueueDepth
@@ -32,6 +31,7 @@ from embedq.api.state import ApiState, get_state
 from embedq.config import Settings
 from embedq.deployment import Deployment
 from embedq.encoders.tokens import load_token_counter
+from embedq.version import __version__
 
 log = logging.getLogger("embedq.api")
 
@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         title="embedq",
-        version=getattr(embedq, "__version__", "0"),
+        version=__version__,
         description=(
             "An embedding service that never computes the same vector twice. "
             "POST /v1/embeddings is OpenAI-compatible."

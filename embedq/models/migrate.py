@@ -13,14 +13,13 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-import embedq
 from embedq.errors import ConfigError
 from embedq.models.engine import map_db_errors, normalize_url
 
 
 def script_location() -> Path:
     """The migration scripts of the imported embedq package."""
-    location = Path(embedq.__file__).parent / "migrations"
+    location = Path(__file__).parent.parent / "migrations"
     if not (location / "env.py").is_file():
         raise ConfigError(
             f"embedq's migration scripts are missing from {location}: reinstall embedq "
