@@ -45,7 +45,7 @@ def _setup_logging(level: str) -> None:
 def cmd_worker(args: argparse.Namespace) -> int:
     from embedq.tasks.app import create_app
     from embedq.workers.runtime import WorkerRuntime
-    from embedq.workers.tasks import register
+    from embedq.workers.tasks import AppThreadPool, register
 
     settings = Settings.from_env()
     if settings.embedded:
@@ -65,7 +65,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         settings.online_queue, settings.bulk_queue,
     ]
     worker = app.Worker(
-        pool="threads",
+        pool=AppThreadPool,
         concurrency=args.concurrency or settings.concurrency,
         queues=queues,
         loglevel=args.loglevel.upper(),

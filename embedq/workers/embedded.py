@@ -17,7 +17,7 @@ from celery import Celery
 from embedq.cache import HotStore
 from embedq.config import Settings
 from embedq.workers.runtime import WorkerRuntime
-from embedq.workers.tasks import register
+from embedq.workers.tasks import AppThreadPool, register
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class EmbeddedWorker:
         app.finalize()
         self._worker = app.WorkController(
             app=app,
-            pool="threads",
+            pool=AppThreadPool,
             concurrency=settings.concurrency,
             queues=queues,
             hostname=f"embedq-embedded@{self.runtime.worker_id}-{settings.online_queue}",

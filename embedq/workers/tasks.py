@@ -2,7 +2,8 @@
 
 `register(app, runtime)` defines on `app` the tasks named in `embedq.tasks.names`; each
 body closes over `runtime`, so no process-global registry is needed and two embedded
-workers in one process (each with its own app) never see each other's runtime. Bodies are
+workers in one process (each with its own app) never see each other's runtime. Workers
+run them on `AppThreadPool`, whose threads trace tasks with their own worker's app. Bodies are
 thin: they unpack ids and payloads and call the runtime, the chunk runner or the
 dispatcher. Chunk tasks carry (job id, chunk number, generation) and return counts, never
 vectors; the wave callback reads the truth from the database.
@@ -11,9 +12,11 @@ vectors; the wave callback reads the truth from the database.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from celery import Celery
+from celery.concurrency.thread import TaskPool as ThreadTaskPool
 
 from embedq.errors import Unavailable
 from embedq.jobs.dispatch import Dispatcher
@@ -24,12 +27,30 @@ from embedq.workers.runtime import WorkerRuntime
 
 log = logging.getLogger("embedq.worker.tasks")
 
-_LATE = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
+# shared=False: Celery's default (shared) would also bind these bodies, and the runtime
+# they close over, to every app finalized later in this process.
+_LATE = {"bind": True, "shared": False, "acks_late": True, "reject_on_worker_lost": True}
 _RETRY = {
     "autoretry_for": (Unavailable,),
     "retry_backoff": 1,
     "retry_backoff_max": 30,
 }
+
+
+class AppThreadPool(ThreadTaskPool):  # type: ignore[misc]
+    """Celery's threads pool, whose threads run tasks with this worker's app.
+
+    Celery looks a task up in the executing thread's current app (thread-local); the stock
+    pool's threads have none and fall back to the process's default app, which does not
+    hold the bodies `register` bound to this app.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        stock: ThreadPoolExecutor = self.executor
+        stock.shutdown(wait=False)
+        self.executor = ThreadPoolExecutor(max_workers=self.limit,
+                                           initializer=self.app.set_current)
 
 
 def register(app: Celery, runtime: WorkerRuntime) -> None:
@@ -67,7 +88,8 @@ def register(app: Celery, runtime: WorkerRuntime) -> None:
         """The wave's chord callback: dispatch the next wave, pause, or finish the job."""
         return dispatcher(task).close(job_id, generation)
 
-    @app.task(name=names.JOBS_TICK, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(name=names.JOBS_TICK, bind=True, shared=False,  # type: ignore[untyped-decorator]
+              ignore_result=True)
     def jobs_tick(task: Any) -> dict[str, int]:
         """Sent by `embedq beat`: start due jobs, pause closed windows, rescue stalls."""
         return dispatcher(task).tick()

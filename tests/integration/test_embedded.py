@@ -25,3 +25,25 @@ def test_embedded_client_embeds_and_caches(tmp_path: Path) -> None:
     stats = client.stats()
     assert stats["encoded"] >= 2 and stats["cache_hits"] >= 2
     assert (tmp_path / "embedq.db").exists()
+
+
+def test_two_embedded_deployments_in_one_process_each_run_their_own_work(
+        tmp_path: Path) -> None:
+    """Each deployment has its own queues, store and worker: the second one's work is run
+    by its own worker and lands in its own store (a task body bound to the first
+    deployment's runtime would write there, and the second client would wait forever)."""
+    clients = [
+        Client(Settings.from_env({"EMBEDQ_ENCODER": "hashing",
+                                  "EMBEDQ_DATA_DIR": str(tmp_path / name)}))
+        for name in ("one", "two")
+    ]
+    try:
+        for n, client in enumerate(clients):
+            result = client.embed_detailed([f"text of client {n}"], timeout_s=20)
+            assert result.outcomes[0].error is None, result.outcomes[0].error
+            assert client.stats()["encoded"] == 1
+            runtime = client.deployment.worker_runtime
+            assert runtime is not None and runtime.hot is client.service.hot
+    finally:
+        for client in clients:
+            client.close()
