@@ -47,8 +47,7 @@ class AppThreadPool(ThreadTaskPool):  # type: ignore[misc]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        stock: ThreadPoolExecutor = self.executor
-        stock.shutdown(wait=False)
+        # Replaces the stock executor before it ever ran a thread.
         self.executor = ThreadPoolExecutor(max_workers=self.limit,
                                            initializer=self.app.set_current)
 
