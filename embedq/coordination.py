@@ -3,7 +3,9 @@
 Every process that computes or waits for a vector goes through this module:
 
 - a **claim** (`claim:{fp}`, SET NX PX) is held by whoever queued a fingerprint's
-  computation; whoever loses it joins the computation in flight;
+  computation; whoever loses it joins the computation in flight. Winning a claim clears
+  the failure an earlier computation left, so a new computation is never answered with
+  an old error;
 - a **run lease** (`run:{fp}`) is held by the worker executing a fingerprint, so a
   redelivered copy of the same work waits instead of computing again;
 - an **outcome** is a vector (float32 bytes under `vec:{fp}`) or a failure (JSON
@@ -48,10 +50,17 @@ _FAILURE_TYPES: dict[str, type[EmbedqError]] = {
 
 # --- claims
 def claim(hot: HotStore, fps: list[str], owner: str, ttl_ms: int) -> tuple[list[str], list[str]]:
-    """Return (won, lost) fingerprints, in the order given."""
+    """Return (won, lost) fingerprints, in the order given.
+
+    A won claim starts a new computation: the failure an earlier one left (kept
+    `failure_ttl_s` so that computation's waiters learn it) is cleared, so this one's
+    waiters wait for the new outcome instead of reading the old error.
+    """
     results = hot.acquire([keys.claim(fp) for fp in fps], owner, ttl_ms)
     won = [fp for fp, ok in zip(fps, results, strict=True) if ok]
     lost = [fp for fp, ok in zip(fps, results, strict=True) if not ok]
+    if won:
+        hot.release([keys.failure(fp) for fp in won])
     return won, lost
 
 

@@ -21,7 +21,7 @@ Listener = Callable[[list[str]], None]
 COUNTERS = (
     "requests", "texts", "cache_hits", "coalesced", "submitted", "encoded", "batches",
     "failed", "dead_lettered", "upstream_calls", "upstream_tokens", "tokens_saved",
-    "calls_saved", "lookups",
+    "calls_saved", "lookups", "refused",
 )
 
 

@@ -26,7 +26,7 @@ from embedq.cache import DurableStore, HotStore, make_hot_store
 from embedq.config import Settings
 from embedq.encoders import Encoder, load_encoder
 from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
-from embedq.fingerprint import EncodeSpec
+from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
 from embedq.workers.batcher import BULK, ONLINE, Batcher, Item, Room
 from embedq.workers.fencing import Fencing
@@ -101,10 +101,30 @@ class WorkerRuntime:
 
     # --- one message
     def handle_embed(self, payload: dict[str, Any], lane: int = ONLINE) -> dict[str, int]:
-        """Embed every (fingerprint, text) in `payload`; return counts, never vectors."""
+        """Embed every (fingerprint, text) in `payload`; return counts, never vectors.
+
+        The fingerprint in a message is recomputed from its text and spec, never trusted:
+        a message whose fingerprint does not match (forged, or from a producer with
+        another fingerprint scheme) is refused and logged, so it cannot store one text's
+        vector under another text's key. Its fingerprint gets no outcome either: a real
+        request for it must not read a forger's failure.
+        """
         spec = EncodeSpec.from_json(payload["spec"])
-        pairs: dict[str, str] = {fp: text for fp, text in payload["items"]}
-        return self.embed_pairs(spec, pairs, lane)
+        pairs: dict[str, str] = {}
+        refused = 0
+        for fp, text in payload["items"]:
+            if isinstance(text, str) and fingerprint(spec, text) == fp:
+                pairs[fp] = text
+            else:
+                refused += 1
+                log.warning("refused a message item: fingerprint mismatch (claimed fp=%s, "
+                            "spec=%s); check the producer's embedq version",
+                            str(fp)[:12], spec.model)
+        if refused:
+            self.hot.incr({"refused": refused})
+        counts = self.embed_pairs(spec, pairs, lane) if pairs else \
+            {"done": 0, "failed": 0, "reused": 0}
+        return {**counts, "refused": refused}
 
     def embed_pairs(self, spec: EncodeSpec, pairs: dict[str, str], lane: int,
                     room: Room | None = None) -> dict[str, int]:

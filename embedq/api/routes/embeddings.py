@@ -56,7 +56,8 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         payload = read_json_body(request.headers.get("content-type"), await request.body())
         call = parse_embedding_request(payload, state.settings)
         state.service.spec(call.model)  # UnknownModel (404) names the served model
-        dimensions = _dimensions(call.dimensions, state.tokens.dimension)
+        dimensions = _dimensions(call.dimensions, state.tokens.dimension,
+                                 state.settings.dimensions)
         raw_tokens = await _count(state.tokens, call.texts)
         truncated = _over_window(raw_tokens, state.tokens.window, state.settings.truncate)
         depth = await state.depth.online()
@@ -77,8 +78,11 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
     return router
 
 
-def _dimensions(requested: int | None, native: int | None) -> int | None:
-    """The spec's dimensions: None for the native width (one fingerprint, not two)."""
+def _dimensions(requested: int | None, native: int | None, default: int | None
+                ) -> int | None:
+    """The spec's dimensions: None for the native width (one fingerprint, not two),
+    unless the deployment's default is narrower: then the native width is asked for by
+    number, so that None (the deployment's default) does not answer it."""
     if requested is None or native is None:
         return requested
     if requested > native:
@@ -87,7 +91,7 @@ def _dimensions(requested: int | None, native: int | None) -> int | None:
             f"1 to {native}, or omit it for the full width",
             "dimensions",
         )
-    return None if requested == native else requested
+    return None if requested == native and default is None else requested
 
 
 async def _count(tokens: TokenCounter, texts: list[str]) -> list[int]:
