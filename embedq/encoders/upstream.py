@@ -34,7 +34,12 @@ class UpstreamEncoder(Encoder):
         base = settings.upstream_url.rstrip("/")
         self.url = base if base.endswith("/embeddings") else base + "/embeddings"
         self.name = settings.upstream_model or settings.model
-        self.revision = settings.model_revision or f"upstream:{self.name}"
+        # Checked by Settings.validate too; a Settings built in code skips that.
+        unpinned = settings.unpinned_model()
+        if unpinned is not None:
+            raise unpinned
+        assert settings.model_revision is not None
+        self.revision = settings.model_revision
         self.dimension = dimension or settings.dimensions or 0
         self.max_seq_length = 8192
         self.device = "upstream"
