@@ -101,16 +101,17 @@ class UpstreamEncoder(Encoder):
                 last = f"HTTP {resp.status_code}"
                 continue
             if resp.status_code >= 400:
-                raise UpstreamError(
-                    f"upstream {self.url} refused the request: HTTP {resp.status_code} "
-                    f"{resp.text[:200]}"
-                )
+                raise self._failure(f"refused the request: HTTP {resp.status_code} "
+                                    f"{resp.text[:200]}")
             try:
                 payload: dict[str, Any] = resp.json()
             except ValueError as exc:
-                raise UpstreamError(f"upstream {self.url} answered with non-JSON") from exc
+                raise self._failure("answered with non-JSON") from exc
             return payload
-        raise UpstreamError(
-            f"upstream {self.url} failed after {MAX_RETRIES + 1} attempts (last: {last}); "
-            "check the upstream service or EMBEDQ_UPSTREAM_URL"
-        )
+        raise self._failure(f"failed after {MAX_RETRIES + 1} attempts (last: {last})")
+
+    def _failure(self, reason: str) -> UpstreamError:
+        # The error reaches API callers: the upstream's address stays in the worker's log.
+        log.warning("upstream %s %s; check the upstream service or EMBEDQ_UPSTREAM_URL",
+                    self.url, reason)
+        return UpstreamError(f"the upstream embeddings API {reason}")

@@ -137,6 +137,7 @@ def test_an_upstream_outage_is_retryable_and_recovery_answers(
             error = resp.json()["error"]
             assert (error["type"], error["code"]) == ("upstream_error", "upstream_failed")
             assert "HTTP 502" in error["message"] and "retry" in error["message"]
+            assert str(upstream.port) not in error["message"]  # its address stays in the log
 
             upstream.faults(OUTAGE)
             with Client(support.settings_from(env)) as client:
