@@ -101,9 +101,10 @@ def load_encoder(settings: Settings) -> Encoder:
             enc = SentenceTransformerEncoder(name, path, revision, settings.device,
                                              hub_revision=hub_revision)
         except OSError as exc:
-            raise ConfigError(
-                f"cannot load model {settings.model!r} from {path!r}: {exc}. Set "
-                "EMBEDQ_MODEL to an installed sentence-transformers model folder"
-            ) from exc
+            what = f"{path!r}" if hub_revision is None else f"{path!r}@{hub_revision}"
+            fix = "EMBEDQ_MODEL to an installed sentence-transformers model folder"
+            if hub_revision is not None:
+                fix += ", or EMBEDQ_MODEL_REVISION to a commit of it in the local hub cache"
+            raise ConfigError(f"cannot load model {what}: {exc}. Set {fix}") from exc
     enc.revision = revision
     return enc
