@@ -2,8 +2,10 @@
 
 One pooled HTTP client per process (keep-alive), at most `upstream_concurrency` calls at
 once, at most 2 retries with exponential backoff on 429, 5xx and timeouts, then a clear
-UpstreamError. A batch of different texts goes upstream as one request. The upstream
-model name is the model name in every fingerprint.
+UpstreamError (retryable: the texts are not at fault; the upstream's address is logged,
+not put in the error callers see). A batch of different texts goes upstream as one
+request. The upstream model name is the model name in every fingerprint, and
+EMBEDQ_MODEL_REVISION, required, its revision: a vendor can change a model under its name.
 """
 
 from __future__ import annotations
