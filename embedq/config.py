@@ -157,6 +157,33 @@ class Settings:
             return self.database_url
         return f"sqlite:///{self.data_dir / 'embedq.db'}"
 
+    def unpinned_model(self) -> ConfigError | None:
+        """The error for a model whose vectors can change under its name while
+        EMBEDQ_MODEL_REVISION does not pin it, else None.
+
+        A hub name or a remote API's model can be updated by its owner: without a pinned
+        revision old and new vectors would share one fingerprint. A local folder (the
+        default model is one, from its package) is pinned by a hash of its files; the test
+        encoders never change.
+        """
+        if self.model_revision or self.encoder in {"hashing", "faulty"}:
+            return None
+        if self.encoder == "upstream":
+            name = self.upstream_model or self.model
+            return ConfigError(
+                f"EMBEDQ_ENCODER=upstream serves the remote model {name!r}, which its vendor "
+                "can update under the same name, mixing old and new vectors under one cache "
+                "key: set EMBEDQ_MODEL_REVISION to the version served (the vendor's model "
+                "version, or the date you started), and change it when the model changes"
+            )
+        if self.model == DEFAULT_MODEL or Path(self.model).expanduser().is_dir():
+            return None
+        return ConfigError(
+            f"EMBEDQ_MODEL={self.model!r} is not a local model folder, so nothing pins which "
+            "version of it is loaded: set EMBEDQ_MODEL_REVISION to the hub commit to load "
+            "(its 40-character hash), or set EMBEDQ_MODEL to a model folder"
+        )
+
     def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
@@ -196,6 +223,9 @@ class Settings:
             )
         if self.encoder == "upstream" and not self.upstream_url:
             raise ConfigError("EMBEDQ_ENCODER=upstream needs EMBEDQ_UPSTREAM_URL")
+        unpinned = self.unpinned_model()
+        if unpinned is not None:
+            raise unpinned
         if self.embedded and self.redis_url:
             raise ConfigError(
                 "EMBEDQ_REDIS_URL is set but EMBEDQ_BROKER_URL is the embedded memory:// "

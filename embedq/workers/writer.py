@@ -4,7 +4,8 @@ For each batch: finish every vector for its item's spec, reject NaN/Inf/wrong wi
 persist the batch in one statement (the fence against duplicate work), fill the hot tier
 (online vectors for `hot_ttl_s`, bulk ones briefly), release claims, wake waiters, count,
 and resolve each item's future on its own. A failed batch of several texts is retried
-text by text, so one bad text never fails its batch-mates.
+text by text, so one bad text never fails its batch-mates; a batch the upstream API failed
+is not (the upstream is at fault, not a text): its texts fail as a retryable UpstreamError.
 """
 
 from __future__ import annotations
@@ -115,12 +116,18 @@ class BatchWriter:
             return
         if isinstance(error, UpstreamError):
             # The upstream already had its bounded retries; per-text retries would only
-            # multiply calls to a service that is failing.
+            # multiply calls to a service that is failing. Its outage is not the texts'
+            # fault: the failure stays an UpstreamError (retryable, HTTP 502), and the
+            # attempt is forgotten, so an outage never dead-letters a text as poison.
             self.hot.incr(self.usage())
-            failure = EmbeddingFailed(str(error))
-            self.fail({i.fp: failure for i in items})
+            fps = sorted({i.fp for i in items})
+            self.hot.clear_attempts(fps)
+            outage = UpstreamError(
+                f"{error}. Nothing was cached for this text: retry in a few seconds"
+            )
+            self.fail({fp: outage for fp in fps})
             for item in items:
-                item.future.set_exception(failure)
+                item.future.set_exception(outage)
             return
         if len(batch.texts) > 1:
             # One bad text must not fail its batch-mates: retry each text on its own.

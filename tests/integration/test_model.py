@@ -75,3 +75,17 @@ def _embedded_encoder(client: Any) -> Any:
     runtime = client.deployment.worker_runtime
     assert runtime is not None
     return runtime.encoder
+
+
+def test_a_hub_model_loads_its_pinned_revision_or_says_what_to_set() -> None:
+    """The revision in the fingerprints is the one loaded: a commit not in the local hub
+    cache is refused (nothing is downloaded: embedq loads offline)."""
+    from embedq.config import Settings
+    from embedq.encoders import load_encoder
+    from embedq.errors import ConfigError
+
+    settings = Settings.from_env({"EMBEDQ_MODEL": "sentence-transformers/all-MiniLM-L6-v2",
+                                  "EMBEDQ_MODEL_REVISION": "not-a-cached-commit"})
+    with pytest.raises(ConfigError, match="@not-a-cached-commit") as refused:
+        load_encoder(settings)
+    assert "EMBEDQ_MODEL_REVISION" in str(refused.value)

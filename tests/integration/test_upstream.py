@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import httpx
 import numpy as np
 import pytest
+from mcp import Client as McpClient
+from mcp.client.stdio import StdioServerParameters
 
+from embedq import Client
 from embedq.config import Settings
 from embedq.encoders.upstream import UpstreamEncoder
 from embedq.errors import UpstreamError
 from embedq.service import EmbeddingService
 from tests import support
+from tests.integration.test_api_support import ApiServer
 
 pytestmark = pytest.mark.integration
+
+REVISION = "fake-embed-v1"
 
 
 @pytest.fixture
@@ -29,8 +39,17 @@ def encoder_for(fake: support.FakeUpstream, timeout_s: float = 5.0) -> UpstreamE
     settings = Settings.from_env({
         "EMBEDQ_ENCODER": "upstream", "EMBEDQ_UPSTREAM_URL": fake.url,
         "EMBEDQ_UPSTREAM_MODEL": "fake-embed", "EMBEDQ_UPSTREAM_TIMEOUT_S": str(timeout_s),
+        "EMBEDQ_MODEL_REVISION": REVISION,
     })
     return UpstreamEncoder(settings)
+
+
+def upstream_env(fake: support.FakeUpstream, redis_url: str, pg_url: str, salt: str
+                 ) -> dict[str, str]:
+    """A cluster whose workers' encoder is the fake upstream, on queues of its own."""
+    return support.cluster_env(redis_url, pg_url, encoder="upstream", upstream_url=fake.url,
+                               upstream_model="fake-embed", model_revision=REVISION,
+                               online_queue=f"up-{salt}", bulk_queue=f"up-bulk-{salt}")
 
 
 def test_a_batch_goes_upstream_as_one_request(upstream: support.FakeUpstream) -> None:
@@ -70,9 +89,7 @@ def test_a_client_error_is_not_retried(upstream: support.FakeUpstream) -> None:
 def test_workers_never_send_one_fingerprint_upstream_twice(
     upstream: support.FakeUpstream, redis_url: str, pg_url: str, tmp_path: Path, salt: str,
 ) -> None:
-    env = support.cluster_env(redis_url, pg_url, encoder="upstream", upstream_url=upstream.url,
-                              upstream_model="fake-embed", online_queue=f"up-{salt}",
-                              bulk_queue=f"up-bulk-{salt}")
+    env = upstream_env(upstream, redis_url, pg_url, salt)
     worker = support.WorkerProcess(env, tmp_path / "worker.log").start()
     try:
         service = EmbeddingService(support.settings_from(env))
@@ -91,3 +108,61 @@ def test_workers_never_send_one_fingerprint_upstream_twice(
         assert after["tokens_saved"] > before["tokens_saved"]
     finally:
         worker.stop()
+
+
+OUTAGE = [500, 503, 502]  # one request's calls: the first try and both retries
+
+
+def test_an_upstream_outage_is_retryable_and_recovery_answers(
+    upstream: support.FakeUpstream, redis_url: str, pg_url: str, tmp_path: Path, salt: str,
+) -> None:
+    """An outage reaches HTTP, Client and MCP callers as a retryable upstream failure
+    (502 + Retry-After, never the 422 of bad input), three times over (more than
+    max_attempts: an outage never dead-letters the text), and once the upstream is back
+    the very same request succeeds.
+
+    Relies on a new claim of a fingerprint clearing its earlier failure outcome
+    (coordination.claim): otherwise the first failure would answer the later requests.
+    """
+    env = upstream_env(upstream, redis_url, pg_url, salt)
+    text = f"{salt} asked during an outage"
+    body = {"model": "fake-embed", "input": [text]}
+    worker = support.WorkerProcess(env, tmp_path / "worker.log").start()
+    try:
+        with ApiServer(env, tmp_path / "api.log") as api:
+            upstream.faults(OUTAGE)
+            resp = httpx.post(api.url + "/v1/embeddings", json=body, timeout=60)
+            assert resp.status_code == 502, resp.text
+            assert int(resp.headers["Retry-After"]) >= 1
+            error = resp.json()["error"]
+            assert (error["type"], error["code"]) == ("upstream_error", "upstream_failed")
+            assert "HTTP 502" in error["message"] and "retry" in error["message"]
+            assert str(upstream.port) not in error["message"]  # its address stays in the log
+
+            upstream.faults(OUTAGE)
+            with Client(support.settings_from(env)) as client:
+                with pytest.raises(UpstreamError, match="retry") as raised:
+                    client.embed([text])
+                assert raised.value.retryable
+
+            upstream.faults(OUTAGE)
+            tool = asyncio.run(call_mcp_tool(env, "embed_text", {"text": text}))
+            assert tool.is_error
+            assert "failed after 3 attempts" in tool.content[0].text
+            assert "retry" in tool.content[0].text
+
+            assert upstream.stats()["calls"] == 3 * len(OUTAGE)  # each one reached upstream
+            resp = httpx.post(api.url + "/v1/embeddings", json=body, timeout=60)
+            assert resp.status_code == 200, resp.text
+            assert len(resp.json()["data"][0]["embedding"]) == 384
+            assert upstream.stats()["distinct_texts"] == 1
+    finally:
+        worker.stop()
+
+
+async def call_mcp_tool(env: dict[str, str], name: str, arguments: dict[str, Any]) -> Any:
+    """One tool call through a real `embedq mcp` process over stdio."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "embedq.cli", "mcp"],
+                                   env=env, cwd=str(support.ROOT))
+    async with McpClient(params, read_timeout_seconds=60) as mcp:
+        return await mcp.call_tool(name, arguments)
