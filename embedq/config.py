@@ -70,6 +70,15 @@ class Settings:
     redis_url: str | None = None
     database_url: str = ""
     data_dir: Path = field(default_factory=lambda: _data_dir(os.environ))
+    # Timeouts on every link, so one that goes silent (packets dropped, not refused) fails
+    # a call with a retryable error instead of hanging it (docs/operations.md, Timeouts).
+    db_connect_timeout_s: int = 5
+    db_statement_timeout_ms: int = 30_000  # server side; 0: none. The client gives up
+    # on an answer after this + db_connect_timeout_s (the server may never see the query)
+    db_lock_timeout_ms: int = 10_000  # row locks and the semantic-cache write lock; 0: none
+    db_keepalive_idle_s: int = 30  # TCP keepalive probes after this much idle time
+    redis_socket_timeout_s: float = 10.0  # hot store, claims and broker; broker floor 2 s
+    redis_connect_timeout_s: float = 5.0  # also the broker's connection timeout (amqp too)
 
     # --- the encoder
     encoder: str = "sentence-transformers"  # or "hashing", "faulty" (tests), "upstream"
@@ -236,5 +245,10 @@ class Settings:
                 f"EMBEDQ_BROKER_URL={self.broker_url!r} needs EMBEDQ_REDIS_URL for the hot "
                 "cache and claims shared by all processes"
             )
+        if min(self.db_connect_timeout_s, self.redis_socket_timeout_s,
+               self.redis_connect_timeout_s) <= 0:
+            raise ConfigError("EMBEDQ_DB_CONNECT_TIMEOUT_S, EMBEDQ_REDIS_SOCKET_TIMEOUT_S and "
+                              "EMBEDQ_REDIS_CONNECT_TIMEOUT_S must be above 0: a link needs "
+                              "a bound")
         if self.claim_ttl_ms < 1000:
             raise ConfigError("EMBEDQ_CLAIM_TTL_MS must be at least 1000")

@@ -39,7 +39,7 @@ class Deployment:
         self.settings = settings
         self.embedded = settings.embedded
         self.hot = hot or make_hot_store(settings)
-        self.db = db or Database(settings.resolved_database_url)
+        self.db = db or Database.from_settings(settings)
         self.app = create_app(settings)
         self._worker: EmbeddedWorker | None = None
         self._lock = threading.Lock()

@@ -86,7 +86,7 @@ class EmbeddingService:
     ) -> None:
         self.settings = settings
         self.hot = hot or make_hot_store(settings)
-        self.db = db or Database(settings.resolved_database_url)
+        self.db = db or Database.from_settings(settings)
         self.durable = DurableStore(self.db)
         self.app = app or create_app(settings)
         self.model, self.revision = model_identity(settings)

@@ -17,5 +17,6 @@ def make_hot_store(settings: Settings) -> HotStore:
     if settings.redis_url:
         from embedq.cache.redis_hot import RedisHotStore
 
-        return RedisHotStore(settings.redis_url)
+        return RedisHotStore(settings.redis_url, settings.redis_socket_timeout_s,
+                              settings.redis_connect_timeout_s)
     return MemoryHotStore()

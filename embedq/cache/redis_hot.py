@@ -9,7 +9,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,17 +71,27 @@ def map_redis_errors() -> Iterator[None]:
         raise BrokerUnavailable(f"Redis refused the command: {exc}") from exc
 
 
+def redis_link_options(socket_timeout_s: float, connect_timeout_s: float) -> dict[str, Any]:
+    """redis-py connection options that bound every wait on the link."""
+    return {
+        "socket_timeout": socket_timeout_s,
+        "socket_connect_timeout": connect_timeout_s,
+        "socket_keepalive": True,
+        "health_check_interval": max(1, int(socket_timeout_s)),
+        "retry_on_timeout": False,
+    }
+
+
 class RedisHotStore(HotStore):
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, socket_timeout_s: float = 10.0,
+                 connect_timeout_s: float = 5.0) -> None:
+        """Every call is bounded: a link that goes silent fails a command after
+        `socket_timeout_s` (BrokerUnavailable, retryable) instead of hanging it; keepalives
+        and a ping before reusing a connection idle past the socket timeout find dead ones."""
         super().__init__()
         self.url = url
-        self.client: Any = redis.Redis.from_url(
-            url,
-            socket_timeout=10,
-            socket_connect_timeout=5,
-            health_check_interval=15,
-            retry_on_timeout=False,
-        )
+        self.client: Any = redis.Redis.from_url(url, **redis_link_options(
+            socket_timeout_s, connect_timeout_s))
         self._release = self.client.register_script(_RELEASE_IF_OWNER)
         self._acquire = self.client.register_script(_ACQUIRE)
         self._extend = self.client.register_script(_EXTEND)
@@ -275,11 +284,14 @@ class RedisHotStore(HotStore):
                     msg = pubsub.get_message(timeout=1.0)
                     if msg and msg.get("type") == "message":
                         self._dispatch(msg["data"].decode().split(","))
-            except (RedisError, OSError, ValueError) as exc:
+            except Exception as exc:  # the listener outlives any failure; waiters poll
                 if self._closing.is_set():
                     return  # close() pulled the connection from under the read
-                log.warning("done-listener lost Redis (%s); reconnecting", exc)
-                time.sleep(0.5)
+                if isinstance(exc, RedisError | OSError | ValueError):
+                    log.warning("done-listener lost Redis (%s); reconnecting", exc)
+                else:
+                    log.exception("done-listener failed; reconnecting")
+                self._closing.wait(0.5)
             finally:
                 with contextlib.suppress(Exception):
                     pubsub.close()

@@ -1,12 +1,21 @@
-"""Engines and sessions, with database errors translated at the boundary."""
+"""Engines and sessions, with database errors translated at the boundary.
+
+Every Postgres link is bounded (`DbTimeouts`): a connect timeout, TCP keepalives and a
+TCP user timeout (a peer that stops acknowledging is dropped), server-side
+`statement_timeout` and `lock_timeout`, and a client-side deadline on every wait for the
+server, for a link that goes silent while the server never saw the statement. Past any of
+them the caller gets `DatabaseUnavailable` (retryable, HTTP 503), never a hang.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import psycopg
 from sqlalchemy import ColumnElement, Engine, String, any_, bindparam, create_engine, event, inspect
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import make_url
@@ -14,6 +23,75 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, Programm
 from sqlalchemy.orm import Session, sessionmaker
 
 from embedq.errors import ConfigError, DatabaseUnavailable
+
+if TYPE_CHECKING:
+    from embedq.config import Settings
+
+
+@dataclass(frozen=True)
+class DbTimeouts:
+    """How long a Postgres link may stay silent; 0 turns a server-side timeout off."""
+
+    connect_s: int = 5
+    statement_ms: int = 30_000
+    lock_ms: int = 10_000
+    keepalive_idle_s: int = 30
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DbTimeouts:
+        return cls(settings.db_connect_timeout_s, settings.db_statement_timeout_ms,
+                   settings.db_lock_timeout_ms, settings.db_keepalive_idle_s)
+
+    @property
+    def answer_deadline_s(self) -> float | None:
+        """How long the client waits for any answer: the statement's own timeout, then one
+        connect timeout for the server's error to arrive. None: no statement timeout."""
+        return self.statement_ms / 1000 + self.connect_s if self.statement_ms else None
+
+    def connect_args(self) -> dict[str, Any]:
+        """libpq parameters: TCP keepalives probe an idle link (idle, then 3 probes a third
+        of that apart); tcp_user_timeout drops one whose sent data goes unacknowledged."""
+        interval_s = max(1, self.keepalive_idle_s // 3)
+        args: dict[str, Any] = {
+            "connect_timeout": self.connect_s,
+            "keepalives": 1,
+            "keepalives_idle": self.keepalive_idle_s,
+            "keepalives_interval": interval_s,
+            "keepalives_count": 3,
+            "tcp_user_timeout": (self.keepalive_idle_s + 3 * interval_s) * 1000,
+        }
+        options = [f"-c {name}={ms}" for name, ms in
+                   (("statement_timeout", self.statement_ms), ("lock_timeout", self.lock_ms))
+                   if ms]
+        if options:
+            args["options"] = " ".join(options)
+        return args
+
+
+class BoundedConnection(psycopg.Connection[Any]):
+    """A psycopg connection that stops waiting for the server after `answer_deadline_s`.
+
+    statement_timeout is enforced by the server; when the link drops packets the server
+    never sees the statement (or its answer never arrives), and libpq would wait forever.
+    Past the deadline the connection is closed (its state is unknown) and the wait raises
+    OperationalError, which the pool treats as a disconnect."""
+
+    answer_deadline_s: float | None = None
+
+    def wait(self, gen: Generator[Any, Any, Any], interval: float = 0.1,
+             timeout: float | None = None) -> Any:
+        if timeout is not None or self.answer_deadline_s is None:
+            return super().wait(gen, interval, timeout)
+        try:
+            return super().wait(gen, interval, self.answer_deadline_s)
+        except psycopg.errors.OperationalError as exc:
+            if type(exc).__name__ != "_WaitTimeout":
+                raise
+            self.pgconn.finish()
+            raise psycopg.errors.OperationalError(
+                f"no answer from the database within {self.answer_deadline_s:g}s "
+                "(the link is silent)"
+            ) from exc
 
 
 def normalize_url(url: str) -> str:
@@ -36,7 +114,9 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, timeouts: DbTimeouts | None = None) -> Engine:
+    """An engine for `url`. Postgres links get `timeouts`; None: connect timeout and
+    keepalives only, no statement or lock timeout (migrations may run long)."""
     url = normalize_url(url)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -52,14 +132,23 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(
+    bounds = timeouts or DbTimeouts(statement_ms=0, lock_ms=0)
+    engine = create_engine(
         url,
         pool_size=10,
         max_overflow=20,
         pool_pre_ping=True,
         pool_recycle=1800,
-        connect_args={"connect_timeout": 5},
+        connect_args=bounds.connect_args(),
     )
+    connection_class: type[BoundedConnection] = type(
+        "BoundedConnection", (BoundedConnection,), {"answer_deadline_s": bounds.answer_deadline_s})
+
+    @event.listens_for(engine, "do_connect")
+    def _bounded(_dialect, _record, cargs, cparams):  # type: ignore[no-untyped-def]
+        return connection_class.connect(*cargs, **cparams)
+
+    return engine
 
 
 @contextlib.contextmanager
@@ -87,10 +176,16 @@ def map_db_errors() -> Iterator[None]:
 class Database:
     """One engine and session factory per process."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, timeouts: DbTimeouts | None = None) -> None:
         self.url = normalize_url(url)
-        self.engine = make_engine(self.url)
+        self.timeouts = timeouts or DbTimeouts()
+        self.engine = make_engine(self.url, self.timeouts)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Database:
+        """The database `settings` name, with their timeouts on every link."""
+        return cls(settings.resolved_database_url, DbTimeouts.from_settings(settings))
 
     @property
     def dialect(self) -> str:

@@ -11,6 +11,9 @@ Settings here answer the pitfalls in ARCHITECTURE.md:
 - queue_order_strategy=priority: a worker always drains `online` before `bulk`.
 - worker_cancel_long_running_tasks_on_connection_loss=False: a broker blip does not
   abandon running batches.
+- every broker and result-backend link is bounded (`link_timeouts`): a broker that goes
+  silent fails a publish after the socket timeout instead of hanging it, and a consumer's
+  stale BRPOP connection is dropped after brpop_timeout + health_check_interval.
 """
 
 from __future__ import annotations
@@ -23,20 +26,50 @@ from kombu.entity import Queue
 from embedq.config import Settings
 from embedq.tasks import names
 
+# kombu sends BRPOP with a 1 s server-side timeout on a socket that carries this timeout
+# too; one at or below it would time out replies that are on their way.
+BRPOP_TIMEOUT_S = 1.0
+MIN_BROKER_SOCKET_TIMEOUT_S = 2 * BRPOP_TIMEOUT_S
+
+
+def link_timeouts(settings: Settings) -> dict[str, Any]:
+    """Socket options for a Redis broker's transport: every command bounded, keepalives
+    on, and kombu's health check (which also drops a BRPOP connection whose reply is
+    overdue) every socket timeout. Only redis:// takes them: py-amqp would reject them."""
+    socket_timeout_s = max(settings.redis_socket_timeout_s, MIN_BROKER_SOCKET_TIMEOUT_S)
+    return {
+        "socket_timeout": socket_timeout_s,
+        "socket_connect_timeout": settings.redis_connect_timeout_s,
+        "socket_keepalive": True,
+        "health_check_interval": max(1, int(socket_timeout_s)),
+    }
+
 
 def celery_config(settings: Settings) -> dict[str, Any]:
-    transport = {
+    transport: dict[str, Any] = {
         "visibility_timeout": settings.visibility_timeout_s,
         "queue_order_strategy": "priority",
         "unacked_restore_interval": settings.restore_interval_s,
         "unacked_restore_throttle": 1,
     }
+    backend_transport: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout_s}
+    redis_backend: dict[str, Any] = {}
     backend: str | None
     if settings.embedded:
         backend = "cache+memory://"
         transport["polling_interval"] = 0.005  # the memory transport polls; Redis blocks
     else:
         backend = settings.redis_url
+        links = link_timeouts(settings)
+        if settings.broker_url.startswith(("redis://", "rediss://")):
+            transport.update(links)
+        backend_transport.update(links)
+        # Celery's Redis result backend reads its socket options from these settings.
+        redis_backend = {
+            "redis_socket_timeout": links["socket_timeout"],
+            "redis_socket_connect_timeout": links["socket_connect_timeout"],
+            "redis_socket_keepalive": True,
+        }
     return {
         "broker_url": settings.broker_url,
         "result_backend": backend,
@@ -51,7 +84,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "broker_connection_retry_on_startup": True,
         "broker_transport_options": transport,
-        "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout_s},
+        "result_backend_transport_options": backend_transport,
+        **redis_backend,
+        "broker_connection_timeout": settings.redis_connect_timeout_s,
         "visibility_timeout": settings.visibility_timeout_s,
         "result_expires": 3600,
         "task_default_queue": settings.online_queue,

@@ -20,7 +20,13 @@ def broker_depth(app: Celery, queue: str) -> int:
     """Messages waiting in `queue` now; BrokerUnavailable when the broker is down."""
     try:
         with app.pool.acquire(block=True, timeout=5) as conn:
-            channel = conn.channel()
+            try:
+                channel = conn.channel()
+            except AttributeError as exc:
+                # kombu tore this pooled connection down after a socket timeout on another
+                # thread (a silent link); drop its state so the next probe reconnects.
+                conn.collect()
+                raise BrokerUnavailable("the broker connection was lost; retry shortly") from exc
             try:
                 _, count, _ = channel.queue_declare(queue=queue, passive=True)
             except (ChannelError, *conn.channel_errors):

@@ -47,7 +47,7 @@ class WorkerRuntime:
         self.settings = settings
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
         self.hot = hot or make_hot_store(settings)
-        self.db = db or Database(settings.resolved_database_url)
+        self.db = db or Database.from_settings(settings)
         self.durable = DurableStore(self.db)
         started = time.perf_counter()
         self.encoder = encoder or load_encoder(settings)

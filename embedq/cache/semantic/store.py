@@ -19,13 +19,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import case, delete, func, select, text, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from embedq.errors import DatabaseUnavailable
 from embedq.models import Database, SemanticChange, SemanticEntry, SemanticNamespace
 from embedq.models.engine import map_db_errors
 
 WRITE_LOCK_KEY = 0x656D62_5345  # "emb" "SE": one lock for every semantic-cache writer
 SWEEP_BATCH = 1000
+LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a wait past lock_timeout
 
 
 def utcnow() -> datetime:
@@ -94,8 +97,21 @@ class SemanticStore:
     def _writing(self) -> Iterator[Session]:
         with self.db.session() as s:
             if self.db.dialect == "postgresql":
-                s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+                self._lock_writes(s)
             yield s
+
+    def _lock_writes(self, s: Session) -> None:
+        """Take the writers' lock; the wait is bounded by the session's lock_timeout."""
+        try:
+            s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+        except OperationalError as exc:
+            if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+                raise
+            raise DatabaseUnavailable(
+                f"the semantic cache's write lock stayed busy past lock_timeout "
+                f"({self.db.timeouts.lock_ms} ms, EMBEDQ_DB_LOCK_TIMEOUT_MS): other writes "
+                "are queued; retry shortly", retry_after_s=1,
+            ) from exc
 
     def _log(self, s: Session, op: str, rows: list[tuple[int, str, str]]) -> None:
         for entry_id, namespace, space in rows:

@@ -1,0 +1,74 @@
+"""Postgres links are bounded: a slow statement, a busy lock and a silent link each end in
+DatabaseUnavailable (retryable, HTTP 503) within their timeout, and the pool recovers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from embedq.cache.semantic.store import WRITE_LOCK_KEY, SemanticStore
+from embedq.errors import DatabaseUnavailable
+from embedq.models.engine import Database, DbTimeouts
+from tests.faults.silent_proxy import SilentProxy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def db(pg_url: str) -> Iterator[Database]:
+    database = Database(pg_url, DbTimeouts(connect_s=1, statement_ms=300, lock_ms=200))
+    yield database
+    database.dispose()
+
+
+def test_a_statement_past_statement_timeout_is_database_unavailable(db: Database) -> None:
+    with db.session() as s:
+        assert s.scalar(text("SHOW statement_timeout")) == "300ms"
+        assert s.scalar(text("SHOW lock_timeout")) == "200ms"
+    started = time.monotonic()
+    with pytest.raises(DatabaseUnavailable), db.session() as s:
+        s.execute(text("SELECT pg_sleep(5)"))
+    assert time.monotonic() - started < 2
+    with db.session() as s:
+        assert s.scalar(text("SELECT 1")) == 1
+
+
+def test_a_busy_semantic_write_lock_is_a_clear_retryable_error(db: Database,
+                                                               pg_url: str) -> None:
+    holder = Database(pg_url)
+    try:
+        with holder.session() as s:
+            s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
+            started = time.monotonic()
+            with pytest.raises(DatabaseUnavailable, match="write lock") as caught:
+                SemanticStore(db).delete_entry("silent-ns", 1)
+            assert time.monotonic() - started < 2
+            assert caught.value.retryable
+    finally:
+        holder.dispose()
+
+
+def test_a_silent_link_fails_the_statement_after_the_client_deadline(pg_url: str) -> None:
+    url = make_url(pg_url)
+    proxy = SilentProxy(url.host or "127.0.0.1", url.port or 5432).start()
+    proxied = url.set(port=proxy.port).render_as_string(hide_password=False)
+    database = Database(proxied, DbTimeouts(connect_s=1, statement_ms=500, lock_ms=200))
+    try:
+        with database.session() as s:
+            assert s.scalar(text("SELECT 1")) == 1
+        proxy.silence()
+        for _ in range(2):  # the pooled connection, then a fresh one through the silence
+            started = time.monotonic()
+            with pytest.raises(DatabaseUnavailable), database.session() as s:
+                s.execute(text("SELECT 1"))
+            assert time.monotonic() - started < 1.5 + 1 + 2  # deadline + connect + margin
+        proxy.resume()
+        with database.session() as s:
+            assert s.scalar(text("SELECT 1")) == 1
+    finally:
+        database.dispose()
+        proxy.close()
