@@ -63,11 +63,16 @@ def assert_clear_4xx(got: httpx.Response, status: int | tuple[int, ...], *says: 
 
 @pytest.fixture(autouse=True)
 def no_unhandled_error(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Whatever a test's request got, the server logged no unhandled error for it."""
+    servers: list[ApiServer] = [request.getfixturevalue(name) for name in ("api", "embedded")
+                                if name in request.fixturenames]
+    marks = [len(server.log()) for server in servers]
     yield
-    for name in ("api", "embedded"):
-        if name in request.fixturenames:
-            server: ApiServer = request.getfixturevalue(name)
-            assert "unhandled error" not in server.log(), server.log()[-4000:]
+    if request.node.get_closest_marker("xfail"):
+        return
+    for server, mark in zip(servers, marks, strict=True):
+        logged = server.log()[mark:]
+        assert "unhandled error" not in logged, logged[-4000:]
 
 
 # --- ttl_s: a huge value would overflow datetime when the expiry is computed
@@ -218,3 +223,19 @@ def test_one_lookup_returns_at_most_the_byte_cap(embedded: ApiServer) -> None:
     assert small.json()["truncated"] is False
     httpx.delete(embedded.url + "/v1/semantic-cache/big")
 
+
+
+@pytest.mark.parametrize("body", [
+    r'{"input": ["a\ud800b"]}',
+    r'{"input": ["a\u0000b"]}',
+    r'{"input": [{"id": "a\u0000", "text": "x"}]}',
+    pytest.param(r'{"input": [{"id": "a\udc00", "text": "x"}]}', marks=pytest.mark.xfail(
+        strict=True, reason="embedq/jobs stores the job row, then fails encoding the item "
+        "id (UnicodeEncodeError, 500, a job left with no items): jobs must check ids and "
+        "texts before store.create; outside this branch's files")),
+    r'{"input": ["x"], "model": "a\u0000"}',
+    r'{"input": ["x"], "window": "01:00-02:00", "timezone": "a\ud800"}',
+], ids=["surrogate", "nul", "nul-id", "surrogate-id", "nul-model", "surrogate-tz"])
+def test_hostile_job_input_is_not_a_server_error(api: ApiServer, body: str) -> None:
+    got = send(api, "POST", "/v1/jobs", body)
+    assert got.status_code < 500, got.text
