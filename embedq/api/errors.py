@@ -77,7 +77,6 @@ _HTTP_TYPES = {
     401: ("authentication_error", "invalid_api_key"),
     404: ("not_found_error", "not_found"),
     405: ("invalid_request_error", "method_not_allowed"),
-    409: ("invalid_request_error", "namespace_limit"),
     413: ("invalid_request_error", "input_too_large"),
 }
 
