@@ -34,6 +34,8 @@ test: $(STAMP) services lint
 	$(BIN)/pytest -q tests
 
 # Each fault scenario K times; faults-report.md gets passes k/K and worst figures.
+# The API fuzz (tests/faults/test_api_fuzz.py) draws a new schemathesis seed each run:
+# EMBEDQ_FUZZ_SEED=N replays one, EMBEDQ_FUZZ_EXAMPLES=N sets examples per route (300).
 faults: $(STAMP) services
 	rm -f faults-results.jsonl
 	EMBEDQ_FAULT_REPEAT=$(K) EMBEDQ_FAULT_RESULTS=faults-results.jsonl \

@@ -135,6 +135,8 @@ class Settings:
     semantic_contrast_guard: bool = True  # refuse matches one word apart (semantic/guard.py)
     semantic_max_entries: int = 100_000  # per namespace; least recently hit evicted first
     semantic_max_payload_bytes: int = 256 * 1024  # payload and metadata, as JSON
+    semantic_max_namespaces: int = 1000  # a put creating one more is refused (409)
+    semantic_max_lookup_bytes: int = 4 * 1024 * 1024  # matches' JSON in one lookup answer
     semantic_sliding_ttl: bool = False  # default expiry mode: absolute, or sliding on hit
     semantic_index: str = "faiss"  # or "exact" (the in-memory fake: tests, checks)
     semantic_flat_max: int = 10_000  # past this many vectors a namespace's index is IVF

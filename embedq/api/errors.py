@@ -13,6 +13,7 @@ covers the whole app.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from embedq.cache.semantic.store import NamespaceLimitReached
 from embedq.errors import (
     ConfigError,
     EmbeddingFailed,
@@ -55,6 +57,9 @@ ERROR_TABLE: tuple[tuple[type[EmbedqError], ErrorKind], ...] = (
     (Unauthorized, ErrorKind(401, "authentication_error", "invalid_api_key")),
     (UnknownModel, ErrorKind(404, "invalid_request_error", "model_not_found")),
     (InputTooLarge, ErrorKind(413, "invalid_request_error", "input_too_large")),
+    # 409: the request is valid, the server's state (namespaces at the cap) refuses it
+    # until a namespace is deleted; retrying as is cannot help, so neither 429 nor 422.
+    (NamespaceLimitReached, ErrorKind(409, "invalid_request_error", "namespace_limit")),
     (UnsupportedMediaType, ErrorKind(415, "invalid_request_error", "unsupported_media_type")),
     (MalformedRequest, ErrorKind(400, "invalid_request_error", "malformed_request")),
     (InvalidInput, ErrorKind(422, "invalid_request_error", "invalid_input")),
@@ -110,7 +115,16 @@ def error_response(
     }
     if extra:
         body.update(extra)
-    return JSONResponse(body, status_code=status, headers=headers)
+    return AsciiJSONResponse(body, status_code=status, headers=headers)
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped: a message may quote what the client
+    sent, and a lone surrogate quoted there cannot be encoded as UTF-8."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                          separators=(",", ":")).encode("ascii")
 
 
 def embedq_error_response(exc: EmbedqError) -> JSONResponse:
@@ -161,11 +175,18 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
         ("invalid_request_error" if exc.status_code < 500 else "server_error", "http_error"),
     )
     message = str(exc.detail)
-    if exc.status_code == 404:
+    if exc.status_code == 400 and message == _FASTAPI_PARSE_ERROR:
+        # FastAPI's answer to a body its JSON parser gave up on (RecursionError included).
+        message = ("the body could not be parsed: it is not JSON, or it is nested too "
+                   "deeply; send a JSON object as /docs shows, nested a few levels at most")
+    elif exc.status_code == 404:
         message = f"no route {request.method} {request.url.path}: see /docs for the routes"
     elif exc.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}: see /docs"
     return error_response(exc.status_code, message, type_, code, None, exc.headers)
+
+
+_FASTAPI_PARSE_ERROR = "There was an error parsing the body"
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -125,6 +125,11 @@ def read_json_body(content_type: str | None, body: bytes) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise MalformedRequest(f"the body is not valid JSON ({exc}): fix the JSON") from None
+    except RecursionError:
+        raise MalformedRequest(
+            "the body is nested too deeply to parse: send a JSON object as documented, "
+            'e.g. {"input": ["some text"]}'
+        ) from None
 
 
 def parse_embedding_request(payload: Any, settings: Settings) -> EmbeddingCall:

@@ -168,11 +168,18 @@ class BatchRecord:
 
 
 class MemoryHotStore(HotStore):
-    """All of HotStore inside one process, with the same semantics as Redis."""
+    """All of HotStore inside one process, with the same semantics as Redis.
+
+    Expired keys are dropped on read and by a sweep every max(SWEEP_MIN_WRITES, size / 4)
+    writes: O(1) per write amortized, and a long-running `embedq serve` holds at most
+    about 1.25 times its live keys plus SWEEP_MIN_WRITES, whatever is never read again."""
+
+    SWEEP_MIN_WRITES = 1024
 
     def __init__(self) -> None:
         super().__init__()
         self._data: dict[str, tuple[object, float]] = {}
+        self._writes = 0  # since the last sweep
         self._mutex = threading.Lock()
         self._stats: dict[str, int] = {}
         self._hists: dict[str, tuple[list[int], float, int]] = {}
@@ -189,6 +196,20 @@ class MemoryHotStore(HotStore):
 
     def _set(self, key: str, value: object, ttl_s: float) -> None:
         self._data[key] = (value, time.monotonic() + ttl_s if ttl_s else 0.0)
+        self._writes += 1
+        if self._writes >= max(self.SWEEP_MIN_WRITES, len(self._data) // 4):
+            self._sweep()
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for key in [k for k, (_, expires) in self._data.items() if expires and expires < now]:
+            del self._data[key]
+        self._writes = 0
+
+    def __len__(self) -> int:
+        """Keys held, expired ones not swept yet included."""
+        with self._mutex:
+            return len(self._data)
 
     def get_vectors(self, fps: list[str]) -> list[bytes | None]:
         with self._mutex:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from embedq.errors import ConfigError, InvalidInput
+from embedq.errors import InvalidInput
 
 # How far ahead a job may be scheduled; bounds every date computed from `not_before`.
 MAX_NOT_BEFORE = timedelta(days=366)
@@ -26,13 +26,17 @@ _WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 
 
 def zone(name: str) -> ZoneInfo:
-    """The named IANA time zone; ConfigError if this machine does not know it."""
+    """The named IANA time zone; InvalidInput naming it if this machine does not know it.
+
+    The name comes from a request (a job's timezone) or from EMBEDQ_JOB_TIMEZONE; either
+    way it is refused before a job is stored, so a stored job's zone always loads."""
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ConfigError(
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise InvalidInput(
             f"time zone {name!r} is unknown: use an IANA name such as UTC or Europe/Paris "
-            "(EMBEDQ_JOB_TIMEZONE)"
+            "(the job's timezone, or EMBEDQ_JOB_TIMEZONE when the job names none)",
+            "timezone",
         ) from exc
 
 

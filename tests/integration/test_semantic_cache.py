@@ -250,7 +250,7 @@ def test_a_write_that_never_reached_an_index_is_not_lost(open_cache: Any, salt: 
     writer.store.put(  # the table write alone, as if the process died right after it
         namespace=ns, model=writer.model, space=writer.space, query="written then crashed",
         vector=vector.astype("<f4").tobytes(), payload="kept", metadata={}, ttl_s=None,
-        sliding=False, max_entries=100,
+        sliding=False, max_entries=100, max_namespaces=1000,
     )
     deadline = time.monotonic() + 1.0
     while not reader.lookup(ns, "written then crashed").hit:

@@ -3,7 +3,8 @@
     PUT    /v1/semantic-cache/{namespace}               {"query", "payload", "ttl_s"?,
                                                          "sliding"?, "metadata"?} -> {"id"}
     POST   /v1/semantic-cache/{namespace}/lookup        {"query", "threshold"?, "k"?,
-                                                         "filter"?} -> {"hit", "matches"}
+                                                         "filter"?} -> {"hit", "matches",
+                                                                        "truncated"}
     DELETE /v1/semantic-cache/{namespace}/{entry_id}    one entry (404 if absent)
     DELETE /v1/semantic-cache/{namespace}               the whole namespace
     GET    /v1/semantic-cache/{namespace}/stats         entries, hits, misses, index, sync
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from embedq.cache.semantic import SemanticCache
+from embedq.cache.semantic.service import MAX_K, MAX_TTL_S
 from embedq.errors import Unavailable
 
 
@@ -56,7 +58,9 @@ class PutRequest(BaseModel):
 
     query: str = Field(description="the question or text the payload answers")
     payload: Any = Field(description="any JSON: an LLM reply, a tool result, a context")
-    ttl_s: int | None = Field(default=None, description="seconds to live; none = no expiry")
+    # Bounds are documented here and enforced by the service, whose messages say what to do.
+    ttl_s: int | None = Field(default=None, description="seconds to live; none = no expiry",
+                              json_schema_extra={"minimum": 1, "maximum": MAX_TTL_S})
     sliding: bool | None = Field(default=None, description="each hit restarts the ttl")
     metadata: dict[str, Any] | None = None
 
@@ -67,7 +71,8 @@ class LookupRequest(BaseModel):
     query: str
     threshold: float | None = Field(
         default=None, description="cosine in [-1, 1]; 1.0 = exact text only; none = default")
-    k: int = Field(default=1, description="matches to return, best first")
+    k: int = Field(default=1, description="matches to return, best first",
+                   json_schema_extra={"minimum": 1, "maximum": MAX_K})
     filter: dict[str, Any] | None = Field(default=None, description="metadata to match")
 
 

@@ -9,6 +9,17 @@
           filter, and count the hit or the miss.
 A threshold of 1.0 means "this exact text" and is answered from the table by the text's
 digest, without embedding. The table is the source of truth; indexes are views (sync.py).
+
+Bounds, so no caller can make one request (or the table) unboundedly large:
+  ttl_s      at most MAX_TTL_S (ten years); past that the expiry overflows datetime
+  k          at most MAX_K matches per lookup
+  bytes      one lookup returns matches, best first, while their JSON stays within
+             EMBEDQ_SEMANTIC_MAX_LOOKUP_BYTES; the best match is always returned (one entry
+             is bounded by the payload limit), and `truncated` says when some were left off
+  JSON       payload, metadata and filter nest at most MAX_JSON_DEPTH levels
+  text       no NUL (Postgres text and jsonb cannot hold it), no lone surrogate (not text)
+  namespaces at most EMBEDQ_SEMANTIC_MAX_NAMESPACES (store.py), entries per namespace at
+             most EMBEDQ_SEMANTIC_MAX_ENTRIES (least recently hit evicted first)
 """
 
 from __future__ import annotations
@@ -34,6 +45,8 @@ from embedq.models import Database
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_K = 100
+MAX_TTL_S = 10 * 365 * 86_400
+MAX_JSON_DEPTH = 64
 EXACT = 1.0
 
 
@@ -54,10 +67,11 @@ class LookupResult:
     hit: bool
     matches: list[Match]
     threshold: float
+    truncated: bool = False  # matches past EMBEDQ_SEMANTIC_MAX_LOOKUP_BYTES were left off
 
     def to_json(self) -> dict[str, Any]:
         return {"hit": self.hit, "threshold": self.threshold,
-                "matches": [m.to_json() for m in self.matches]}
+                "matches": [m.to_json() for m in self.matches], "truncated": self.truncated}
 
 
 def space_of(model: str, revision: str, dimensions: int | None) -> str:
@@ -105,6 +119,47 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> Embedded: ...
 
 
+def check_text(value: str, name: str) -> str:
+    """`value` if the database can store it and it is text; InvalidInput naming `name`."""
+    if "\x00" in value:
+        raise InvalidInput(
+            f"{name} contains a NUL character (\\u0000), which the database cannot store: "
+            "remove it", name,
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            f"{name} contains a lone surrogate escape (\\ud800-\\udfff), which is not text: "
+            "send valid Unicode", name,
+        ) from None
+    return value
+
+
+def check_json(value: Any, name: str) -> None:
+    """Every string (keys too) passes check_text, and nesting stays within MAX_JSON_DEPTH.
+
+    Iterative, so that no depth a JSON parser accepted can exhaust the stack here."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            check_text(item, name)
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise InvalidInput(
+                f"{name} is nested more than {MAX_JSON_DEPTH} levels deep: flatten it, or "
+                "store a reference instead", name,
+            )
+        if isinstance(item, dict):
+            stack.extend((key, depth) for key in item)
+            stack.extend((child, depth + 1) for child in item.values())
+        else:
+            stack.extend((child, depth + 1) for child in item)
+
+
 class SemanticCache:
     """One per process: owns the indexes of the service's model space and their sync."""
 
@@ -146,9 +201,10 @@ class SemanticCache:
                 f"query has {len(query)} characters; the limit is "
                 f"{self.settings.max_input_chars}", "query",
             )
-        return query
+        return check_text(query, "query")
 
     def _json_size(self, value: Any, name: str) -> None:
+        check_json(value, name)
         try:
             size = len(json.dumps(value, allow_nan=False).encode("utf-8"))
         except (TypeError, ValueError) as exc:
@@ -178,8 +234,11 @@ class SemanticCache:
             raise InvalidInput("metadata must be a JSON object", "metadata")
         self._json_size(metadata, "metadata")
         if ttl_s is not None and (isinstance(ttl_s, bool) or not isinstance(ttl_s, int)
-                                  or ttl_s <= 0):
-            raise InvalidInput(f"ttl_s {ttl_s!r} must be a positive integer of seconds", "ttl_s")
+                                  or not 0 < ttl_s <= MAX_TTL_S):
+            raise InvalidInput(
+                f"ttl_s {ttl_s!r} must be a positive integer of seconds, at most {MAX_TTL_S} "
+                "(ten years): omit it for an entry that never expires", "ttl_s",
+            )
         vector = self._vector(query)
         result = self.store.put(
             namespace=namespace, model=self.model, space=self.space, query=query,
@@ -187,6 +246,7 @@ class SemanticCache:
             metadata=metadata, ttl_s=ttl_s,
             sliding=self.settings.semantic_sliding_ttl if sliding is None else bool(sliding),
             max_entries=self.settings.semantic_max_entries,
+            max_namespaces=self.settings.semantic_max_namespaces,
         )
         self.sync.catch_up()  # this process reads its own writes at once
         return result.id
@@ -203,6 +263,7 @@ class SemanticCache:
             raise InvalidInput(f"k {k!r} must be an integer from 1 to {MAX_K}", "k")
         if filter is not None and not isinstance(filter, dict):
             raise InvalidInput("filter must be a JSON object of metadata values", "filter")
+        check_json(filter, "filter")
         now = utcnow()
         if threshold >= EXACT:
             entry = self.store.exact_entry(namespace, self.space, query, now)
@@ -219,8 +280,9 @@ class SemanticCache:
             Match(e.id, round(s, 6), e.query, e.payload, e.metadata)
             for e, s in scored if _matches_filter(e, filter)
         ][:k]
-        self.store.record_lookup(namespace, [m.id for m in matches], now)
-        return LookupResult(bool(matches), matches, threshold)
+        kept = _within_bytes(matches, self.settings.semantic_max_lookup_bytes)
+        self.store.record_lookup(namespace, [m.id for m in kept], now)
+        return LookupResult(bool(kept), kept, threshold, truncated=len(kept) < len(matches))
 
     def delete(self, namespace: str, entry_id: int) -> None:
         check_namespace(namespace)
@@ -245,6 +307,18 @@ class SemanticCache:
 
     def close(self, save: bool = True) -> None:
         self.sync.close(save=save)
+
+
+def _within_bytes(matches: list[Match], limit: int) -> list[Match]:
+    """The best matches whose JSON fits in `limit` bytes; the best one always."""
+    kept: list[Match] = []
+    total = 0
+    for match in matches:
+        total += len(json.dumps(match.to_json()).encode("utf-8"))
+        if kept and total > limit:
+            break
+        kept.append(match)
+    return kept
 
 
 def _matches_filter(entry: Entry, wanted: dict[str, Any] | None) -> bool:

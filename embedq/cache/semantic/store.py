@@ -22,13 +22,17 @@ from sqlalchemy import case, delete, func, select, text, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from embedq.errors import DatabaseUnavailable
+from embedq.errors import DatabaseUnavailable, InvalidInput
 from embedq.models import Database, SemanticChange, SemanticEntry, SemanticNamespace
 from embedq.models.engine import map_db_errors
 
 WRITE_LOCK_KEY = 0x656D62_5345  # "emb" "SE": one lock for every semantic-cache writer
 SWEEP_BATCH = 1000
 LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a wait past lock_timeout
+
+
+class NamespaceLimitReached(InvalidInput):
+    """A put would create a namespace past EMBEDQ_SEMANTIC_MAX_NAMESPACES (HTTP 409)."""
 
 
 def utcnow() -> datetime:
@@ -121,9 +125,12 @@ class SemanticStore:
     def put(
         self, *, namespace: str, model: str, space: str, query: str, vector: bytes,
         payload: Any, metadata: dict[str, Any], ttl_s: int | None, sliding: bool,
-        max_entries: int,
+        max_entries: int, max_namespaces: int,
     ) -> PutResult:
-        """Insert, or replace the payload of the same query text; evict past `max_entries`."""
+        """Insert, or replace the payload of the same query text; evict past `max_entries`.
+
+        A new namespace past `max_namespaces` raises NamespaceLimitReached; the count is
+        read under the write lock, so concurrent puts cannot pass it together."""
         now = utcnow()
         expires = now + timedelta(seconds=ttl_s) if ttl_s else None
         digest = query_digest(query)
@@ -137,6 +144,14 @@ class SemanticStore:
                 existing.ttl_s, existing.sliding, existing.expires_at = ttl_s, sliding, expires
                 return PutResult(existing.id, False, [])
             if s.get(SemanticNamespace, namespace) is None:
+                known = s.scalar(select(func.count()).select_from(SemanticNamespace)) or 0
+                if known >= max_namespaces:
+                    raise NamespaceLimitReached(
+                        f"namespace {namespace!r} would be new, and {known} namespaces exist, "
+                        f"the limit (EMBEDQ_SEMANTIC_MAX_NAMESPACES={max_namespaces}): delete "
+                        "one no longer used (DELETE /v1/semantic-cache/{namespace}) or raise "
+                        "the limit", "namespace",
+                    )
                 s.add(SemanticNamespace(namespace=namespace, hits=0, misses=0))
             row = SemanticEntry(
                 namespace=namespace, model=model, space=space, query=query,
