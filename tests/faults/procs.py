@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tests import support
@@ -62,15 +61,8 @@ class RedisServer:
             self.kill()
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str,
-               interval_s: float = 0.05) -> float:
-    """Poll until `predicate()`; return the seconds it took, or fail naming `what`."""
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"{what} did not happen within {timeout_s}s")
-        time.sleep(interval_s)
-    return time.monotonic() - started
+# The scenarios import it from here; it lives in tests.support for every test.
+wait_until = support.wait_until
 
 
 _COST = re.compile(r"batch done texts=(\d+) .* cost_ms=([0-9.]+)")
