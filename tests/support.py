@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,17 @@ REDIS_URL = os.environ.get("EMBEDQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 PG_ADMIN_URL = os.environ.get(
     "EMBEDQ_TEST_POSTGRES_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str,
+               interval_s: float = 0.05) -> float:
+    """Poll until `predicate()`; return the seconds it took, or fail naming `what`."""
+    started = time.monotonic()
+    while not predicate():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"{what} did not happen within {timeout_s}s")
+        time.sleep(interval_s)
+    return time.monotonic() - started
 
 
 def require(what: str, error: BaseException) -> None:
@@ -104,6 +116,9 @@ def settings_from(env: dict[str, str]) -> Any:
     return Settings.from_env({k: v for k, v in env.items() if k.startswith("EMBEDQ_")})
 
 
+_CONSUMER_READY = re.compile(rb"@\S+ ready\.")
+
+
 class WorkerProcess:
     """An `embedq worker` in its own process group, with its log in a file."""
 
@@ -117,6 +132,7 @@ class WorkerProcess:
         import redis
 
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        offset = self._log.tell()  # a log reused across starts holds an older "ready."
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "embedq.cli", "--loglevel", "info", "worker", *self.args],
             env=self.env,
@@ -132,8 +148,9 @@ class WorkerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"worker exited early:\n{self.log_path.read_text()[-3000:]}")
             beats = [k.decode() for k in client.scan_iter(match="embedq:workers:*")]
-            if any(k.endswith(marker) for k in beats) and b"ready" in self.log_path.read_bytes():
-                time.sleep(0.3)  # the consumer subscribes right after the runtime is ready
+            # Celery logs "<name>@<host> ready." once its consumer has started.
+            log = self.log_path.read_bytes()[offset:]
+            if any(k.endswith(marker) for k in beats) and _CONSUMER_READY.search(log):
                 return self
             time.sleep(0.1)
         tail = self.log_path.read_text()[-3000:]

@@ -13,9 +13,9 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from embedq.testing.processes import free_port
 from tests import support
 
 
@@ -24,7 +24,7 @@ class RedisServer:
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.port = support.free_port()
+        self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -62,15 +62,8 @@ class RedisServer:
             self.kill()
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str,
-               interval_s: float = 0.05) -> float:
-    """Poll until `predicate()`; return the seconds it took, or fail naming `what`."""
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"{what} did not happen within {timeout_s}s")
-        time.sleep(interval_s)
-    return time.monotonic() - started
+# The scenarios import it from here; it lives in tests.support for every test.
+wait_until = support.wait_until
 
 
 _COST = re.compile(r"batch done texts=(\d+) .* cost_ms=([0-9.]+)")
@@ -82,8 +75,14 @@ def batch_costs_s(log: Path) -> list[float]:
     return [float(m.group(2)) / 1000 for m in _COST.finditer(text)]
 
 
+def reset_peak_rss(pid: int) -> None:
+    """Restart the process's peak resident set (VmHWM) from its resident set now, so a
+    later peak measures what happened after this call only (Linux `clear_refs` 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
 def peak_rss_bytes(pid: int) -> int:
-    """The process's peak resident set (VmHWM)."""
+    """The process's peak resident set (VmHWM) since it started or `reset_peak_rss`."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024

@@ -15,7 +15,7 @@ import pytest
 
 from embedq.encoders.hashing import HashingEncoder
 from tests.conftest import Cluster
-from tests.faults.procs import peak_rss_bytes, wait_until
+from tests.faults.procs import peak_rss_bytes, reset_peak_rss, wait_until
 from tests.faults.recorder import Recorder
 from tests.integration.test_api_support import ApiServer
 
@@ -26,7 +26,8 @@ LIMIT_BYTES = 4 * 1024 * 1024
 MAX_INPUTS = 64
 MAX_INPUT_CHARS = 1000
 HOSTILE = ["'); DROP TABLE jobs;--", "Robert'); DELETE FROM embeddings; --",
-           "\" OR 1=1 --", "%s %s %(x)s {0} ${HOME} \\x00"]
+           "\" OR 1=1 --", "%s %s %(x)s {0} ${HOME} \\x00 \\u0000"]
+NUL = "before\x00after"  # a real NUL character: Postgres text cannot hold it
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +76,8 @@ def test_oversized_bodies_are_cut_without_memory_following(
         stream(api, 2 * LIMIT_BYTES, chunked=True)
         httpx.post(api.url + "/v1/embeddings", json={"input": "warm"}, headers=auth(),
                    timeout=60)
+    # The warm-up's own bodies set a peak; the baseline is the resident set after them.
+    reset_peak_rss(api.proc.pid)
     before = peak_rss_bytes(api.proc.pid)
     declared, declared_sent = stream(api, 50 * 1024 * 1024, chunked=False)
     chunked, chunked_sent = stream(api, 1024 * 1024 * 1024, chunked=True)
@@ -163,5 +166,20 @@ def test_hostile_texts_are_stored_and_returned_verbatim(
     verbatim += (match["query"], match["payload"]) == (texts[0], {"answer": texts[1]})
     # The jobs table is still there to answer after the texts went through it.
     listed = httpx.get(api.url + "/v1/jobs/" + submitted.json()["id"], headers=auth())
-    record.figure("verbatim", verbatim, worse="lower", limit=len(texts) + 1)
-    assert verbatim == len(texts) + 1 and listed.status_code == 200
+    # A NUL is data to the online path (only the vector is stored): its vector is that
+    # of the text as sent. A job stores the text, so it refuses it and says what to do.
+    nul = f"{NUL} {salt}"
+    online = httpx.post(api.url + "/v1/embeddings", json={"input": nul}, headers=auth(),
+                        timeout=60)
+    assert online.status_code == 200, online.text
+    raw = enc.encode([nul])[0]
+    np.testing.assert_allclose(online.json()["data"][0]["embedding"],
+                               raw / np.linalg.norm(raw), rtol=1e-5, atol=1e-6)
+    verbatim += 1
+    refused = httpx.post(api.url + "/v1/jobs", json={"input": [nul]}, headers=auth(),
+                         timeout=60)
+    message = refused.json()["error"]["message"]
+    record.figure("verbatim", verbatim, worse="lower", limit=len(texts) + 2)
+    assert verbatim == len(texts) + 2 and listed.status_code == 200
+    assert 400 <= refused.status_code < 500 and "NUL" in message and "remove" in message, (
+        refused.status_code, message)

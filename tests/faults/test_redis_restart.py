@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from embedq.cache import keys
 from embedq.errors import EmbeddingTimeout, EmbedqError, Unavailable
+from embedq.fingerprint import fingerprint
 from embedq.jobs.service import JobService
 from embedq.models import JobChunk
 from embedq.service import EmbeddingService
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.integration
 
 JOB_TEXTS = 3000
 ONLINE = 200
+ONLINE_FLOOR = 150  # online callers that must get their vector (see the assertion)
 TIMEOUT_S = 20.0
 RETRYABLE = (EmbeddingTimeout, Unavailable)
 
@@ -42,6 +45,13 @@ def start_beat(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
         stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
         cwd=support.ROOT,
     )
+
+
+def claimed(service: EmbeddingService, texts: list[str]) -> bool:
+    """Whether every text is claimed: its caller has queued it and waits for it."""
+    spec = service.spec()
+    names = [keys.claim(fingerprint(spec, t)) for t in texts]
+    return all(holder is not None for holder in service.hot.holders(names))
 
 
 def test_redis_restarted_empty_mid_job_and_mid_requests(
@@ -76,13 +86,16 @@ def test_redis_restarted_empty_mid_job_and_mid_requests(
                    for i in range(ONLINE)]
         for t in callers:
             t.start()
-        time.sleep(1.0)  # the requests are claimed, queued and waiting
+        wait_until(lambda: claimed(service, [online[i] for i in range(ONLINE)
+                                             if i not in outcomes]), 60,
+                   "every online caller answered or waiting on its claim")
         with jobs.service.db.session() as s:
             done_chunks = list(s.execute(select(JobChunk.start, JobChunk.stop).where(
                 JobChunk.job_id == job_id, JobChunk.status == "done")))
+        answered_before_kill = dict(outcomes)
         own_redis.kill()
         killed_at = time.monotonic()
-        time.sleep(1.0)
+        time.sleep(1.0)  # the outage itself: one second with no Redis at all
         own_redis.start()
         for t in callers:
             t.join(timeout=TIMEOUT_S + 30)
@@ -111,8 +124,13 @@ def test_redis_restarted_empty_mid_job_and_mid_requests(
     unclear = [got for got, _ in outcomes.values()
                if got != "vector" and not isinstance(got, RETRYABLE)]
     worst_s = max(elapsed for _, elapsed in outcomes.values())
-    record.figure("online_vectors", vectors, worse="lower")
+    refused_before_kill = [i for i, (got, _) in answered_before_kill.items() if got != "vector"]
+    waiting_without_vector = [outcomes[i][0] for i in range(ONLINE)
+                              if i not in answered_before_kill and outcomes[i][0] != "vector"]
+    record.figure("online_vectors", vectors, worse="lower", limit=ONLINE_FLOOR)
     record.figure("online_retryable_errors", len(retryable))
+    record.figure("online_refused_before_kill", len(refused_before_kill))
+    record.figure("online_waiting_without_vector", len(waiting_without_vector), limit=0)
     record.figure("online_unclear_errors", len(unclear), limit=0)
     record.figure("online_worst_s", round(worst_s, 2), limit=TIMEOUT_S + 2)
     record.figure("finished_chunk_texts_rerun", rerun, limit=0)
@@ -122,6 +140,17 @@ def test_redis_restarted_empty_mid_job_and_mid_requests(
                   limit=settings.claim_ttl_ms / 1000)
     assert state["status"] == "succeeded" and state["progress"]["done"] == JOB_TEXTS, state
     assert done_texts and rerun == 0
+    # A caller waiting on its claim when Redis died rides the outage out: it polls
+    # through `Unavailable` and re-queues what the empty Redis lost, well inside its
+    # timeout. So every one of them gets its vector.
+    assert not waiting_without_vector, waiting_without_vector[:3]
+    # The callers that got no vector were refused before the kill, with a retryable
+    # error, when 200 threads of one process outran the Redis client's connection pool
+    # (redis-py's default of 100, not blocking). A refusal needs the pool full of other
+    # callers' requests at that instant, so most callers get in: 0-40 of 200 were
+    # refused over the recorded runs. The floor holds that line until the pool waits
+    # instead of refusing, when it can become ONLINE.
+    assert vectors >= ONLINE_FLOOR, (vectors, retryable[:3])
     assert vectors + len(retryable) == ONLINE, unclear[:3]
     assert all(str(e) for e in retryable)
     assert worst_s <= TIMEOUT_S + 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -187,6 +188,28 @@ class FakeClock:
         return self.now
 
 
+def callbacks_run(jc: JobCluster) -> int:
+    """Wave callbacks (`close_job`) the worker has finished: Celery logs each result."""
+    log = (jc.tmp / "worker.log").read_text(errors="replace")
+    return len(re.findall(r"Task embedq\.close_job\[[^\]]+\] succeeded", log))
+
+
+def dispatched_chunks(jobs: JobService, job_id: str) -> int:
+    """Chunks sent to the broker so far: one wave of `job_wave_chunks` per generation."""
+    job = jobs.store.get(job_id)
+    return min(job.chunks, job.generation * jobs.service.settings.job_wave_chunks)
+
+
+def settle(jc: JobCluster, jobs: JobService, job_id: str, callbacks_before: int) -> int:
+    """Wait until each wave sent so far has closed (a chord's callback runs once all its
+    chunk tasks have ended); return the job's generation, which a callback that sent
+    another wave would have bumped."""
+    generation = jobs.store.get(job_id).generation
+    support.wait_until(lambda: callbacks_run(jc) - callbacks_before >= generation, 120,
+                       f"the callbacks of {generation} wave(s)", interval_s=0.1)
+    return generation
+
+
 def test_window_waits_pauses_and_resumes_under_a_fake_clock(jc: JobCluster, salt: str
                                                            ) -> None:
     real = datetime.now(UTC).replace(second=0, microsecond=0)
@@ -194,24 +217,28 @@ def test_window_waits_pauses_and_resumes_under_a_fake_clock(jc: JobCluster, salt
     window = f"{real - timedelta(hours=1):%H:%M}-{real + timedelta(hours=1):%H:%M}"
     clock = FakeClock(real - timedelta(hours=2))
     jobs = jc.jobs(clock)
+    callbacks_before = callbacks_run(jc)
     texts = [f"{salt} slow {i} [[sleep:0.15]]" for i in range(1500)]
     job_id = jobs.submit(texts, window=window, priority="bulk")
     state = jobs.describe(job_id)
     assert state["status"] == "queued" and state["waiting_until"] is not None
     assert jobs.tick()["started"] == 0
-    time.sleep(0.5)
-    assert jobs.describe(job_id)["progress"]["done"] == 0
+    # Nothing was sent to the broker, so nothing can run while the window is shut.
+    assert dispatched_chunks(jobs, job_id) == 0
 
     clock.now = real
     assert jobs.tick()["started"] == 1
-    time.sleep(0.3)
+    passes = {digest(t) for t in texts}
+    support.wait_until(lambda: not passes.isdisjoint(jc.passes()), 60,
+                       "the first wave encoding")
     clock.now = real + timedelta(hours=2)  # the window closes mid-job
     assert jobs.tick()["paused"] == 1
-    time.sleep(4)  # chunks already running finish; nothing new starts
+    generation = settle(jc, jobs, job_id, callbacks_before)
     paused = jobs.describe(job_id)
     assert paused["status"] == "queued" and paused["progress"]["done"] < 1500
-    time.sleep(1.5)
-    assert jobs.describe(job_id)["progress"]["done"] == paused["progress"]["done"]
+    # The running wave finished and its callback saw the pause: no new wave was sent.
+    assert jobs.store.get(job_id).generation == generation
+    assert paused["progress"]["chunks_done"] <= dispatched_chunks(jobs, job_id)
 
     clock.now = real + timedelta(days=1)  # the next opening
     assert jobs.tick()["started"] == 1
@@ -221,14 +248,23 @@ def test_window_waits_pauses_and_resumes_under_a_fake_clock(jc: JobCluster, salt
 
 def test_cancel_stops_what_has_not_run(jc: JobCluster, salt: str) -> None:
     jobs = jc.jobs()
+    settings = jobs.service.settings
+    callbacks_before = callbacks_run(jc)
     texts = [f"{salt} cancel {i} [[sleep:0.2]]" for i in range(1500)]
     job_id = jobs.submit(texts)
-    time.sleep(0.5)
+    passes = {digest(t) for t in texts}
+    support.wait_until(lambda: not passes.isdisjoint(jc.passes()), 60,
+                       "the first wave encoding")
     assert jobs.cancel(job_id)
-    time.sleep(4)
+    generation = settle(jc, jobs, job_id, callbacks_before)
     state = jobs.describe(job_id)
     assert state["status"] == "cancelled"
-    assert state["progress"]["done"] <= 600  # at most the one wave already running
+    # Only the waves sent before the cancel ran; their callbacks sent nothing more.
+    assert jobs.store.get(job_id).generation == generation
+    assert state["progress"]["chunks_done"] <= dispatched_chunks(jobs, job_id)
+    assert dispatched_chunks(jobs, job_id) < state["progress"]["chunks"]
+    assert state["progress"]["done"] <= (
+        generation * settings.job_wave_chunks * settings.job_chunk_max_texts)
     assert not jobs.cancel(job_id)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from embedq.encoders.hashing import HashingEncoder
 from embedq.fingerprint import fingerprint
@@ -61,12 +61,13 @@ def test_killed_worker_loses_nothing(redis_url: str, pg_url: str, tmp_path: Path
     spec = service.spec()
     fps = [fingerprint(spec, t) for t in texts]
     with service.db.session() as s:
-        counts = dict(s.execute(
-            select(Embedding.fingerprint, func.count()).where(Embedding.fingerprint.in_(fps))
-            .group_by(Embedding.fingerprint)).all())
-    assert len(counts) == 500 and set(counts.values()) == {1}
+        stored = set(s.scalars(select(Embedding.fingerprint).where(
+            Embedding.fingerprint.in_(fps))))
+    assert stored == set(fps)
+    # Rows are unique by their primary key; the forward passes show a duplicate: a text
+    # runs at most twice, once in the killed worker and once after it.
     passes = support.ledger_counts(ledger)
-    assert len(passes) == 500
+    assert len(passes) == 500 and max(passes.values()) <= 2, max(passes.values())
     recomputed = sum(n - 1 for n in passes.values())
     # At most the batch being encoded and the one being written were lost with the process.
     assert recomputed <= 2 * 64, recomputed

@@ -7,6 +7,7 @@ import time
 
 from embedq.cache import keys
 from embedq.cache.hot import HotStore
+from tests import support
 
 
 def test_vectors_round_trip_and_miss_as_none(store: HotStore) -> None:
@@ -23,7 +24,7 @@ def test_claims_are_won_once_and_expire(store: HotStore) -> None:
     assert store.holders(names)[0] == "me"
     store.release([names[0]], owner="me")
     assert store.holders(names)[0] is None
-    time.sleep(0.4)
+    time.sleep(0.4)  # outlive the 300 ms ttl: the expiry is what this checks
     assert store.acquire([names[1]], "you", ttl_ms=300) == [True]
 
 
@@ -42,6 +43,12 @@ def test_counters_accumulate(store: HotStore) -> None:
     assert counters["encoded"] == 5 and counters["batches"] == 1 and counters["failed"] == 0
 
 
+def heard(store: HotStore, fps: list[str], event: threading.Event) -> bool:
+    """Publish `fps` once and say whether the listener setting `event` heard it."""
+    store.publish_done(fps)
+    return event.wait(0.1)
+
+
 def test_done_notifications_reach_subscribers(store: HotStore) -> None:
     got: list[list[str]] = []
     seen = threading.Event()
@@ -51,10 +58,9 @@ def test_done_notifications_reach_subscribers(store: HotStore) -> None:
         seen.set()
 
     store.subscribe(listener)
-    deadline = time.monotonic() + 5
-    while not seen.is_set() and time.monotonic() < deadline:
-        store.publish_done(["f1", "f2"])  # the Redis listener may still be subscribing
-        seen.wait(0.1)
+    # Published until heard: the Redis listener subscribes in its own thread.
+    support.wait_until(lambda: heard(store, ["f1", "f2"], seen), 5,
+                       "a done notification reaching the subscriber")
     assert ["f1", "f2"] in got
 
 
@@ -78,14 +84,19 @@ def test_a_recorded_batch_stores_clears_releases_notifies_and_counts(store: HotS
 
     got: list[list[str]] = []
     seen = threading.Event()
+    listening = threading.Event()
 
     def listener(fps: list[str]) -> None:
+        if "rb-probe" in fps:
+            listening.set()
         if "rb-online" in fps:
             got.append(fps)
             seen.set()
 
     store.subscribe(listener)
-    time.sleep(0.3)  # the Redis listener subscribes in its own thread
+    # The Redis listener subscribes in its own thread: probe until it hears.
+    support.wait_until(lambda: heard(store, ["rb-probe"], listening), 5,
+                       "the listener subscribing")
     store.add_attempts(["rb-online", "rb-bulk"], ttl_s=60)
     store.acquire([keys.claim("rb-online"), keys.claim("rb-bulk")], "worker", ttl_ms=60_000)
     before = store.counters()["encoded"]
@@ -103,5 +114,5 @@ def test_a_recorded_batch_stores_clears_releases_notifies_and_counts(store: HotS
     assert store.counters()["encoded"] == before + 2
     assert store.histograms()["batch_texts"].count >= 1
     assert seen.wait(5) and got[-1] == ["rb-bulk", "rb-online"]
-    time.sleep(1.2)
+    time.sleep(1.2)  # outlive the bulk vector's 1 s ttl: the expiry is what this checks
     assert store.get_vectors(["rb-online", "rb-bulk"]) == [b"\x01", None]  # each its ttl
