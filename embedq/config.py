@@ -131,7 +131,7 @@ class Settings:
     api_batch_max_texts: int = 1024  # texts per coalesced call
 
     # --- semantic cache
-    semantic_threshold: float = 0.72  # cosine; chosen from the labelled-pairs test (README)
+    semantic_threshold: float = 0.79  # cosine; `embedq bench threshold` (tune split + margin)
     semantic_contrast_guard: bool = True  # refuse matches one word apart (semantic/guard.py)
     semantic_max_entries: int = 100_000  # per namespace; least recently hit evicted first
     semantic_max_payload_bytes: int = 256 * 1024  # payload and metadata, as JSON

@@ -5,6 +5,7 @@
     http.py      `embedq bench http`: the HTTP API under 50 concurrent clients
     coalesce.py  `embedq bench coalesce`: a slow upstream, with and without embedq
     semantic.py  `embedq bench semantic`: the semantic cache's index at size
+    threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
     stats.py     the percentile they all report with
 
 The top layer: it may import anything in embedq; only embedq.cli imports it. Texts come
@@ -20,13 +21,18 @@ from typing import Any
 
 def add_parser(sub: Any, handler: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)")
-    p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce"])
+    p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce", "threshold"])
     p.add_argument("--entries", type=int, default=100_000, help="semantic: cache entries")
     p.add_argument("--queries", type=int, default=1000, help="semantic: lookups measured")
     p.add_argument("--n", type=int, default=5000)
     p.add_argument("--file", default=None,
                    help="JSONL(.gz) with a 'text' field (default: the bundled corpus)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--pairs-file", default=None,
+                   help="threshold: the tune split (default tests/data/semantic_pairs.tune.jsonl)")
+    p.add_argument("--heldout-file", default=None,
+                   help="threshold: the held-out split, reported only "
+                        "(default tests/data/semantic_pairs.heldout.jsonl)")
     p.add_argument("--via-jobs", action="store_true",
                    help="bulk: through `embedq bulk` (jobs), e.g. --n 20000")
     p.add_argument("--online-rate", type=float, default=10.0,
@@ -55,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
         from embedq.bench import semantic
 
         report = semantic.run(args)
+    elif args.kind == "threshold":
+        from embedq.bench import threshold
+
+        report = threshold.run(args)
     if args.json:
         print(json.dumps(report))
     return 0
