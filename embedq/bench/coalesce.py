@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             base.update({k: v for k, v in os.environ.items() if k.startswith("EMBEDQ_")})
             base.update({"EMBEDQ_ENCODER": "upstream",
                          "EMBEDQ_UPSTREAM_URL": f"http://127.0.0.1:{port}/v1",
-                         "EMBEDQ_UPSTREAM_MODEL": "fake-embed"})
+                         "EMBEDQ_UPSTREAM_MODEL": "fake-embed",
+                         "EMBEDQ_MODEL_REVISION": "fake-embed-v1"})
             direct = [f"http://127.0.0.1:{port}/v1/embeddings"]
 
             def body(text: str) -> dict[str, Any]:
