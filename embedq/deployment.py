@@ -38,8 +38,8 @@ class Deployment:
                  db: Database | None = None) -> None:
         self.settings = settings
         self.embedded = settings.embedded
-        self.hot = hot or make_hot_store(settings)
-        self.db = db or Database.from_settings(settings)
+        self.hot = hot if hot is not None else make_hot_store(settings)
+        self.db = db if db is not None else Database.from_settings(settings)
         self.app = create_app(settings)
         self._worker: EmbeddedWorker | None = None
         self._lock = threading.Lock()

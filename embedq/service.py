@@ -85,10 +85,10 @@ class EmbeddingService:
         before_submit: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.hot = hot or make_hot_store(settings)
-        self.db = db or Database.from_settings(settings)
+        self.hot = hot if hot is not None else make_hot_store(settings)
+        self.db = db if db is not None else Database.from_settings(settings)
         self.durable = DurableStore(self.db)
-        self.app = app or create_app(settings)
+        self.app = app if app is not None else create_app(settings)
         self.model, self.revision = model_identity(settings)
         self.waiters = Waiters(self.hot)
         self.before_submit = before_submit

@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics.attach(ClusterCollector(service, depth))
         batcher.start()
         app.state.service = service
+        app.state.deployment = deployment
         app.state.embedq = ApiState(settings, service, tokens, batcher, depth, metrics)
         if not settings.api_keys:
             log.warning("EMBEDQ_API_KEYS is unset: the API is open to anyone who can reach "

@@ -107,12 +107,6 @@ def cmd_bulk(args: argparse.Namespace) -> int:
         ) from exc
     print(f"job {job_id} submitted ({jobs.describe(job_id)['progress']['total']} texts)",
           file=sys.stderr)
-    if embedded:
-        # Embedded mode: no worker outlives this process, so it runs the job itself.
-        from threading import Thread
-
-        runner = Thread(target=jobs.run_here, args=(job_id,), daemon=True)
-        runner.start()
     state: dict[str, Any] = jobs.describe(job_id)
     if args.wait or embedded:
         from embedq.cli.progress import wait

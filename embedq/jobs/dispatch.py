@@ -50,7 +50,10 @@ def final_status(progress: Progress) -> JobStatus:
 
 class Dispatcher:
     def __init__(self, store: JobStore, app: Celery, settings: Settings,
-                 clock: Clock = utcnow) -> None:
+                 clock: Clock = utcnow, *, inline: bool = False) -> None:
+        """`inline`: this process runs the chunks itself (the embedded deployment, whose
+        in-memory result backend has no chord counter), so no wave is published."""
+        self.inline = inline
         self.store = store
         self.app = app
         self.settings = settings
@@ -76,8 +79,8 @@ class Dispatcher:
 
     def wave(self, job_id: str, generation: int) -> int:
         """Publish the next wave as a chord; finish the job when nothing is pending."""
-        if self.settings.embedded:
-            return 0  # the embedded process runs its chunks itself (see JobService.run)
+        if self.inline:
+            return 0  # this process runs its chunks itself (JobService.run_here)
         job = self.store.get(job_id)
         chunks = self.store.pending_chunks(job_id, self.settings.job_wave_chunks)
         if not chunks:

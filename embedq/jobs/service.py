@@ -13,6 +13,7 @@ and the error, and the error is raised naming the line.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -59,7 +60,8 @@ class JobService:
         self.service = service
         self.settings = service.settings
         self.store = JobStore(service.db)
-        self.dispatcher = Dispatcher(self.store, service.app, self.settings, clock)
+        self.dispatcher = Dispatcher(self.store, service.app, self.settings, clock,
+                                     inline=run_chunk is not None)
         self.clock = clock
         self.run_chunk = run_chunk
 
@@ -114,9 +116,13 @@ class JobService:
         return job_id
 
     def start(self, job_id: str) -> bool:
-        """Dispatch the job's first wave if it may run now; in embedded mode run it here."""
-        if self.settings.embedded:
-            return self.dispatcher.start(job_id)
+        """Dispatch the job's first wave if it may run now. Inline (embedded: no worker
+        outlives this process), a thread of this process runs the job, waiting for its
+        window if it has one."""
+        if self.run_chunk is not None:
+            threading.Thread(target=self.run_here, args=(job_id,), daemon=True,
+                             name=f"embedq-job-{job_id[:8]}").start()
+            return True
         try:
             return self.dispatcher.start(job_id)
         except EmbedqError:

@@ -46,11 +46,11 @@ class WorkerRuntime:
     ) -> None:
         self.settings = settings
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
-        self.hot = hot or make_hot_store(settings)
-        self.db = db or Database.from_settings(settings)
+        self.hot = hot if hot is not None else make_hot_store(settings)
+        self.db = db if db is not None else Database.from_settings(settings)
         self.durable = DurableStore(self.db)
         started = time.perf_counter()
-        self.encoder = encoder or load_encoder(settings)
+        self.encoder = encoder if encoder is not None else load_encoder(settings)
         self.encoder.warm_up()
         # The revision is every fingerprint's: an operator compares it across workers.
         log.info(

@@ -47,3 +47,22 @@ def test_two_embedded_deployments_in_one_process_each_run_their_own_work(
     finally:
         for client in clients:
             client.close()
+
+
+def test_embedded_bulk_runs_the_job_in_the_command(tmp_path: Path) -> None:
+    """No servers: `embedq bulk` runs its own job (no worker outlives the command)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    src = tmp_path / "in.txt"
+    src.write_text("".join(f"line {i}\n" for i in range(300)) + "line 0\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+    env.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_DATA_DIR": str(tmp_path / "data")})
+    run = subprocess.run([sys.executable, "-m", "embedq.cli", "bulk", str(src), "--json"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    state = json.loads(run.stdout)
+    assert state["status"] == "succeeded"
+    assert state["progress"]["done"] == 301 and state["progress"]["encoded"] == 300

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from embedq.corpus import iter_corpus
+from embedq.deployment import Deployment
 from embedq.jobs.service import JobService
 from embedq.models import JobStatus
 from embedq.service import EmbeddingService
@@ -279,7 +280,7 @@ def jobs_server(settings: Any) -> Iterator[str]:
 
     app = FastAPI()
     app.state.settings = settings
-    app.state.service = EmbeddingService(settings)
+    app.state.deployment = Deployment(settings)
     install_handlers(app)
     app.include_router(router)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))

@@ -62,11 +62,11 @@ class JobRequest(BaseModel):
 
 
 def job_service(request: Request) -> JobService:
-    """One JobService per app, over the process's EmbeddingService."""
+    """One JobService per app, from the process's deployment."""
     state = request.app.state
     jobs: JobService | None = getattr(state, "jobs", None)
     if jobs is None:
-        jobs = JobService(state.service)
+        jobs = state.deployment.jobs()
         state.jobs = jobs
     return jobs
 
