@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,3 +67,30 @@ def test_embedded_bulk_runs_the_job_in_the_command(tmp_path: Path) -> None:
     state = json.loads(run.stdout)
     assert state["status"] == "succeeded"
     assert state["progress"]["done"] == 301 and state["progress"]["encoded"] == 300
+
+
+def test_a_job_submitted_to_an_embedded_server_runs_to_the_end(tmp_path: Path) -> None:
+    """`embedq serve` with no servers runs the jobs it accepts in its own process."""
+    import os
+
+    import httpx
+
+    from embedq.models import JobStatus
+    from tests.integration.test_api_support import ApiServer
+    from tests.support import wait_until
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+    env.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_DATA_DIR": str(tmp_path / "data")})
+    with ApiServer(env, tmp_path / "api.log") as api:
+        sent = httpx.post(api.url + "/v1/jobs",
+                          json={"input": [f"job text {i}" for i in range(50)]}, timeout=30)
+        assert sent.status_code == 202, sent.text
+        job_id = sent.json()["id"]
+
+        def state() -> dict[str, Any]:
+            got: dict[str, Any] = httpx.get(f"{api.url}/v1/jobs/{job_id}", timeout=30).json()
+            return got
+
+        wait_until(lambda: state()["status"] in JobStatus.final(), 60, "the job ending")
+        final = state()
+    assert final["status"] == "succeeded" and final["progress"]["done"] == 50
