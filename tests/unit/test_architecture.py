@@ -92,3 +92,21 @@ def test_the_guard_sees_an_upward_import(tmp_path: Path) -> None:
     bad.write_text("def f():\n    from embedq.service import EmbeddingService\n")
     assert imports(bad) == [(2, "embedq.service")]
     assert LAYER_OF[part_of("embedq.service")] > LAYER_OF[part_of("embedq.cache.bad")]
+
+
+def graph() -> dict[str, set[str]]:
+    """Package -> the packages it imports (what the guard checks, for reading)."""
+    edges: dict[str, set[str]] = {}
+    for module, path in source_modules():
+        source = part_of(module)
+        targets = {part_of(t) for _, t in imports(path)}
+        edges.setdefault(source, set()).update(t for t in targets if t != source)
+    return edges
+
+
+if __name__ == "__main__":  # `python -m tests.unit.test_architecture` prints the graph
+    edges = graph()
+    for layer in reversed(LAYERS):
+        for name in sorted(layer):
+            deps = sorted(edges.get(name, set()), key=lambda d: -LAYER_OF.get(d, 99))
+            print(f"L{LAYER_OF[name]:<2} {name:<13} -> {', '.join(deps) or '-'}")
