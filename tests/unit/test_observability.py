@@ -28,7 +28,8 @@ from tests.support import CI
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    found = shutil.which("promtool") or shutil.which("promtool", path=str(Path(sys.executable).parent))
+    venv_bin = str(Path(sys.executable).parent)
+    found = shutil.which("promtool") or shutil.which("promtool", path=venv_bin)
     if found is None:
         message = "promtool is not installed; run `make promtool`"
         if CI:
