@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 K ?= 1
 
-.PHONY: demo test lint unit integration services faults bench clean
+.PHONY: demo test lint unit integration services faults bench clean promtool
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,14 +23,23 @@ demo: $(STAMP)
 services:
 	scripts/services.sh
 
+# promtool checks deploy/prometheus (tests/unit/test_observability.py). Taken from Debian's
+# `prometheus` package and unpacked into the venv, so no Prometheus server is installed
+# or started. A promtool already on PATH is used as it is.
+promtool: $(STAMP)
+	@command -v promtool >/dev/null || test -x $(BIN)/promtool || { \
+	  tmp=$$(mktemp -d) && (apt-get update -qq || true) && \
+	  (cd $$tmp && apt-get download -qq prometheus) && dpkg -x $$tmp/prometheus_*.deb $$tmp/x && \
+	  cp $$tmp/x/usr/bin/promtool $(BIN)/promtool && rm -rf $$tmp; }
+
 lint: $(STAMP)
 	$(BIN)/ruff check embedq tests
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) promtool
 	$(BIN)/pytest -q tests/unit
 
-test: $(STAMP) services lint
+test: $(STAMP) services lint promtool
 	$(BIN)/pytest -q tests
 
 # Each fault scenario K times; faults-report.md gets passes k/K and worst figures.

@@ -58,6 +58,11 @@ _HISTOGRAM_HELP = {
     "encode_seconds": "model time per batch, from encode start to its write (all workers)",
 }
 _NAME = re.compile(r"[^a-zA-Z0-9_]")
+# The server each part of a scrape reads: a part that fails marks its server down.
+_DEPENDS_ON = {
+    "counters": "hot_store", "histograms": "hot_store", "workers": "hot_store",
+    "queues": "broker", "jobs": "database", "semantic": "database",
+}
 
 
 class ClusterCollector(Collector):
@@ -67,22 +72,33 @@ class ClusterCollector(Collector):
         self.errors: dict[str, int] = {}
 
     def collect(self) -> Iterator[Metric]:
+        down: set[str] = set()
         for part, produce in (
             ("counters", self._counters),
             ("histograms", self._histograms),
+            ("workers", self._workers),
             ("queues", self._queues),
             ("jobs", self._jobs),
+            ("semantic", self._semantic),
         ):
             try:
                 yield from list(produce())
             except EmbedqError as exc:
                 self.errors[part] = self.errors.get(part, 0) + 1
+                down.add(_DEPENDS_ON[part])
                 log.warning("metrics: %s left out of this scrape: %s", part, exc)
+        up = GaugeMetricFamily(
+            "embedq_dependency_up", "1 if this scrape could read the server, else 0",
+            labels=["dependency"],
+        )
+        for dependency in sorted(set(_DEPENDS_ON.values())):
+            up.add_metric([dependency], 0 if dependency in down else 1)
+        yield up
         failures = CounterMetricFamily(
             "embedq_scrape_errors", "parts of /metrics that could not be read", labels=["part"]
         )
-        for part, n in sorted(self.errors.items()):
-            failures.add_metric([part], n)
+        for part in sorted(_DEPENDS_ON):  # every part, 0 until it fails: rate() needs a start
+            failures.add_metric([part], self.errors.get(part, 0))
         yield failures
 
     def _counters(self) -> Iterator[Metric]:
@@ -112,6 +128,21 @@ class ClusterCollector(Collector):
                 sum_value=snap.total,
             )
 
+    def _workers(self) -> Iterator[Metric]:
+        """Workers with a fresh heartbeat, by the model they serve; this deployment's model
+        is always there (0 when none serves it), so an alert can test it for zero."""
+        served = {(self.service.model, self.service.revision): 0}
+        for info in self.service.hot.live_workers().values():
+            key = (str(info.get("model")), str(info.get("revision")))
+            served[key] = served.get(key, 0) + 1
+        family = GaugeMetricFamily(
+            "embedq_live_workers", "workers with a fresh heartbeat, by model and revision",
+            labels=["model", "revision"],
+        )
+        for (model, revision), n in sorted(served.items()):
+            family.add_metric([model, revision], n)
+        yield family
+
     def _queues(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
             "embedq_queue_depth", "messages waiting on the broker per queue", labels=["queue"]
@@ -129,6 +160,23 @@ class ClusterCollector(Collector):
         family = GaugeMetricFamily("embedq_jobs", "jobs by status", labels=["status"])
         for status, n in rows:
             family.add_metric([str(status)], int(n))
+        yield family
+
+    def _semantic(self) -> Iterator[Metric]:
+        db = self.service.db
+        if not db.has_tables("semantic_namespaces"):
+            return
+        with db.session() as s:
+            hits, misses = s.execute(text(
+                "SELECT coalesce(sum(hits), 0), coalesce(sum(misses), 0) FROM semantic_namespaces"
+            )).one()
+        # Dropping a namespace lowers the sums: Prometheus reads that as a counter reset.
+        family = CounterMetricFamily(
+            "embedq_semantic_lookups", "semantic-cache lookups by result, all namespaces",
+            labels=["result"],
+        )
+        family.add_metric(["hit"], int(hits))
+        family.add_metric(["miss"], int(misses))
         yield family
 
 

@@ -1,4 +1,10 @@
-"""Waiting for a job with a one-line progress bar: done, cached, coalesced, texts/s, ETA."""
+"""Waiting for a job, with its progress on stderr: done, cached, coalesced, failed,
+texts/s, ETA, and whether it waits for its off-peak window.
+
+On a terminal, a tqdm bar redrawn in place; elsewhere (a log file, CI) the same line,
+printed at most every `log_every_s` and once at the end, so a long job does not flood
+the log.
+"""
 
 from __future__ import annotations
 
@@ -6,51 +12,85 @@ import sys
 import time
 from typing import Any, TextIO
 
+from tqdm import tqdm
+
 from embedq.jobs.service import JobService
 from embedq.models import JobStatus
 
 FINAL = JobStatus.final()
-BAR_WIDTH = 24
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+LINE_FORMAT = BAR_FORMAT.replace("{bar}", "{bar:20}")  # no terminal to fit: a fixed bar
+UNIT = " texts"
+LOG_EVERY_S = 10.0
 
 
-def render(state: dict[str, Any], rate: float) -> str:
+def finished(state: dict[str, Any]) -> int:
     p = state["progress"]
-    total = max(int(p["total"]), 1)
-    finished = int(p["done"]) + int(p["failed"])
-    filled = int(BAR_WIDTH * finished / total)
-    bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-    left = total - finished
-    eta = f"{left / rate:,.0f} s" if rate > 0 and left else "-"
-    status = state["status"]
+    return int(p["done"]) + int(p["failed"])
+
+
+def postfix(state: dict[str, Any]) -> str:
+    """Everything but the bar, the count and the rate: the counts and the status."""
+    p = state["progress"]
+    status = str(state["status"])
     if status == JobStatus.QUEUED and state.get("waiting_until"):
         status = f"waiting for its window ({state['waiting_until']})"
-    return (f"[{bar}] {finished:,}/{p['total']:,} done={p['done']:,} "
-            f"cached={p['cached']:,} coalesced={p['coalesced']:,} failed={p['failed']:,} "
-            f"{rate:,.0f} texts/s ETA {eta} {status}")
+    return (f"done={p['done']:,} cached={p['cached']:,} coalesced={p['coalesced']:,} "
+            f"failed={p['failed']:,}, {status}")
+
+
+def render(state: dict[str, Any], rate: float | None, elapsed_s: float) -> str:
+    """One progress line, as the terminal bar shows it (no cursor control)."""
+    return str(tqdm.format_meter(
+        finished(state), max(int(state["progress"]["total"]), 1), elapsed_s,
+        unit=UNIT, rate=rate or None, postfix=postfix(state), bar_format=LINE_FORMAT,
+    ))
 
 
 def wait(jobs: JobService, job_id: str, *, interval_s: float = 1.0,
-         stream: TextIO | None = None, show: bool = True) -> dict[str, Any]:
+         stream: TextIO | None = None, show: bool = True,
+         log_every_s: float = LOG_EVERY_S) -> dict[str, Any]:
     """Poll until the job ends; return its last description."""
     out = stream or sys.stderr
-    tty = out.isatty()
-    first_at: tuple[float, int] | None = None
+    if show and out.isatty():
+        return _wait_on_terminal(jobs, job_id, interval_s, out)
+    return _wait_logging(jobs, job_id, interval_s, out if show else None, log_every_s)
+
+
+def _wait_on_terminal(jobs: JobService, job_id: str, interval_s: float,
+                      out: TextIO) -> dict[str, Any]:
+    state = jobs.describe(job_id)
+    with tqdm(total=int(state["progress"]["total"]), initial=finished(state), unit=UNIT,
+              file=out, dynamic_ncols=True, bar_format=BAR_FORMAT, smoothing=0.1) as bar:
+        while True:
+            bar.total = int(state["progress"]["total"])
+            bar.set_postfix_str(postfix(state), refresh=False)
+            bar.update(finished(state) - bar.n)
+            bar.refresh()
+            if state["status"] in FINAL:
+                return state
+            time.sleep(interval_s)
+            state = jobs.describe(job_id)
+
+
+def _wait_logging(jobs: JobService, job_id: str, interval_s: float, out: TextIO | None,
+                  log_every_s: float) -> dict[str, Any]:
+    started = time.monotonic()
+    first_running: tuple[float, int] | None = None
+    printed_at = float("-inf")
     while True:
         state = jobs.describe(job_id)
-        p = state["progress"]
-        finished = int(p["done"]) + int(p["failed"])
         now = time.monotonic()
-        if first_at is None and state["status"] == "running":
-            first_at = (now, finished)
-        rate = 0.0
-        if first_at is not None and now > first_at[0]:
-            rate = (finished - first_at[1]) / (now - first_at[0])
-        if show:
-            line = render(state, rate)
-            out.write(("\r" + line + "\x1b[K") if tty else line + "\n")
+        if first_running is None and state["status"] == JobStatus.RUNNING:
+            first_running = (now, finished(state))
+        rate = None
+        if first_running is not None and now > first_running[0]:
+            rate = (finished(state) - first_running[1]) / (now - first_running[0])
+        final = state["status"] in FINAL
+        if out is not None and (final or now - printed_at >= log_every_s):
+            out.write(render(state, rate, now - started) + "\n")
             out.flush()
-        if state["status"] in FINAL:
-            if show and tty:
-                out.write("\n")
+            printed_at = now
+        if final:
             return state
         time.sleep(interval_s)
