@@ -39,8 +39,10 @@ lint: $(STAMP)
 unit: $(STAMP) promtool
 	$(BIN)/pytest -q tests/unit
 
+# The suite runs each fault scenario once and the API fuzz with fewer examples than
+# `make faults` (a random seed each run either way).
 test: $(STAMP) services lint promtool
-	$(BIN)/pytest -q tests
+	EMBEDQ_FUZZ_EXAMPLES=$${EMBEDQ_FUZZ_EXAMPLES:-60} $(BIN)/pytest -q tests
 
 # Each fault scenario K times; faults-report.md gets passes k/K and worst figures.
 # The API fuzz (tests/faults/test_api_fuzz.py) draws a new schemathesis seed each run:
