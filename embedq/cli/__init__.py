@@ -41,18 +41,26 @@ def _setup_logging(level: str) -> None:
     )
 
 
+def cluster_settings(command: str, instead: str) -> Settings:
+    """Settings for a command that only makes sense with shared servers; a ConfigError
+    saying what to set (and what works `instead`) in embedded mode."""
+    settings = Settings.from_env()
+    if settings.embedded:
+        raise ConfigError(
+            f"embedq {command} needs a shared broker: set EMBEDQ_BROKER_URL and "
+            f"EMBEDQ_REDIS_URL ({instead})"
+        )
+    return settings
+
+
 # --- worker
 def cmd_worker(args: argparse.Namespace) -> int:
     from embedq.tasks.app import create_app
     from embedq.workers.runtime import WorkerRuntime
     from embedq.workers.tasks import AppThreadPool, register
 
-    settings = Settings.from_env()
-    if settings.embedded:
-        raise ConfigError(
-            "embedq worker needs a shared broker: set EMBEDQ_BROKER_URL and EMBEDQ_REDIS_URL "
-            "(without them, embed/demo/Client start an embedded worker themselves)"
-        )
+    settings = cluster_settings(
+        "worker", "without them, embed/demo/Client start an embedded worker themselves")
     _require_tables(settings)
     runtime = WorkerRuntime(settings)
     # The model and libraries are long-lived: move them out of the collector's view, so a

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from embedq.config import Settings
-from embedq.errors import BadInputFile, ConfigError, InvalidInput
+from embedq.errors import BadInputFile, InvalidInput
 from embedq.models import JobStatus, Priority
 
 FINAL = JobStatus.final()
@@ -176,15 +176,11 @@ def cmd_jobs_export(args: argparse.Namespace) -> int:
 
 def cmd_beat(args: argparse.Namespace) -> int:
     """Celery beat with an in-memory schedule (no shelve file): one tick every job_tick_s."""
+    from embedq.cli import cluster_settings
     from embedq.tasks import names
     from embedq.tasks.app import create_app
 
-    settings = Settings.from_env()
-    if settings.embedded:
-        raise ConfigError(
-            "embedq beat needs a shared broker: set EMBEDQ_BROKER_URL and EMBEDQ_REDIS_URL "
-            "(embedded `embedq bulk` runs its job itself)"
-        )
+    settings = cluster_settings("beat", "embedded `embedq bulk` runs its job itself")
     app = create_app(settings)
     app.conf.beat_schedule = {
         "embedq-jobs-tick": {"task": names.JOBS_TICK, "schedule": settings.job_tick_s,
