@@ -125,6 +125,7 @@ class Settings:
     max_input_chars: int = 32_768
     max_body_bytes: int = 16 * 1024 * 1024
     max_job_inputs: int = 1_000_000
+    max_file_bytes: int = 100 * 1024 * 1024  # an uploaded file (POST /v1/files)
     max_online_depth: int = 10_000
     # --- HTTP API (embedq serve): concurrent requests coalesced into one service call
     api_batch_wait_ms: float = 2.0  # linger for more requests while a call is in flight
@@ -156,6 +157,8 @@ class Settings:
     job_tick_s: float = 10.0  # how often `embedq beat` checks windows and stalled jobs
     job_stall_s: float = 300.0  # a running job idle this long is dispatched again
     job_timezone: str = "UTC"  # the time zone of off-peak windows
+    # The off-peak window (HH:MM-HH:MM, job_timezone) of /v1/batches jobs; None: run now.
+    batch_window: str | None = None
 
     @property
     def embedded(self) -> bool:

@@ -39,6 +39,7 @@ log = logging.getLogger("embedq.api")
 FEATURE_ROUTERS = (
     "embedq.api.routes.jobs",  # async and bulk jobs
     "embedq.api.routes.semantic",  # the semantic cache
+    "embedq.api.routes.batches",  # the OpenAI Batch API: /v1/files, /v1/batches
 )
 
 
@@ -85,7 +86,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    # An upload is a file and its multipart framing: the route checks the file's own size.
+    upload_limit = max(settings.max_body_bytes, settings.max_file_bytes + 64 * 1024)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes,
+                       path_limits={"/v1/files": (upload_limit, "EMBEDQ_MAX_FILE_BYTES")})
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     protected = [Depends(require_api_key)]

@@ -3,10 +3,13 @@
 A declared Content-Length over the limit is refused before a byte is read; a body without
 one (chunked) is counted as it arrives, and the first chunk past the limit ends the
 request with 413. The middleware wraps the whole app, so every router (jobs, semantic
-cache) gets the same limit without doing anything.
+cache) gets the same limit without doing anything; a path prefix may have a limit of its
+own (`path_limits`: file uploads, EMBEDQ_MAX_FILE_BYTES).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -15,15 +18,25 @@ from embedq.errors import InputTooLarge, MalformedRequest
 
 
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int,
+                 path_limits: Mapping[str, tuple[int, str]] | None = None) -> None:
+        """`path_limits`: path prefix -> (limit, the setting that sets it)."""
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.path_limits = dict(path_limits or {})
 
-    def _too_large(self, declared: int | None = None) -> InputTooLarge:
+    def _limit(self, path: str) -> tuple[int, str]:
+        for prefix, limit in self.path_limits.items():
+            if path.startswith(prefix):
+                return limit
+        return self.max_body_bytes, "EMBEDQ_MAX_BODY_BYTES"
+
+    def _too_large(self, path: str, declared: int | None = None) -> InputTooLarge:
         size = f"{declared} bytes" if declared is not None else "the body"
+        limit, setting = self._limit(path)
         return InputTooLarge(
-            f"{size} is over the limit of {self.max_body_bytes} bytes per request "
-            "(EMBEDQ_MAX_BODY_BYTES): send fewer or shorter inputs per request, or a bulk job",
+            f"{size} is over the limit of {limit} bytes per request "
+            f"({setting}): send fewer or shorter inputs per request, or a bulk job",
             "body",
         )
 
@@ -31,6 +44,8 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        path = str(scope.get("path", ""))
+        max_bytes = self._limit(path)[0]
         declared = _content_length(scope)
         if declared == -1:
             response = embedq_error_response(
@@ -38,8 +53,8 @@ class BodyLimitMiddleware:
             )
             await response(scope, receive, send)
             return
-        if declared is not None and declared > self.max_body_bytes:
-            await embedq_error_response(self._too_large(declared))(scope, receive, send)
+        if declared is not None and declared > max_bytes:
+            await embedq_error_response(self._too_large(path, declared))(scope, receive, send)
             return
 
         received = 0
@@ -51,9 +66,9 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
+                if received > max_bytes:
                     tripped = True
-                    raise self._too_large()
+                    raise self._too_large(path)
             return message
 
         async def guarded_send(message: Message) -> None:
@@ -65,7 +80,7 @@ class BodyLimitMiddleware:
             # the answer is our 413, sent once.
             if message["type"] == "http.response.start" and not replaced:
                 replaced = True
-                await embedq_error_response(self._too_large())(scope, receive, send)
+                await embedq_error_response(self._too_large(path))(scope, receive, send)
 
         try:
             await self.app(scope, counting_receive, guarded_send)
@@ -74,7 +89,7 @@ class BodyLimitMiddleware:
                 raise
             if not replaced:
                 replaced = True
-                await embedq_error_response(self._too_large())(scope, receive, send)
+                await embedq_error_response(self._too_large(path))(scope, receive, send)
 
 
 def _content_length(scope: Scope) -> int | None:

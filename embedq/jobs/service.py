@@ -47,7 +47,7 @@ class Producer(Protocol):
     db: Database
     app: Celery
 
-    def spec(self, model: str | None = None) -> EncodeSpec: ...
+    def spec(self, model: str | None = None, dimensions: int | None = None) -> EncodeSpec: ...
 
 
 # Runs one chunk in this process: the embedded deployment's worker (see run_here).
@@ -71,6 +71,7 @@ class JobService:
         records: Iterable[Record | str],
         *,
         model: str | None = None,
+        dimensions: int | None = None,
         priority: str = Priority.BULK,
         window: str | None = None,
         timezone: str | None = None,
@@ -88,7 +89,7 @@ class JobService:
             raise InvalidInput(f"priority {priority!r} is unknown: use online or bulk",
                                "priority")
         check_not_before(not_before, self.clock())
-        spec = self.service.spec(model)
+        spec = self.service.spec(model, dimensions)
         tz = timezone or self.settings.job_timezone
         if window:
             window = str(Window.parse(window, tz))

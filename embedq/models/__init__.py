@@ -1,6 +1,7 @@
 """SQLAlchemy 2 tables. "model" here means a table; ML models are encoders."""
 
 from embedq.models.base import Base
+from embedq.models.batch import Batch, File, FilePurpose
 from embedq.models.embedding import Embedding
 from embedq.models.engine import Database, map_db_errors, normalize_url
 from embedq.models.job import Job, JobChunk, JobItem
@@ -8,7 +9,8 @@ from embedq.models.semantic import SemanticChange, SemanticEntry, SemanticNamesp
 from embedq.models.states import ChunkStatus, JobStatus, Lane, Priority
 
 __all__ = [
-    "Base", "ChunkStatus", "Database", "Embedding", "Job", "JobChunk", "JobItem", "JobStatus",
-    "Lane", "Priority", "SemanticChange", "SemanticEntry", "SemanticNamespace",
+    "Base", "Batch", "ChunkStatus", "Database", "Embedding", "File", "FilePurpose", "Job",
+    "JobChunk", "JobItem", "JobStatus", "Lane", "Priority", "SemanticChange", "SemanticEntry",
+    "SemanticNamespace",
     "map_db_errors", "normalize_url",
 ]

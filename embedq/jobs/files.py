@@ -1,0 +1,232 @@
+"""Files of the OpenAI Batch API: upload (checked line by line), read, list, delete.
+
+An uploaded batch file is JSONL, one request a line:
+
+    {"custom_id": "a", "method": "POST", "url": "/v1/embeddings",
+     "body": {"input": "text" | ["text", ...], "model": ..., "dimensions": ...,
+              "encoding_format": "float" | "base64"}}
+
+It is checked in full before it is stored, so a batch never starts on a file that fails
+half-way: the first bad line is refused by number (MalformedRequest, 400). Every line of
+one file shares one model, one `dimensions` and one `encoding_format`: a batch is one job,
+and a job has one encoding. The file's bytes live in Postgres, up to
+EMBEDQ_MAX_FILE_BYTES.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, select
+
+from embedq.config import Settings
+from embedq.errors import InputTooLarge, MalformedRequest, NotFound
+from embedq.models import Database, File, FilePurpose
+
+ENDPOINT = "/v1/embeddings"
+ENCODING_FORMATS = ("float", "base64")
+MAX_CUSTOM_ID_CHARS = 512
+MAX_LIST = 100
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """One checked request line."""
+
+    line: int  # 1-based
+    custom_id: str
+    texts: list[str]
+    model: str | None
+    dimensions: int | None
+    encoding_format: str
+
+
+def parse_requests(content: bytes, settings: Settings) -> Iterator[BatchRequest]:
+    """The request lines of a batch file, in order; MalformedRequest names the first bad
+    line, InputTooLarge the line past EMBEDQ_MAX_JOB_INPUTS."""
+    seen: set[str] = set()
+    inputs = 0
+    first: BatchRequest | None = None
+    for n, raw in enumerate(content.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        request = _request(raw, n, settings)
+        if request.custom_id in seen:
+            raise _bad(n, f"custom_id {request.custom_id!r} is used by an earlier line: "
+                          "give every line its own custom_id")
+        seen.add(request.custom_id)
+        inputs += len(request.texts)
+        if inputs > settings.max_job_inputs:
+            raise InputTooLarge(
+                f"line {n}: the file holds over {settings.max_job_inputs} inputs, the limit "
+                "of one batch (EMBEDQ_MAX_JOB_INPUTS): split it into several files", "file")
+        if first is None:
+            first = request
+        else:
+            _same_encoding(first, request)
+        yield request
+    if first is None:
+        raise MalformedRequest("the file holds no request lines: send one JSON request a line",
+                               "file")
+
+
+def _request(raw: bytes, n: int, settings: Settings) -> BatchRequest:
+    try:
+        row = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _bad(n, "not valid UTF-8: re-encode the file as UTF-8") from None
+    except (ValueError, RecursionError) as exc:
+        raise _bad(n, f"not a JSON object ({exc}): one JSON request a line") from None
+    if not isinstance(row, dict):
+        raise _bad(n, "not a JSON object: one JSON request a line")
+    custom_id = row.get("custom_id")
+    if not isinstance(custom_id, str) or not custom_id or len(custom_id) > MAX_CUSTOM_ID_CHARS:
+        raise _bad(n, f"custom_id must be a string of 1 to {MAX_CUSTOM_ID_CHARS} characters")
+    if row.get("method") != "POST":
+        raise _bad(n, f"method is {row.get('method')!r}: send \"method\": \"POST\"")
+    if row.get("url") != ENDPOINT:
+        raise _bad(n, f"url is {row.get('url')!r}: this server batches {ENDPOINT} only")
+    body = row.get("body")
+    if not isinstance(body, dict):
+        raise _bad(n, 'body must be a JSON object such as {"input": "text", "model": "..."}')
+    return BatchRequest(n, custom_id, _texts(body.get("input"), n, settings),
+                        _model(body.get("model"), n), _dimensions(body.get("dimensions"), n),
+                        _format(body.get("encoding_format"), n))
+
+
+def _texts(raw: object, n: int, settings: Settings) -> list[str]:
+    texts = [raw] if isinstance(raw, str) else raw
+    if not isinstance(texts, list) or not texts:
+        raise _bad(n, "body.input must be a string or a non-empty list of strings "
+                      "(token arrays are not supported)")
+    if len(texts) > settings.max_inputs:
+        raise _bad(n, f"body.input has {len(texts)} items, over the limit of "
+                      f"{settings.max_inputs} per request: split it over several lines")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str) or not text:
+            raise _bad(n, f"body.input[{i}] is not a non-empty string: send text only")
+        if len(text) > settings.max_input_chars:
+            raise _bad(n, f"body.input[{i}] has {len(text)} characters, over the limit of "
+                          f"{settings.max_input_chars}: split or shorten it")
+        if "\x00" in text:
+            raise _bad(n, f"body.input[{i}] contains a NUL character (\\0): remove it")
+    return texts
+
+
+def _model(raw: object, n: int) -> str | None:
+    if raw is not None and not isinstance(raw, str):
+        raise _bad(n, "body.model must be a string naming a served model (GET /v1/models)")
+    return raw
+
+
+def _dimensions(raw: object, n: int) -> int | None:
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 1):
+        raise _bad(n, f"body.dimensions={raw!r} is not a positive integer: send e.g. 256, "
+                      "or omit it")
+    return raw
+
+
+def _format(raw: object, n: int) -> str:
+    fmt = "float" if raw is None else raw
+    if fmt not in ENCODING_FORMATS:
+        raise _bad(n, f"body.encoding_format={raw!r} is not supported: use float or base64")
+    return str(fmt)
+
+
+def _same_encoding(first: BatchRequest, request: BatchRequest) -> None:
+    for name in ("model", "dimensions", "encoding_format"):
+        if getattr(request, name) != getattr(first, name):
+            raise _bad(request.line,
+                       f"body.{name} is {getattr(request, name)!r} but line {first.line} has "
+                       f"{getattr(first, name)!r}: one batch runs one encoding, so put lines "
+                       f"with another {name} in a file of their own")
+
+
+def _bad(n: int, message: str) -> MalformedRequest:
+    return MalformedRequest(f"line {n}: {message}", "file")
+
+
+class FileStore:
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+
+    def create(self, filename: str, purpose: str, content: bytes) -> File:
+        """Check an uploaded file and store it; the File row, without its content."""
+        if purpose != FilePurpose.BATCH:
+            raise MalformedRequest(f"purpose {purpose!r} is not supported: upload request "
+                                   "lines with purpose=batch", "purpose")
+        if len(content) > self.settings.max_file_bytes:
+            raise InputTooLarge(
+                f"the file has {len(content)} bytes, over the limit of "
+                f"{self.settings.max_file_bytes} (EMBEDQ_MAX_FILE_BYTES): split it", "file")
+        for _ in parse_requests(content, self.settings):
+            pass
+        row = File(id=new_file_id(), purpose=purpose, filename=(filename or "batch.jsonl")[:255],
+                   size=len(content), content=content, errors=False)
+        with self.db.session() as s:
+            s.add(row)
+        return self.get(row.id)
+
+    def produced(self, batch_id: str, errors: bool) -> File:
+        """A new row for a batch's output (or error) file; its content is rendered when read."""
+        name = f"{batch_id}_{'error' if errors else 'output'}.jsonl"
+        return File(id=new_file_id(), purpose=FilePurpose.BATCH_OUTPUT, filename=name,
+                    size=None, content=None, batch_id=batch_id, errors=errors)
+
+    def get(self, file_id: str) -> File:
+        with self.db.session() as s:
+            row = s.get(File, file_id)
+        if row is None:
+            raise NotFound(f"file {file_id!r} does not exist: GET /v1/files lists the files")
+        return row
+
+    def content(self, file_id: str) -> bytes:
+        """The bytes of an uploaded file (a produced file has none: render its batch)."""
+        with self.db.session() as s:
+            content = s.scalar(select(File.content).where(File.id == file_id))
+        if content is None:
+            self.get(file_id)  # NotFound when there is no such file
+            raise MalformedRequest(f"file {file_id!r} is produced by a batch: read it "
+                                   "with GET /v1/files/{id}/content", "file_id")
+        return bytes(content)
+
+    def set_bytes(self, file_id: str, size: int) -> None:
+        with self.db.session() as s:
+            row = s.get(File, file_id)
+            if row is not None:
+                row.size = size
+
+    def delete(self, file_id: str) -> None:
+        """Delete a file. A batch already created from it keeps running: its job holds
+        the texts."""
+        with self.db.session() as s:
+            deleted = s.execute(delete(File).where(File.id == file_id))
+        if not getattr(deleted, "rowcount", 0):
+            raise NotFound(f"file {file_id!r} does not exist: GET /v1/files lists the files")
+
+    def list(self, limit: int, after: str | None, purpose: str | None) -> list[File]:
+        """Newest first; `after` is the last id of the previous page."""
+        query = select(File).order_by(File.created_at.desc(), File.id.desc()).limit(limit)
+        if purpose:
+            query = query.where(File.purpose == purpose)
+        if after:
+            cursor = self.get(after)
+            query = query.where((File.created_at < cursor.created_at) | (
+                (File.created_at == cursor.created_at) & (File.id < cursor.id)))
+        with self.db.session() as s:
+            return list(s.scalars(query))
+
+
+def new_file_id() -> str:
+    return f"file-{uuid.uuid4().hex}"
+
+
+def unix(moment: datetime | None) -> int | None:
+    return int(moment.timestamp()) if moment is not None else None
