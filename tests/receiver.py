@@ -45,6 +45,7 @@ class Receiver:
     def __init__(self, port: int | None = None, status: int = 200) -> None:
         self.status = status
         self.deliveries: list[Delivery] = []
+        self.arrived = 0  # requests read, answered or still held by `release`
         self.lock = threading.Lock()
         self.release = threading.Event()
         self.release.set()  # cleared: requests wait for it (a slow receiver)
@@ -53,6 +54,8 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver.lock:
+                    receiver.arrived += 1
                 receiver.release.wait(30)
                 status = receiver.status
                 with receiver.lock:

@@ -46,6 +46,7 @@ class EventsCluster:
     tmp: Path
     api: str
     jobs: JobService
+    worker: support.WorkerProcess
 
     def ticks(self) -> int:
         """`embedq.jobs_tick` tasks the worker has finished (beat sends one a second)."""
@@ -103,14 +104,17 @@ def ec(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Eve
         worker = support.WorkerProcess(env, tmp / "worker.log").start()
         beat = start_beat(env, tmp / "beat.log")
         settings = support.settings_from(env)
+        cluster: EventsCluster | None = None
         try:
             with api_server(settings) as api:
-                yield EventsCluster(env, tmp, api, JobService(EmbeddingService(settings)))
+                cluster = EventsCluster(env, tmp, api, JobService(EmbeddingService(settings)),
+                                        worker)
+                yield cluster
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(beat.pid, signal.SIGKILL)
             beat.wait(timeout=30)
-            worker.stop()
+            (cluster.worker if cluster else worker).stop()
 
 
 def submit(ec: EventsCluster, texts: list[str], **fields: Any) -> str:
@@ -175,6 +179,31 @@ def test_a_receiver_that_is_down_gets_the_delivery_once_it_is_back(ec: EventsClu
         assert gaps[0] >= 0.9 * backoff_s(refused_n + 1, settings), (refused_n, gaps)
         assert gaps[1] >= 0.9 * backoff_s(refused_n + 2, settings), (refused_n, gaps)
         assert json.loads(got[-1].body)["status"] == "succeeded"
+    finally:
+        receiver.stop()
+
+
+def test_a_delivery_cut_off_by_a_killed_worker_is_sent_again(ec: EventsCluster,
+                                                             salt: str) -> None:
+    """At least once: the worker dies while the receiver holds its POST; the attempt's
+    lease ends and the tick on a new worker sends the delivery again, with the same id."""
+    receiver = Receiver()
+    receiver.release.clear()
+    try:
+        job_id = submit(ec, [f"{salt} killed {i}" for i in range(20)],
+                        callback_url=receiver.url())
+        support.wait_until(lambda: receiver.arrived == 1, 60, "the first attempt arriving")
+        ec.worker.kill_group()
+        receiver.release.set()  # its answer reaches no one
+        assert ec.jobs.get(job_id).callback_state == CallbackState.PENDING
+        ec.worker = support.WorkerProcess(ec.env, ec.tmp / "worker.log").start()
+        lease_s = 2 * ec.jobs.settings.callback_timeout_s + 5
+        job = ec.wait_state(job_id, CallbackState.DELIVERED, timeout_s=lease_s + 60)
+        got = receiver.got()
+        assert len(got) == 2 and job.callback_attempts == 2
+        assert {d.delivery_id for d in got} == {job_id}
+        assert all(verify(SECRET, d.signature, d.body) for d in got)
+        assert got[1].at - got[0].at >= lease_s * 0.9
     finally:
         receiver.stop()
 
