@@ -42,7 +42,7 @@ import httpx
 from sqlalchemy import or_, select, update
 
 from embedq.config import Settings
-from embedq.errors import InvalidInput
+from embedq.errors import InvalidInput, Unavailable
 from embedq.jobs.store import JobStore, utcnow
 from embedq.models import Job, JobStatus
 from embedq.models.job import CallbackState
@@ -143,7 +143,15 @@ class Callbacks:
         """Attempt every due delivery once; counts by outcome."""
         counts = {"delivered": 0, "retrying": 0, "failed": 0}
         for job_id in self.due(now or self.clock()):
-            outcome = self.deliver(job_id, now)
+            try:
+                outcome = self.deliver(job_id, now)
+            except Unavailable:
+                raise  # the database is down: the next tick tries them all again
+            except Exception:
+                # One bad row must not hold back every other delivery; this one stays
+                # pending and is tried again once its lease ends.
+                log.exception("job %s: callback attempt failed", job_id)
+                continue
             if outcome is not None:
                 counts[outcome] += 1
         return counts
