@@ -159,6 +159,15 @@ class Settings:
     job_timezone: str = "UTC"  # the time zone of off-peak windows
     # The off-peak window (HH:MM-HH:MM, job_timezone) of /v1/batches jobs; None: run now.
     batch_window: str | None = None
+    # Job callbacks (docs/jobs.md, Callbacks): off until a secret signs them; hosts must
+    # match EMBEDQ_CALLBACK_ALLOW (comma-separated patterns, "*" for any; empty: none).
+    callback_secret: str | None = None
+    callback_allow: str = ""
+    callback_timeout_s: float = 10.0  # one POST, connect to answer
+    callback_backoff_s: float = 2.0  # before the 2nd attempt; doubles after each failure
+    callback_backoff_max_s: float = 600.0
+    callback_max_attempts: int = 12
+    callback_max_age_s: float = 86_400.0  # no attempt starts this long after the job ended
 
     @property
     def embedded(self) -> bool:

@@ -38,6 +38,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", default=None, help="export when done: .parquet, .npy or .jsonl")
     p.add_argument("--wait", action="store_true", help="show progress until the job ends")
     p.add_argument("--json", action="store_true", help="print the final state as JSON")
+    p.add_argument("--callback-url", default=None, metavar="URL",
+                   help="POST the final state here, signed (needs EMBEDQ_CALLBACK_SECRET)")
     p.set_defaults(func=cmd_bulk)
 
     p = sub.add_parser("jobs", help="list, inspect, cancel and export jobs")
@@ -94,7 +96,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
             records, model=args.model, priority=args.priority,
             window=None if args.now else args.off_peak, timezone=args.timezone,
             not_before=_parse_moment(args.not_before), source=path.name,
-            on_saved=saved.append,
+            on_saved=saved.append, callback_url=args.callback_url,
         )
     except BadInputFile as exc:
         if not saved:

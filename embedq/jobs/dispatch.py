@@ -9,7 +9,9 @@ Every transition is compare-and-set on the job's generation (bumped per wave): a
 callback (an older wave, a duplicate) changes nothing. `tick` (run by `embedq beat`)
 starts queued jobs whose window opened, pauses running jobs whose window closed, and
 re-dispatches running jobs that made no progress for `job_stall_s` (their messages died
-with a flushed broker or killed workers); chunks already done never run again.
+with a flushed broker or killed workers); chunks already done never run again. A job that
+ends with a `callback_url` gets its first delivery attempt from `finish`; the tick sends
+the rest (jobs/callbacks.py), whatever ended the job.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from celery import Celery, chord, group
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from embedq.config import Settings
-from embedq.errors import BrokerUnavailable, Unavailable
+from embedq.errors import BrokerUnavailable, EmbedqError, Unavailable
+from embedq.jobs.callbacks import Callbacks
 from embedq.jobs.store import JobStore, Progress, utcnow
 from embedq.jobs.windows import Window, may_run
 from embedq.models import Job, JobStatus, Priority
@@ -58,6 +62,41 @@ class Dispatcher:
         self.app = app
         self.settings = settings
         self.clock = clock
+        self.callbacks = Callbacks(store, settings, self.describe, clock)
+
+    def describe(self, job_id: str) -> dict[str, Any]:
+        """The job as the API, `embedq jobs status`, event streams and callbacks show it."""
+        job = self.store.get(job_id)
+        progress = self.store.progress(job)
+        waiting: str | None = None
+        if job.status == JobStatus.QUEUED and job.loaded:
+            try:
+                due, when = self.due(job, self.clock())
+            except EmbedqError:
+                due, when = False, None  # e.g. a zone this machine lacks: the tick fails it
+            waiting = when.isoformat() if when is not None and not due else None
+        state: dict[str, Any] = {
+            "id": job.id,
+            "object": "job",
+            "status": job.status,
+            "priority": job.priority,
+            "model": job.model,
+            "source": job.source,
+            "window": job.window,
+            "timezone": job.timezone,
+            "waiting_until": waiting,
+            "loaded": job.loaded,
+            "progress": progress.to_json(),
+            "error": job.error,
+            "created_at": _iso(job.created_at),
+            "started_at": _iso(job.started_at),
+            "finished_at": _iso(job.finished_at),
+        }
+        if job.callback_url:
+            state["callback"] = {"state": job.callback_state,
+                                 "attempts": job.callback_attempts,
+                                 "error": job.callback_error}
+        return state
 
     def due(self, job: Job, now: datetime) -> tuple[bool, datetime | None]:
         return may_run(job_window(job, self.settings), job.not_before, now)
@@ -128,9 +167,16 @@ class Dispatcher:
         """Close a job with no pending chunk: succeeded, succeeded_with_errors when some
         items failed (`progress.failed` counts them), failed when every item did."""
         job = self.store.get(job_id)
-        return self.store.transition(job_id, [JobStatus.RUNNING], generation,
-                                     status=final_status(self.store.progress(job)),
-                                     finished_at=self.clock())
+        finished = self.store.transition(job_id, [JobStatus.RUNNING], generation,
+                                         status=final_status(self.store.progress(job)),
+                                         finished_at=self.clock())
+        if finished and job.callback_url:
+            try:
+                self.callbacks.deliver(job_id)
+            except Exception:
+                # The job is closed either way; the tick retries the pending delivery.
+                log.exception("job %s: first callback attempt failed", job_id)
+        return finished
 
     def tick(self, now: datetime | None = None) -> dict[str, int]:
         """Start due jobs, pause jobs outside their window, rescue stalled ones. Each job
@@ -162,9 +208,18 @@ class Dispatcher:
                 counts["failed"] += self.store.transition(
                     job.id, JobStatus.active(), None, status=JobStatus.FAILED,
                     finished_at=now, error=f"cannot be scheduled: {exc}"[:2000])
+        try:
+            delivered = self.callbacks.run_due(now)
+        except Unavailable as exc:
+            log.warning("callbacks not sent: %s", exc)
+        else:
+            counts.update({f"callbacks_{k}": v for k, v in delivered.items()})
         return counts
 
 
-def _aware(moment: datetime) -> datetime:
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
+
+def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -25,11 +25,13 @@ from celery import Celery
 from embedq.config import Settings
 from embedq.errors import BadInputFile, EmbedqError, InvalidInput
 from embedq.fingerprint import EncodeSpec, fingerprint
+from embedq.jobs.callbacks import check_url
 from embedq.jobs.dispatch import Clock, Dispatcher, job_window
 from embedq.jobs.readers import Record
 from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
 from embedq.jobs.windows import Window, check_not_before
 from embedq.models import ChunkStatus, Database, Job, JobStatus, Priority
+from embedq.models.job import CallbackState
 
 PAGE_ITEMS = 2000
 
@@ -79,12 +81,17 @@ class JobService:
         source: str | None = None,
         on_saved: Callable[[str], None] | None = None,
         start: bool = True,
+        callback_url: str | None = None,
     ) -> str:
         """Store a job and its items, then start it if its window is open; return its id.
 
         `on_saved(job_id)` is called once the job row exists, before items load, so a
-        caller can name the job in an error about a bad line.
+        caller can name the job in an error about a bad line. With `callback_url` the
+        job's final state is POSTed there once it ends (jobs/callbacks.py); a URL this
+        server may not call is refused before anything is stored.
         """
+        if callback_url is not None:
+            check_url(callback_url, self.settings)
         if priority not in set(Priority):
             raise InvalidInput(f"priority {priority!r} is unknown: use online or bulk",
                                "priority")
@@ -99,6 +106,8 @@ class JobService:
             revision=spec.revision, dimensions=spec.dimensions, normalize=spec.normalize,
             source=(source or "")[:255] or None, window=window, timezone=tz if window else None,
             not_before=not_before, total=0, chunks=0, loaded=False, generation=0,
+            callback_url=callback_url,
+            callback_state=CallbackState.PENDING if callback_url else None,
         ))
         if on_saved is not None:
             on_saved(job_id)
@@ -156,32 +165,7 @@ class JobService:
 
     def describe(self, job_id: str) -> dict[str, Any]:
         """The job as the API and `embedq jobs status` show it."""
-        job = self.store.get(job_id)
-        progress = self.store.progress(job)
-        waiting: str | None = None
-        if job.status == JobStatus.QUEUED and job.loaded:
-            try:
-                due, when = self.dispatcher.due(job, self.clock())
-            except EmbedqError:
-                due, when = False, None  # e.g. a zone this machine lacks: the tick fails it
-            waiting = when.isoformat() if when is not None and not due else None
-        return {
-            "id": job.id,
-            "object": "job",
-            "status": job.status,
-            "priority": job.priority,
-            "model": job.model,
-            "source": job.source,
-            "window": job.window,
-            "timezone": job.timezone,
-            "waiting_until": waiting,
-            "loaded": job.loaded,
-            "progress": progress.to_json(),
-            "error": job.error,
-            "created_at": _iso(job.created_at),
-            "started_at": _iso(job.started_at),
-            "finished_at": _iso(job.finished_at),
-        }
+        return self.dispatcher.describe(job_id)
 
     def list(self, limit: int = 50, status: str | None = None) -> list[dict[str, Any]]:
         return [self.describe(job.id) for job in self.store.recent(limit, status)]
@@ -270,7 +254,3 @@ class _Loader:
             self._close_chunk()
         self._flush()
         self.jobs.store.seal(self.job_id, self.count, self.chunk_no, error)
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment is not None else None

@@ -9,15 +9,18 @@ any worker can run any chunk again after the broker lost every message.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import (
     Boolean,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
     func,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -25,8 +28,21 @@ from embedq.models.base import Base
 from embedq.models.states import ChunkStatus, JobStatus, Priority
 
 
+class CallbackState(StrEnum):
+    """Delivery of a job's final state to its `callback_url` (jobs/callbacks.py)."""
+
+    PENDING = "pending"  # set at submit; sent once the job ends, retried until due
+    DELIVERED = "delivered"  # the receiver answered 2xx
+    FAILED = "failed"  # attempts or time ran out; `callback_error` says why
+
+
 class Job(Base):
     __tablename__ = "jobs"
+    __table_args__ = (
+        Index("ix_jobs_callback_pending", "callback_next_at",
+              postgresql_where=text("callback_state = 'pending'"),
+              sqlite_where=text("callback_state = 'pending'")),
+    )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     # A JobStatus; 32 wide since "succeeded_with_errors" (migration 0004).
@@ -54,6 +70,15 @@ class Job(Base):
     # Last dispatch or chunk completion: a running job idle past the stall limit is
     # re-dispatched (its messages were lost with a flushed broker or killed workers).
     progress_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Where to POST the final state (migration 0006); None: no callback. The delivery
+    # state lives here, so a delivery survives the death of every process.
+    callback_url: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    callback_state: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    callback_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The next attempt is due then; also a lease: an attempt in flight pushes it ahead.
+    callback_next_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                              nullable=True)
+    callback_error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class JobItem(Base):

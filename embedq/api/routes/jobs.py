@@ -5,6 +5,8 @@ are committed, so nothing accepted is lost to an API restart or a Redis flush. A
 outage is answered 503 with Retry-After (DatabaseUnavailable through the error table).
 Handlers are plain functions: FastAPI runs them on its thread pool, off the event loop.
 
+`GET /v1/jobs/{id}/events` streams the same state as Server-Sent Events (see `job_events`).
+
 A job's `status` is queued, running, succeeded, succeeded_with_errors (finished, with
 `progress.failed` items that have an error instead of a vector), failed (every item
 failed, or nothing to do) or cancelled.
@@ -12,23 +14,34 @@ failed, or nothing to do) or cancelled.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from embedq.errors import InputTooLarge, InvalidInput
+from embedq.errors import InputTooLarge, InvalidInput, Unavailable
+from embedq.jobs.callbacks import MAX_URL_CHARS
 from embedq.jobs.readers import Record
 from embedq.jobs.service import JobService
 from embedq.jobs.windows import MAX_NOT_BEFORE, check_not_before
-from embedq.models import Priority
+from embedq.models import JobStatus, Priority
+
+log = logging.getLogger("embedq.api.jobs")
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 MAX_RESULTS_PAGE = 1000
+EVENTS_POLL_S = 1.0  # one database read per open stream per second; also the event spacing
+EVENTS_KEEPALIVE_S = 15.0  # a comment line while nothing changes, so proxies keep the stream
 
 
 class JobInput(BaseModel):
@@ -50,6 +63,10 @@ class JobRequest(BaseModel):
     )
     window: str | None = Field(default=None, description="off-peak window, HH:MM-HH:MM")
     timezone: str | None = None
+    callback_url: str | None = Field(
+        default=None, max_length=MAX_URL_CHARS,
+        description="POST the final state here, signed (docs/jobs.md, Callbacks)",
+    )
 
     @field_validator("not_before")
     @classmethod
@@ -89,6 +106,7 @@ def submit_job(body: JobRequest, jobs: Jobs, request: Request) -> JSONResponse:
         job_id = jobs.submit(
             records, model=body.model, priority=body.priority, window=body.window,
             timezone=body.timezone, not_before=body.not_before, source="api",
+            callback_url=body.callback_url,
         )
     except InvalidInput as exc:
         # BadInputFile counts lines from 1; for a request body, name the input index.
@@ -108,6 +126,64 @@ def submit_job(body: JobRequest, jobs: Jobs, request: Request) -> JSONResponse:
 @router.get("/{job_id}", name="get_job")
 def get_job(job_id: str, jobs: Jobs) -> dict[str, Any]:
     return jobs.describe(job_id)
+
+
+@router.get("/{job_id}/events", response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}},
+                             "description": "Server-Sent Events, one `state` event a change"}})
+async def job_events(
+    job_id: str, jobs: Jobs, request: Request,
+    last_event_id: Annotated[str | None, Header(max_length=64)] = None,
+) -> Response:
+    """The job's state (as `GET /v1/jobs/{id}`) as Server-Sent Events: one `state` event
+    now and one each time it changes, at most one a second; the final state is the last
+    event, then the stream ends. An event's `id` is a digest of its state: a client that
+    reconnects with `Last-Event-ID` is not sent the state it already has again.
+
+    Each open stream reads the database once a second, in the thread pool, and holds no
+    connection or thread in between (the hot store's pub/sub would save the reads, but
+    workers publish nothing there, and the database is where progress is counted)."""
+    first = await run_in_threadpool(jobs.describe, job_id)  # an unknown id answers 404
+    if first["status"] in JobStatus.final() and last_event_id == _event_id(first):
+        return Response(status_code=204)  # has the final state: EventSource stops here
+    return StreamingResponse(
+        _events(request, jobs, job_id, first, last_event_id), media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _events(request: Request, jobs: JobService, job_id: str, state: dict[str, Any],
+                  sent_id: str | None) -> AsyncIterator[str]:
+    loop = asyncio.get_running_loop()
+    quiet_since = loop.time()
+    why = "the client disconnected"  # also when the server cancels this generator
+    try:
+        yield f"retry: {int(EVENTS_POLL_S * 1000)}\n\n"
+        while True:
+            event_id = _event_id(state)
+            final = state["status"] in JobStatus.final()
+            if event_id != sent_id:
+                yield f"id: {event_id}\nevent: state\ndata: {json.dumps(state)}\n\n"
+                sent_id, quiet_since = event_id, loop.time()
+            elif loop.time() - quiet_since >= EVENTS_KEEPALIVE_S:
+                yield ": keepalive\n\n"
+                quiet_since = loop.time()
+            if final:
+                why = "the final state was sent"
+                return
+            await asyncio.sleep(EVENTS_POLL_S)
+            if await request.is_disconnected():
+                return
+            try:
+                state = await run_in_threadpool(jobs.describe, job_id)
+            except Unavailable as exc:
+                log.warning("events of job %s: %s; trying again", job_id, exc)
+    finally:
+        log.info("events of job %s: stream closed, %s", job_id, why)
+
+
+def _event_id(state: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @router.get("/{job_id}/results")
