@@ -125,8 +125,9 @@ class RedisHotStore(HotStore):
             url, max_connections=max_connections, timeout=socket_timeout_s,
             queue_class=_WaitingQueue,
             **redis_link_options(socket_timeout_s, connect_timeout_s))
-        self.client: Any = redis.Redis(connection_pool=pool)
-        self.client.auto_close_connection_pool = True  # close() disconnects the pool too
+        client: Any = redis.Redis(connection_pool=pool)
+        client.auto_close_connection_pool = True  # close() disconnects the pool too
+        self.client: Any = client
         self._release = self.client.register_script(_RELEASE_IF_OWNER)
         self._acquire = self.client.register_script(_ACQUIRE)
         self._extend = self.client.register_script(_EXTEND)
