@@ -29,7 +29,13 @@ from embedq.cache import DurableStore, HotStore, from_bytes, make_hot_store
 from embedq.cache.waiters import Waiters
 from embedq.config import Settings
 from embedq.encoders import model_identity
-from embedq.errors import EmbeddingTimeout, EmbedqError, InvalidInput, UnknownModel
+from embedq.errors import (
+    EmbeddingTimeout,
+    EmbedqError,
+    InvalidInput,
+    Unavailable,
+    UnknownModel,
+)
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
 from embedq.tasks.app import create_app
@@ -157,7 +163,11 @@ class EmbeddingService:
             "tokens_saved": _tokens_saved(fps, texts, won),
             "calls_saved": 0 if won else requests,
         }
-        self.hot.incr(counts)
+        try:
+            self.hot.incr(counts)
+        except Unavailable as exc:
+            # The request has its answers; losing its counters must not fail it.
+            log.warning("request counters not recorded: %s", exc)
         if won:
             failed = sum(1 for fp in won if isinstance(answers[fp], EmbedqError))
             log.info("leader finish: %d fingerprints (%d failed) cost_ms=%.1f",

@@ -10,6 +10,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
+from queue import Empty, LifoQueue
 from typing import Any
 
 import redis
@@ -61,10 +62,37 @@ return counts
 """
 
 
+# Connections one process keeps to Redis. Callers past that many wait for a free one (up to
+# the socket timeout) rather than being refused: 200 waiting requests in one API process
+# must not fail while Redis is healthy.
+POOL_MAX_CONNECTIONS = 100
+
+
+class PoolExhausted(RedisError):
+    """Every connection of this process's pool stayed busy for the whole wait."""
+
+
+class _WaitingQueue(LifoQueue[Any]):
+    """The pool's queue of idle connections; running dry says so (redis-py's own pool
+    raises a ConnectionError that reads like Redis being down)."""
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        try:
+            return super().get(block, timeout)
+        except Empty:
+            raise PoolExhausted(
+                f"all {self.maxsize} Redis connections of this process stayed busy for "
+                f"{timeout} s (Redis itself answered); the process has more concurrent "
+                "callers than connections: retry shortly, or spread the load over more "
+                "processes") from None
+
+
 @contextlib.contextmanager
 def map_redis_errors() -> Iterator[None]:
     try:
         yield
+    except PoolExhausted as exc:
+        raise BrokerUnavailable(str(exc)) from exc
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise BrokerUnavailable(f"Redis is unreachable ({exc}); retry shortly") from exc
     except RedisError as exc:
@@ -84,14 +112,22 @@ def redis_link_options(socket_timeout_s: float, connect_timeout_s: float) -> dic
 
 class RedisHotStore(HotStore):
     def __init__(self, url: str, socket_timeout_s: float = 10.0,
-                 connect_timeout_s: float = 5.0) -> None:
+                 connect_timeout_s: float = 5.0,
+                 max_connections: int = POOL_MAX_CONNECTIONS) -> None:
         """Every call is bounded: a link that goes silent fails a command after
         `socket_timeout_s` (BrokerUnavailable, retryable) instead of hanging it; keepalives
-        and a ping before reusing a connection idle past the socket timeout find dead ones."""
+        and a ping before reusing a connection idle past the socket timeout find dead ones.
+        At most `max_connections` connections; a caller past them waits for one as long as
+        for a reply (`socket_timeout_s`), then fails with BrokerUnavailable saying so."""
         super().__init__()
         self.url = url
-        self.client: Any = redis.Redis.from_url(url, **redis_link_options(
-            socket_timeout_s, connect_timeout_s))
+        pool = redis.BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=socket_timeout_s,
+            queue_class=_WaitingQueue,
+            **redis_link_options(socket_timeout_s, connect_timeout_s))
+        client: Any = redis.Redis(connection_pool=pool)
+        client.auto_close_connection_pool = True  # close() disconnects the pool too
+        self.client: Any = client
         self._release = self.client.register_script(_RELEASE_IF_OWNER)
         self._acquire = self.client.register_script(_ACQUIRE)
         self._extend = self.client.register_script(_EXTEND)

@@ -34,6 +34,10 @@ FEATURE_COMMANDS = (
 )
 
 
+# Commands whose process runs the EmbeddingService for requests.
+SERVICE_COMMANDS = ("serve", "mcp")
+
+
 def _setup_logging(level: str) -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
@@ -223,10 +227,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = args.loglevel
-    if args.command == "worker" and "--loglevel" not in (argv or sys.argv):
+    explicit = "--loglevel" in (argv or sys.argv) or "EMBEDQ_LOGLEVEL" in os.environ
+    if args.command == "worker" and not explicit:
         level = "info"
     args.loglevel = level  # the worker hands it on to Celery's own logging set-up
     _setup_logging(level)
+    if args.command in SERVICE_COMMANDS and not explicit:
+        # The processes that answer requests log who computed and who waited (leader and
+        # waiter lines, INFO) by default, though everything else stays at warning there.
+        logging.getLogger("embedq.service").setLevel(logging.INFO)
     try:
         code: int = args.func(args)
     except EmbedqError as exc:

@@ -3,11 +3,17 @@
 Markers inside a text trigger faults when that text is encoded:
 
     [[nan]]        that row comes back NaN
+    [[inf]]        that row comes back with +Inf in it
+    [[wrongdim]]   the whole batch comes back one column short (a model that answers a
+                   batch with the wrong width: every row of it is refused)
     [[kill]]       the process SIGKILLs itself (a poison text)
     [[sleep:S]]    the batch sleeps S seconds before returning
 
 When `ledger_path` is set, every encoded text appends one line `<sha256 of text>` to that
 file before the faults fire: a record of forward passes kept outside the system under test.
+Each warm-up appends one line `warm-up <ledger bytes>` to `<ledger_path>.warmup` instead
+(the ledger's size when the model warmed up: 0 if no text was encoded before), so the
+ledger counts only real work and a test can see what ran before the warm-up.
 """
 
 from __future__ import annotations
@@ -48,7 +54,18 @@ class FaultyEncoder(HashingEncoder):
         for i, text in enumerate(texts):
             if "[[nan]]" in text:
                 out[i, :] = np.nan
+            if "[[inf]]" in text:
+                out[i, 0] = np.inf
+        if any("[[wrongdim]]" in t for t in texts):
+            out = np.ascontiguousarray(out[:, :-1])
         return out
 
     def warm_up(self) -> None:
-        """No forward pass: the ledger must count only real work."""
+        """No forward pass (the ledger counts only real work); records the warm-up in
+        `<ledger_path>.warmup` with the ledger's size at that moment."""
+        if self.ledger_path:
+            done = os.path.getsize(self.ledger_path) if os.path.exists(self.ledger_path) else 0
+            with open(self.ledger_path + ".warmup", "a", encoding="ascii") as record:
+                record.write(f"warm-up {done}\n")
+                record.flush()
+                os.fsync(record.fileno())

@@ -97,9 +97,17 @@ class JobService:
                                "priority")
         check_not_before(not_before, self.clock())
         spec = self.service.spec(model, dimensions)
+        if timezone is not None and not window:
+            raise InvalidInput(
+                f"timezone {timezone!r} was given without a window; it only says when an "
+                "off-peak window opens: give window too, or leave timezone out", "timezone")
         tz = timezone or self.settings.job_timezone
         if window:
             window = str(Window.parse(window, tz))
+        if isinstance(records, list | tuple):
+            # Inputs held in memory are all checked before the job exists: a bad one is
+            # refused with no job row left behind. A stream is checked line by line.
+            records = [checked_record(r, n) for n, r in enumerate(records)]
         job_id = uuid.uuid4().hex
         self.store.create(Job(
             id=job_id, status=JobStatus.QUEUED, priority=priority, model=spec.model,
@@ -207,14 +215,7 @@ class _Loader:
         self.limit = jobs.settings.max_job_inputs
 
     def add(self, record: Record | str, n: int) -> None:
-        if isinstance(record, str):
-            record = Record(n + 1, None, record)
-        if not isinstance(record.text, str) or not record.text:
-            raise BadInputFile("the text is empty: give every input some text", record.line)
-        if "\x00" in record.text or (record.id is not None and "\x00" in str(record.id)):
-            # Postgres text columns cannot hold NUL; refusing beats a 500 or a silent edit.
-            raise BadInputFile("the input contains a NUL character (\\0): remove it",
-                               record.line)
+        record = checked_record(record, n)
         if self.count >= self.limit:
             raise BadInputFile(
                 f"a job holds at most {self.limit} inputs (EMBEDQ_MAX_JOB_INPUTS): split "
@@ -254,3 +255,28 @@ class _Loader:
             self._close_chunk()
         self._flush()
         self.jobs.store.seal(self.job_id, self.count, self.chunk_no, error)
+
+
+def checked_record(record: Record | str, n: int) -> Record:
+    """The `n`th input as a Record whose text and id Postgres can store as sent;
+    BadInputFile naming its line and field otherwise."""
+    if isinstance(record, str):
+        record = Record(n + 1, None, record)
+    if not isinstance(record.text, str) or not record.text:
+        raise BadInputFile("the text is empty: give every input some text", record.line)
+    for field, value in (("text", record.text), ("id", record.id)):
+        if value is None:
+            continue
+        value = str(value)
+        if "\x00" in value:
+            # Postgres text columns cannot hold NUL; refusing beats a 500 or a silent edit.
+            raise BadInputFile(f"the {field} contains a NUL character (\\0): remove it",
+                               record.line)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadInputFile(
+                f"the {field} contains a lone surrogate (\\ud800-\\udfff), which is not "
+                "text and cannot be stored: send valid UTF-8 (pair the surrogate or "
+                "remove it)", record.line) from None
+    return record

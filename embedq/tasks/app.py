@@ -11,6 +11,8 @@ Settings here answer the pitfalls in ARCHITECTURE.md:
 - queue_order_strategy=priority: a worker always drains `online` before `bulk`.
 - worker_cancel_long_running_tasks_on_connection_loss=False: a broker blip does not
   abandon running batches.
+- a Redis broker goes through `redis_transport` (kombu's, with a fix that keeps a worker
+  alive when Redis vanishes while it holds unacked messages).
 - every broker and result-backend link is bounded (`link_timeouts`): a broker that goes
   silent fails a publish after the socket timeout instead of hanging it, and a consumer's
   stale BRPOP connection is dropped after brpop_timeout + health_check_interval.
@@ -24,7 +26,7 @@ from celery import Celery
 from kombu.entity import Queue
 
 from embedq.config import Settings
-from embedq.tasks import names
+from embedq.tasks import names, redis_transport
 
 # kombu sends BRPOP with a 1 s server-side timeout on a socket that carries this timeout
 # too; one at or below it would time out replies that are on their way.
@@ -54,6 +56,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
     backend_transport: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout_s}
     redis_backend: dict[str, Any] = {}
+    broker_transport: str | None = None  # None: from the URL's scheme
     backend: str | None
     if settings.embedded:
         backend = "cache+memory://"
@@ -63,6 +66,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         links = link_timeouts(settings)
         if settings.broker_url.startswith(("redis://", "rediss://")):
             transport.update(links)
+            broker_transport = redis_transport.TRANSPORT
         backend_transport.update(links)
         # Celery's Redis result backend reads its socket options from these settings.
         redis_backend = {
@@ -72,6 +76,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         }
     return {
         "broker_url": settings.broker_url,
+        "broker_transport": broker_transport,
         "result_backend": backend,
         "task_serializer": "json",
         "result_serializer": "json",

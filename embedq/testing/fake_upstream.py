@@ -5,9 +5,11 @@
 Each call sleeps `latency_ms` while holding one of `max_concurrency` slots (so excess calls
 queue, as a rate-limited paid API makes them). Faults are scripted with POST /faults
 {"statuses": [429, 500, ...], "hang_s": 0}: each status answers one upcoming call; with
-`hang_s` set, one upcoming call hangs that long. GET /stats returns calls, texts and the
-texts answered per text (failed and abandoned calls are counted apart); POST /reset
-clears them. Vectors are the hashing encoder's.
+`hang_s` set, one upcoming call hangs that long. GET /stats returns calls, texts, the
+texts answered per text (failed and abandoned calls are counted apart) and `connections`:
+the distinct client (host, port) pairs embeddings calls came from, i.e. TCP connections
+(a client that keeps its connections alive reuses them); POST /reset clears them.
+Vectors are the hashing encoder's.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ def create_app(latency_ms: float = 200.0, max_concurrency: int = 5) -> Starlette
     encoder = HashingEncoder()
     slots = asyncio.Semaphore(max_concurrency)
     state: dict[str, Any] = {"calls": 0, "failed_calls": 0, "texts": 0,
-                             "inputs": collections.Counter()}
+                             "inputs": collections.Counter(), "peers": set()}
     faults: dict[str, Any] = {"statuses": collections.deque(), "hang_s": 0.0}
 
     async def embeddings(request: Request) -> JSONResponse:
+        if request.client is not None:
+            state["peers"].add((request.client.host, request.client.port))
         body = await request.json()
         inputs = body.get("input")
         texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
@@ -72,10 +76,12 @@ def create_app(latency_ms: float = 200.0, max_concurrency: int = 5) -> Starlette
         return JSONResponse({"calls": state["calls"], "failed_calls": state["failed_calls"],
                              "texts": state["texts"],
                              "distinct_texts": len(state["inputs"]),
-                             "texts_sent_more_than_once": repeated})
+                             "texts_sent_more_than_once": repeated,
+                             "connections": len(state["peers"])})
 
     async def reset(_: Request) -> JSONResponse:
-        state.update(calls=0, failed_calls=0, texts=0, inputs=collections.Counter())
+        state.update(calls=0, failed_calls=0, texts=0, inputs=collections.Counter(),
+                     peers=set())
         faults["statuses"].clear()
         faults["hang_s"] = 0.0
         return JSONResponse({"ok": True})

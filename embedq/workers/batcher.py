@@ -12,7 +12,10 @@ thread, each cycle:
      cuts one batch around the lane's oldest item from the items nearest it in token
      count, within the token budget (padded tokens: longest x count) and
      `batch_max_texts`; suspects (texts whose earlier attempt died
-     with its process) are encoded alone, so a poison text only takes itself down;
+     with its process) are encoded alone, and only once every batch encoded before them
+     is written, so a poison text only takes itself down (a healthy text still waiting
+     for the writer when the poison killed the process would be charged an attempt in
+     every life, and dead-lettered with it);
   4. counts an attempt per text, encodes once, and hands the raw rows to the writer.
 The writer thread (so the next encode overlaps the I/O) finishes each vector for its spec,
 rejects NaN/Inf/wrong widths, persists the batch in one statement, fills the hot tier,
@@ -118,6 +121,8 @@ class Batcher:
         # happens bit by bit while the model runs, not all at once.
         self.low_water = 4 * max_texts
         self._seq = itertools.count()
+        self._unwritten = 0  # batches taken and not yet through the writer
+        self._written = threading.Condition(threading.Lock())
         self._stop = False
         self._last_online = float("-inf")
         # Encoded batches wait for the writer online first: an online batch encoded while
@@ -268,11 +273,24 @@ class Batcher:
             if items is None:
                 self._writes.put((BULK + 1, next(self._seq), None))
                 return
-            batch = _batch_of(items)
+            if items[0].alone:
+                self._await_written()
+            batch = self._begin(items)
             if self._pool is not None:
                 self._pool.submit(self._encode, batch, items, True)
             else:
                 self._encode(batch, items, True)
+
+    def _begin(self, items: list[Item]) -> Batch:
+        with self._written:
+            self._unwritten += 1
+        return _batch_of(items)
+
+    def _await_written(self) -> None:
+        """Block until every batch taken so far went through the writer (before a suspect
+        runs: if it kills the process, nothing else is charged an attempt for it)."""
+        with self._written:
+            self._written.wait_for(lambda: self._unwritten == 0)
 
     def _encode(self, batch: Batch, items: list[Item], release: bool) -> None:
         # A local model's bulk batch may pause between layers for online texts.
@@ -311,11 +329,13 @@ class Batcher:
         try:
             while True:
                 with self._cond:
-                    if not self._heap or self._heap[0][0] != ONLINE:
+                    # A suspect waits for the bulk batch: it runs once all else is written.
+                    if (not self._heap or self._heap[0][0] != ONLINE
+                            or self._heap[0][2].alone):
                         break
                     items = self._cut()
                 self.preemptions += 1
-                self._encode(_batch_of(items), items, False)
+                self._encode(self._begin(items), items, False)
         finally:
             bulk.paused += time.perf_counter() - paused
             self._current = bulk
@@ -334,6 +354,10 @@ class Batcher:
                     for item in waiters:
                         if not item.future.done():
                             item.future.set_exception(exc)
+            finally:
+                with self._written:
+                    self._unwritten -= 1
+                    self._written.notify_all()
 
 
 def _batch_of(items: list[Item]) -> Batch:

@@ -47,6 +47,14 @@ class BatchWriter:
             self._failed(batch, items)
             return
         assert batch.raw is not None
+        width = self.encoder.dimension
+        if len(batch.texts) > 1 and width and batch.raw.shape[1:] != (width,):
+            # A whole batch of the wrong width says nothing about which text caused it:
+            # like a failed batch, each text is tried alone, and only its own row refused.
+            batch.error = InvalidVector(f"encoder returned a batch of shape "
+                                        f"{batch.raw.shape}, expected (n, {width})")
+            self._failed(batch, items)
+            return
         rows: dict[str, StoredVector] = {}
         bad: dict[str, BaseException] = {}
         for row, waiters in zip(batch.raw, batch.waiters, strict=True):

@@ -267,3 +267,37 @@ def test_a_room_released_unused_lets_the_next_slice_in() -> None:
     batcher.release(room)  # e.g. every text of the slice was already stored
     assert admitted.wait(5)
     batcher.stop()
+
+
+def test_a_suspect_is_encoded_only_after_every_earlier_batch_is_written() -> None:
+    # If the suspect kills the process, a batch still waiting for the writer would be
+    # charged an attempt too; a healthy text charged in every life gets dead-lettered.
+    events: list[str] = []
+    suspect_started = threading.Event()
+
+    class Recording(HashingEncoder):
+        def encode(self, texts: list[str]):  # type: ignore[no-untyped-def]
+            events.append("encode " + ",".join(texts))
+            if "suspect" in texts:
+                suspect_started.set()
+            return super().encode(texts)
+
+    def slow_sink(batch: Batch) -> None:
+        if batch.texts == ["healthy"]:
+            # A writer slower than the next encode: gives the suspect every chance to
+            # overtake it (it must not), bounded so the test ends either way.
+            suspect_started.wait(1.0)
+        events.append("written " + ",".join(batch.texts))
+        finish(batch)
+
+    batcher = Batcher(Recording(), slow_sink, wait_ms=1)
+    first = items(["healthy"])
+    batcher.submit(first)
+    deadline = time.monotonic() + 5
+    while "encode healthy" not in events and time.monotonic() < deadline:
+        time.sleep(0.001)
+    suspect = items(["suspect"], alone=True)
+    batcher.submit(suspect)
+    wait([i.future for i in first + suspect], timeout=5)
+    assert events.index("written healthy") < events.index("encode suspect"), events
+    batcher.stop()

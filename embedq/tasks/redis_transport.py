@@ -1,0 +1,57 @@
+"""kombu's Redis transport, with one fix: a consumer that loses Redis while it holds
+unacknowledged messages survives the reconnect.
+
+kombu 5.7 / Celery 5.7: on a lost link Celery calls `Connection.collect()`, whose channel
+close can fail half-way (the BRPOP read raises while Redis is down) and which then detaches
+the transport from its connection (`transport.client = None`). Two calls then build a Redis
+client from the detached transport and raise AttributeError, which Celery treats as an
+"Unrecoverable error" and the worker stops: the `close()` that follows, putting the
+channel's unacked messages back, and, after the reconnect, the ack of each task that was
+still running on the old channel.
+
+A channel detached from its transport leaves its unacked messages alone instead: they stay
+in Redis's unacked hash, and the visibility sweep (`visibility_timeout` +
+`unacked_restore_interval`) returns them to their queue, as for a worker that was killed.
+A task that finished meanwhile is then delivered again and answered from the durable tier.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kombu.transport import redis
+
+log = logging.getLogger(__name__)
+
+
+class Channel(redis.Channel):  # type: ignore[misc]
+    def _detached(self) -> bool:
+        return getattr(self.connection, "client", None) is None
+
+    def close(self) -> None:
+        if self._detached():
+            self.do_restore = False
+        super().close()  # type: ignore[no-untyped-call]
+
+    def basic_ack(self, delivery_tag: Any, multiple: bool = False) -> None:
+        if self._detached():
+            log.info("message %s finished after its broker link was lost; the visibility "
+                     "sweep will deliver it again (answered from the durable tier)",
+                     delivery_tag)
+            return
+        super().basic_ack(delivery_tag, multiple)  # type: ignore[no-untyped-call]
+
+    def basic_reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        if self._detached():
+            return  # the visibility sweep requeues it
+        super().basic_reject(delivery_tag, requeue)  # type: ignore[no-untyped-call]
+
+
+class Transport(redis.Transport):  # type: ignore[misc]
+    Channel = Channel
+
+
+TRANSPORT = f"{__name__}:Transport"
+
+__all__ = ["TRANSPORT", "Channel", "Transport"]
