@@ -136,8 +136,7 @@ class EmbeddingService:
         misses = [fp for fp in unique if fp not in found]
         won, lost = self._claim(misses)
         started = time.perf_counter()
-        if won:
-            self._submit(spec, [(fp, text_of[fp]) for fp in won])
+        if won and self._submit(spec, [(fp, text_of[fp]) for fp in won]):
             log.info("leader start: queued %d fingerprints (first %s)", len(won), won[0][:12])
         deadline = time.monotonic() + (timeout_s or self.settings.request_timeout_s)
         answers = self._collect(spec, won + lost, text_of, deadline)
@@ -200,7 +199,15 @@ class EmbeddingService:
             won, lost = coordination.claim(self.hot, fps, owner, self.settings.claim_ttl_ms)
         return won, lost
 
-    def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]]) -> None:
+    def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]]) -> bool:
+        """Queue the work; True once published.
+
+        A broker error frees the claims and is raised: the caller answers at once (503).
+        When the claims cannot be freed either, the hot store went down with the broker
+        (one Redis for both, restarting): this caller then waits like any waiter, riding the
+        outage out until its deadline, and the rescue re-queues what lost its claim (a
+        restarted Redis lost them all). False says nothing was published.
+        """
         if self.before_submit is not None:
             self.before_submit()
         fps = [fp for fp, _ in pairs]
@@ -211,9 +218,15 @@ class EmbeddingService:
         ]
         try:
             publish_embed(self.app, spec, groups, self.settings.online_queue)
-        except EmbedqError:
-            coordination.release(self.hot, fps)  # do not block these for a whole claim ttl
+        except EmbedqError as exc:
+            try:
+                coordination.release(self.hot, fps)  # do not block these for a claim ttl
+            except Unavailable as gone:
+                log.warning("publish failed (%s) and the hot store is down too (%s): "
+                            "waiting for it to come back", exc, gone)
+                return False
             raise
+        return True
 
     def _collect(
         self,
