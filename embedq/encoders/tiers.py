@@ -8,7 +8,7 @@ always had. int8's suffix names its recipe: a different quantization is a differ
 
     tier   backend        recipe                                      revision suffix
     fp32   torch or onnx  the model as shipped                        (none)
-    int8   onnx           ONNX Runtime dynamic quantization, int8     +int8.ort-dyn-pc.1
+    int8   onnx           ONNX Runtime dynamic quantization, int8     +int8.ort-dyn-pc.2
                           weights per output channel, MatMul/Gemm
 """
 
@@ -20,7 +20,7 @@ TIERS = ("fp32", "int8")
 DEFAULT_TIER = "fp32"
 
 # Change the trailing number whenever the int8 recipe changes what it computes.
-_SUFFIX = {"fp32": "", "int8": "+int8.ort-dyn-pc.1"}
+_SUFFIX = {"fp32": "", "int8": "+int8.ort-dyn-pc.2"}
 
 
 def check_tier(tier: str) -> str:
@@ -36,5 +36,5 @@ def tier_revision(revision: str, tier: str) -> str:
 
 
 def tier_label(tier: str) -> str:
-    """The tier with its recipe, for folder names: `fp32`, `int8.ort-dyn-pc.1`."""
+    """The tier with its recipe, for folder names: `fp32`, `int8.ort-dyn-pc.2`."""
     return tier + _SUFFIX[check_tier(tier)].removeprefix("+" + tier)

@@ -73,14 +73,14 @@ def test_a_second_encoder_reuses_the_export(onnx_settings: Settings,
     again = load_encoder(onnx_settings, "int8")
     assert isinstance(again, OnnxEncoder)
     assert {t: f.model_file.stat().st_mtime_ns for t, f in folders.items()} == stamps
-    assert folders["int8"].folder.name.endswith("-int8.ort-dyn-pc.1")
+    assert folders["int8"].folder.name.endswith("-int8.ort-dyn-pc.2")
     assert Path(folders["fp32"].folder).parent == onnx_settings.data_dir / "models"
 
 
 def test_tiers_name_themselves_in_the_revision(encoders: dict[str, Any]) -> None:
     torch_rev = encoders["torch fp32"].revision
     assert encoders["onnx fp32"].revision == torch_rev
-    assert encoders["onnx int8"].revision == torch_rev + "+int8.ort-dyn-pc.1"
+    assert encoders["onnx int8"].revision == torch_rev + "+int8.ort-dyn-pc.2"
 
 
 @pytest.mark.parametrize("label", ["torch fp32", "onnx fp32", "onnx int8"])
@@ -136,7 +136,7 @@ def test_every_tier_stays_close_to_torch_fp32_on_held_out_texts(
         print(f"\n{label}: mean cosine {cos.mean():.4f}, 1st percentile "
               f"{np.percentile(cos, 1):.4f}, min {cos.min():.4f}, top-10 overlap {overlap:.3f}")
         assert cos.mean() >= 0.98, f"{label} mean cosine {cos.mean():.4f} is under 0.98"
-        assert overlap >= 0.85, f"{label} top-10 neighbour overlap {overlap:.3f}"
+        assert overlap >= 0.9, f"{label} top-10 neighbour overlap {overlap:.3f}"
         if label == "onnx fp32":
             # fp32 on ONNX shares torch fp32's fingerprints: it must be the same function.
             assert cos.min() > 0.9999 and overlap >= 0.99

@@ -25,14 +25,14 @@ def test_int8_fingerprints_never_equal_fp32_ones() -> None:
     settings = Settings.from_env({"EMBEDQ_BACKEND": "onnx", "EMBEDQ_TIERS": "int8,fp32"})
     name, fp32 = model_identity(settings, "fp32")
     _, int8 = model_identity(settings)  # the first tier listed is the default
-    assert int8 == fp32 + "+int8.ort-dyn-pc.1"
+    assert int8 == fp32 + "+int8.ort-dyn-pc.2"
     text = "the same text"
     assert fingerprint(EncodeSpec(name, fp32), text) != fingerprint(EncodeSpec(name, int8), text)
 
 
 def test_tier_names_carry_their_recipe() -> None:
     assert tier_label("fp32") == "fp32"
-    assert tier_label("int8") == "int8.ort-dyn-pc.1"
+    assert tier_label("int8") == "int8.ort-dyn-pc.2"
     assert tier_revision("r1", "fp32") == "r1"
     with pytest.raises(ConfigError, match="use one of fp32, int8"):
         tier_revision("r1", "fp16")
