@@ -151,3 +151,19 @@ def _neighbours(m: Any) -> list[list[int]]:
     sims = m[:QUERIES] @ m.T
     sims[np.arange(QUERIES), np.arange(QUERIES)] = -np.inf
     return [list(row) for row in np.argsort(-sims, axis=1)[:, :10]]
+
+
+def test_model_export_command_reports_the_shared_exports(
+        onnx_settings: Settings, encoders: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from embedq.cli import main
+
+    monkeypatch.setenv("EMBEDQ_DATA_DIR", str(onnx_settings.data_dir))
+    monkeypatch.setenv("EMBEDQ_BACKEND", "onnx")
+    monkeypatch.setenv("EMBEDQ_TIERS", "int8,fp32")
+    assert main(["model", "export", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["tier"], r["exported"]) for r in rows] == [("int8", False), ("fp32", False)]
+    assert rows[0]["folder"] == str(export_model(onnx_settings, "int8").folder)
