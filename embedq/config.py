@@ -85,6 +85,8 @@ class Settings:
     model: str = DEFAULT_MODEL
     model_revision: str | None = None  # None: derived from the model's files
     device: str | None = None  # None: cuda when present, else cpu
+    backend: str = "torch"  # or "onnx": ONNX Runtime on CPU, exported once (docs/backends.md)
+    tiers: tuple[str, ...] = ("fp32",)  # precision tiers served; the first is the default
     normalize: bool = True
     dimensions: int | None = None
     truncate: bool = True
@@ -220,7 +222,7 @@ class Settings:
             raw = env.get(name)
             if raw is None or f.name == "data_dir":
                 continue
-            if f.name == "api_keys":
+            if f.name in ("api_keys", "tiers"):
                 values[f.name] = tuple(k.strip() for k in raw.split(",") if k.strip())
             elif f.type in ("bool",):
                 values[f.name] = _bool(name, raw)
@@ -244,6 +246,17 @@ class Settings:
                 f"EMBEDQ_ENCODER={self.encoder!r} is unknown: "
                 "use sentence-transformers, hashing, faulty or upstream"
             )
+        if self.backend not in {"torch", "onnx"}:
+            raise ConfigError(f"EMBEDQ_BACKEND={self.backend!r} is unknown: use torch or onnx")
+        unknown = [t for t in self.tiers if t not in {"fp32", "int8"}]
+        if unknown or not self.tiers or len(set(self.tiers)) != len(self.tiers):
+            raise ConfigError(
+                f"EMBEDQ_TIERS={','.join(self.tiers)!r} must list fp32 and/or int8 once each, "
+                "the default first (e.g. fp32,int8)"
+            )
+        if "int8" in self.tiers and self.backend != "onnx":
+            raise ConfigError("EMBEDQ_TIERS with int8 runs on ONNX Runtime: set "
+                              "EMBEDQ_BACKEND=onnx (and pip install 'embedq[onnx]')")
         if self.encoder == "upstream" and not self.upstream_url:
             raise ConfigError("EMBEDQ_ENCODER=upstream needs EMBEDQ_UPSTREAM_URL")
         unpinned = self.unpinned_model()

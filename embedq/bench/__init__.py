@@ -5,6 +5,7 @@
     http.py      `embedq bench http`: the HTTP API under 50 concurrent clients
     coalesce.py  `embedq bench coalesce`: a slow upstream, with and without embedq
     semantic.py  `embedq bench semantic`: the semantic cache's index at size
+    backends.py  `embedq bench backends`: torch against ONNX Runtime fp32 and int8
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
     stats.py     the percentile they all report with
 
@@ -21,7 +22,8 @@ from typing import Any
 
 def add_parser(sub: Any, handler: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)")
-    p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce", "threshold"])
+    p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce", "threshold",
+                                          "backends"])
     p.add_argument("--entries", type=int, default=100_000, help="semantic: cache entries")
     p.add_argument("--queries", type=int, default=1000, help="semantic: lookups measured")
     p.add_argument("--n", type=int, default=5000)
@@ -61,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         from embedq.bench import semantic
 
         report = semantic.run(args)
+    elif args.kind == "backends":
+        from embedq.bench.backends import bench_backends
+
+        report = bench_backends(args.n, args.file)
     elif args.kind == "threshold":
         from embedq.bench import threshold
 

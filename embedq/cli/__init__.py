@@ -31,6 +31,7 @@ FEATURE_COMMANDS = (
     "embedq.cli.jobs",  # bulk, jobs, beat
     "embedq.cli.cache",  # cache
     "embedq.cli.mcp",  # mcp
+    "embedq.cli.model",  # model export
 )
 
 

@@ -1,7 +1,9 @@
 """Encoders: the ML models behind embedq, and how to find and name them.
 
-`model_identity(settings)` gives (name, revision) without loading weights, so any process
-(an API, a client) can fingerprint; `load_encoder(settings)` loads the model itself.
+`model_identity(settings, tier)` gives (name, revision) without loading weights, so any
+process (an API, a client) can fingerprint; `load_encoder(settings, tier)` loads the model
+itself. The tier (`fp32`, `int8`; default the first of EMBEDQ_TIERS) is part of the
+revision (encoders/tiers.py); EMBEDQ_BACKEND picks torch or ONNX Runtime for fp32.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from embedq.config import DEFAULT_MODEL, Settings
 from embedq.encoders.base import Encoder, Matrix, finish_vector
+from embedq.encoders.tiers import tier_revision
 from embedq.errors import ConfigError
 
 __all__ = ["Encoder", "Matrix", "finish_vector", "load_encoder", "model_identity", "model_path"]
@@ -49,13 +52,21 @@ def _folder_revision(folder: str) -> str:
     return "sha256:" + digest.hexdigest()[:32]
 
 
-def model_identity(settings: Settings) -> tuple[str, str]:
+def model_identity(settings: Settings, tier: str | None = None) -> tuple[str, str]:
     """(model name, revision) as they enter every fingerprint, without loading the model.
+
+    The revision carries `tier` (default: the first of EMBEDQ_TIERS): fp32 adds nothing,
+    so fp32 fingerprints are the ones embedq always made; int8 adds its recipe.
 
     The revision is EMBEDQ_MODEL_REVISION when set, else a hash of a local model folder's
     files; a model that nothing pins (a hub name, a remote API) raises ConfigError, so
     two versions of one model never share a fingerprint.
     """
+    name, revision = _source_identity(settings)
+    return name, tier_revision(revision, tier or settings.tiers[0])
+
+
+def _source_identity(settings: Settings) -> tuple[str, str]:
     if settings.encoder in {"hashing", "faulty"}:
         return settings.model, settings.model_revision or "hashing-v1"
     unpinned = settings.unpinned_model()
@@ -76,9 +87,15 @@ def model_identity(settings: Settings) -> tuple[str, str]:
     return settings.model, _folder_revision(path)
 
 
-def load_encoder(settings: Settings) -> Encoder:
-    """Load the configured encoder once; callers keep it for the life of the process."""
-    name, revision = model_identity(settings)
+def load_encoder(settings: Settings, tier: str | None = None) -> Encoder:
+    """Load the configured encoder for `tier` (default: the first of EMBEDQ_TIERS) once;
+    callers keep it for the life of the process. An ONNX backend exports the model first
+    when no process has (encoders/export.py): call this at worker start, not per request."""
+    tier = tier or settings.tiers[0]
+    name, revision = model_identity(settings, tier)
+    if settings.encoder == "sentence-transformers" and (
+            settings.backend == "onnx" or tier != "fp32"):
+        return _load_onnx(settings, name, revision, tier)
     if settings.encoder == "hashing":
         from embedq.encoders.hashing import HashingEncoder
 
@@ -108,3 +125,21 @@ def load_encoder(settings: Settings) -> Encoder:
             raise ConfigError(f"cannot load model {what}: {exc}. Set {fix}") from exc
     enc.revision = revision
     return enc
+
+
+def _load_onnx(settings: Settings, name: str, revision: str, tier: str) -> Encoder:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            "EMBEDQ_BACKEND=onnx and the int8 tier need ONNX Runtime: "
+            "pip install 'embedq[onnx]', or set EMBEDQ_BACKEND=torch and EMBEDQ_TIERS=fp32"
+        ) from exc
+    import torch
+
+    from embedq.encoders.export import export_model
+    from embedq.encoders.onnx_runtime import OnnxEncoder
+
+    exported = export_model(settings, tier)
+    # As many threads as torch would use, so the backends compare (and share) fairly.
+    return OnnxEncoder(name, revision, exported.folder, torch.get_num_threads())
