@@ -26,7 +26,7 @@ from embedq.api.depth import QueueDepth
 from embedq.api.errors import error_responses, install_handlers
 from embedq.api.limits import BodyLimitMiddleware
 from embedq.api.metrics import ApiMetrics, ClusterCollector, MetricsMiddleware
-from embedq.api.routes import embeddings, health, models
+from embedq.api.routes import embeddings, health, models, tei
 from embedq.api.state import ApiState, get_state
 from embedq.config import Settings
 from embedq.deployment import Deployment
@@ -91,6 +91,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(embeddings.build_router(settings, tokens.dimension), dependencies=protected)
     app.include_router(models.router, dependencies=protected)
+    app.include_router(tei.router, dependencies=protected)  # text-embeddings-inference
+    app.include_router(tei.health_router)
     app.include_router(_meta_router(app), dependencies=protected)
     for router in _feature_routers():
         app.include_router(router, dependencies=protected)
