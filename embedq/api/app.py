@@ -1,9 +1,10 @@
 """The FastAPI app: `create_app(settings)`; `embedq serve` runs it under uvicorn.
 
 Routes: POST /v1/embeddings, GET /v1/models, GET /healthz, GET /readyz, GET /metrics,
-GET /openapi.json, GET /docs, plus the feature routers of FEATURE_ROUTERS. Every route
-but /healthz and /readyz needs an API key when EMBEDQ_API_KEYS is set; every error is
-answered in the OpenAI error shape (errors.py); every request body is limited while it
+GET /openapi.json, GET /docs, text-embeddings-inference's (routes/tei.py), plus the
+feature routers of FEATURE_ROUTERS. Every route but /healthz, /readyz and /health needs an
+API key when EMBEDQ_API_KEYS is set; every error is answered in the OpenAI error shape
+(errors.py; the TEI routes in TEI's); every request body is limited while it
 streams in (limits.py). Feature routers get all three without doing anything.
 """
 
