@@ -1,9 +1,10 @@
 """The FastAPI app: `create_app(settings)`; `embedq serve` runs it under uvicorn.
 
 Routes: POST /v1/embeddings, GET /v1/models, GET /healthz, GET /readyz, GET /metrics,
-GET /openapi.json, GET /docs, plus the feature routers of FEATURE_ROUTERS. Every route
-but /healthz and /readyz needs an API key when EMBEDQ_API_KEYS is set; every error is
-answered in the OpenAI error shape (errors.py); every request body is limited while it
+GET /openapi.json, GET /docs, text-embeddings-inference's (routes/tei.py), plus the
+feature routers of FEATURE_ROUTERS. Every route but /healthz, /readyz and /health needs an
+API key when EMBEDQ_API_KEYS is set; every error is answered in the OpenAI error shape
+(errors.py; the TEI routes in TEI's); every request body is limited while it
 streams in (limits.py). Feature routers get all three without doing anything.
 """
 
@@ -26,7 +27,7 @@ from embedq.api.depth import QueueDepth
 from embedq.api.errors import error_responses, install_handlers
 from embedq.api.limits import BodyLimitMiddleware
 from embedq.api.metrics import ApiMetrics, ClusterCollector, MetricsMiddleware
-from embedq.api.routes import embeddings, health, models
+from embedq.api.routes import embeddings, health, models, tei
 from embedq.api.state import ApiState, get_state
 from embedq.config import Settings
 from embedq.deployment import Deployment
@@ -96,6 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(embeddings.build_router(settings, tokens.dimension), dependencies=protected)
     app.include_router(models.router, dependencies=protected)
+    app.include_router(tei.router, dependencies=protected)  # text-embeddings-inference
+    app.include_router(tei.health_router)
     app.include_router(_meta_router(app), dependencies=protected)
     for router in _feature_routers():
         app.include_router(router, dependencies=protected)

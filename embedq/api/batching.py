@@ -4,7 +4,8 @@ Clients such as Dify's indexer send one to a few texts per request, many request
 once. Each request hands its texts to the `RequestBatcher` and awaits its own slice of
 the answer. The batcher's loop takes every request already waiting; while an earlier call
 is still in flight it lingers up to `api_batch_wait_ms` for more, so an idle server adds
-no latency and a busy one forms large groups. One group (same `dimensions`, at most
+no latency and a busy one forms large groups. One group (same `dimensions` and
+`normalize`, at most
 `api_batch_max_texts` texts) is one `EmbeddingService.embed` call in a thread: one MGET,
 one durable query, one claim pipeline and packed queue messages for the whole group.
 
@@ -32,6 +33,7 @@ SERVICE_THREADS = 64
 class _Waiting:
     texts: list[str]
     dimensions: int | None
+    normalize: bool | None
     future: asyncio.Future[list[Outcome]] = field(repr=False)
 
 
@@ -65,10 +67,13 @@ class RequestBatcher:
     def in_flight(self) -> int:
         return len(self._calls)
 
-    async def embed(self, texts: list[str], dimensions: int | None) -> list[Outcome]:
-        """Outcomes for `texts`, in order, computed together with concurrent requests."""
+    async def embed(self, texts: list[str], dimensions: int | None,
+                    normalize: bool | None = None) -> list[Outcome]:
+        """Outcomes for `texts`, in order, computed together with concurrent requests
+        (`normalize` None: the deployment's EMBEDQ_NORMALIZE)."""
         assert self._inbox is not None, "RequestBatcher.start() runs in the app's lifespan"
-        waiting = _Waiting(texts, dimensions, asyncio.get_running_loop().create_future())
+        waiting = _Waiting(texts, dimensions, normalize,
+                           asyncio.get_running_loop().create_future())
         self._inbox.put_nowait(waiting)
         return await waiting.future
 
@@ -92,22 +97,23 @@ class RequestBatcher:
                         break
                 taken.append(item)
                 size += len(item.texts)
-            groups: dict[int | None, list[_Waiting]] = {}
+            groups: dict[tuple[int | None, bool | None], list[_Waiting]] = {}
             for item in taken:
                 if not item.future.done():  # its client went away while it waited
-                    groups.setdefault(item.dimensions, []).append(item)
-            for dimensions, group in groups.items():
-                task = asyncio.create_task(self._call(dimensions, group))
+                    groups.setdefault((item.dimensions, item.normalize), []).append(item)
+            for (dimensions, normalize), group in groups.items():
+                task = asyncio.create_task(self._call(dimensions, normalize, group))
                 self._calls.add(task)
                 task.add_done_callback(self._calls.discard)
 
-    async def _call(self, dimensions: int | None, group: list[_Waiting]) -> None:
+    async def _call(self, dimensions: int | None, normalize: bool | None,
+                    group: list[_Waiting]) -> None:
         texts = [t for item in group for t in item.texts]
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(
                 self._executor, lambda: self.service.embed(texts, dimensions=dimensions,
-                                           requests=len(group))
+                                           normalize=normalize, requests=len(group))
             )
         except Exception as exc:
             for item in group:

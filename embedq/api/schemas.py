@@ -138,7 +138,7 @@ def parse_embedding_request(payload: Any, settings: Settings) -> EmbeddingCall:
         raise MalformedRequest(
             'the body must be a JSON object such as {"input": ["some text"], "model": "..."}'
         )
-    texts = _texts(payload.get("input"), settings)
+    texts = parse_texts(payload.get("input"), settings)
     model = payload.get("model")
     if model is not None and not isinstance(model, str):
         raise InvalidInput("model must be a string naming a served model (GET /v1/models)",
@@ -165,48 +165,50 @@ def parse_embedding_request(payload: Any, settings: Settings) -> EmbeddingCall:
     return EmbeddingCall(texts, model, fmt, dims)
 
 
-def _texts(raw: Any, settings: Settings) -> list[str]:
+def parse_texts(raw: Any, settings: Settings, param: str = "input") -> list[str]:
+    """A string or a list of strings, each checked against this deployment's limits;
+    `param` names the field in messages (TEI's routes call it "inputs")."""
     if raw is None:
-        raise InvalidInput('input is missing: send "input": "text" or ["text", ...]', "input")
+        raise InvalidInput(f'{param} is missing: send "{param}": "text" or ["text", ...]', param)
     if isinstance(raw, str):
         texts = [raw]
     elif isinstance(raw, list):
         texts = raw
         if not texts:
-            raise InvalidInput("input is an empty list: send at least one string", "input")
+            raise InvalidInput(f"{param} is an empty list: send at least one string", param)
         if len(texts) > settings.max_inputs:
             raise InputTooLarge(
-                f"input has {len(texts)} items, over the limit of {settings.max_inputs} per "
+                f"{param} has {len(texts)} items, over the limit of {settings.max_inputs} per "
                 "request: split it into several requests, or use a bulk job",
-                "input",
+                param,
             )
     else:
         raise InvalidInput(
-            "input must be a string or a list of strings (token arrays are not supported)",
-            "input",
+            f"{param} must be a string or a list of strings (token arrays are not supported)",
+            param,
         )
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise InvalidInput(
-                f"input[{i}] is a {_json_type(text)}, not a string: send text only "
+                f"{param}[{i}] is a {_json_type(text)}, not a string: send text only "
                 "(token arrays are not supported)",
-                "input",
+                param,
             )
         if not text:
-            raise InvalidInput(f"input[{i}] is an empty string: send non-empty text", "input")
+            raise InvalidInput(f"{param}[{i}] is an empty string: send non-empty text", param)
         if len(text) > settings.max_input_chars:
             raise InputTooLarge(
-                f"input[{i}] has {len(text)} characters, over the limit of "
+                f"{param}[{i}] has {len(text)} characters, over the limit of "
                 f"{settings.max_input_chars}: split or shorten it",
-                "input",
+                param,
             )
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidInput(
-                f"input[{i}] contains a lone surrogate escape (\\ud800-\\udfff), which is not "
+                f"{param}[{i}] contains a lone surrogate escape (\\ud800-\\udfff), which is not "
                 "text: send valid Unicode",
-                "input",
+                param,
             ) from None
     return texts
 

@@ -2,8 +2,8 @@
 
 `load_token_counter(settings)` reads only the tokenizer and a few JSON files from the
 model folder (`model_path`), never the weights, so an API process can count tokens,
-report the window and the dimension, and refuse or flag inputs over the window exactly as
-the worker's encoder will see them.
+report the window and the dimension, refuse or flag inputs over the window exactly as
+the worker's encoder will see them, and list an input's tokens with their offsets.
 
 Counting rules, per encoder:
   sentence-transformers  the model's own tokenizer, special tokens included, untruncated;
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +30,23 @@ from embedq.encoders.hashing import HashingEncoder
 from embedq.errors import ConfigError
 
 Counter = Callable[[list[str]], list[int]]
+Tokenizer = Callable[[list[str], bool], list[list["Token"]]]
 
 # Tokenizers emit at most one token per UTF-8 byte, plus special tokens: a text this much
 # under the window in bytes cannot reach it, and is not tokenized to find out.
 _SPECIAL_TOKENS_BOUND = 8
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token of an input: `start`/`stop` are character offsets into the input (None
+    for special tokens, which no text produced)."""
+
+    id: int
+    text: str
+    special: bool
+    start: int | None
+    stop: int | None
 
 
 @dataclass(frozen=True)
@@ -41,9 +56,20 @@ class TokenCounter:
     count: Counter
     window: int | None  # the model's max sequence length; None when unknown
     dimension: int | None  # the model's native output width; None when unknown
+    split: Tokenizer | None = None  # each text's tokens, untruncated; None: count only
+    pooling: str | None = None  # "mean", "cls", ... from the model's Pooling module
 
     def raw_tokens(self, texts: list[str]) -> list[int]:
         return self.count(texts) if texts else []
+
+    def tokenize(self, texts: list[str], add_special_tokens: bool = True) -> list[list[Token]]:
+        """Each text's tokens as the model sees them, before truncation to the window."""
+        if self.split is None:
+            raise ConfigError(
+                "this model's tokenizer cannot list tokens with offsets (it has no "
+                "tokenizer.json): serve a model folder with a fast tokenizer to use this"
+            )
+        return self.split(texts, add_special_tokens) if texts else []
 
     def over_window(self, texts: list[str]) -> list[tuple[int, int]]:
         """(index, tokens) of each text longer than the window, in input order."""
@@ -69,9 +95,9 @@ def load_token_counter(settings: Settings) -> TokenCounter:
     """The counter for the configured encoder; raises ConfigError when it cannot load."""
     if settings.encoder in {"hashing", "faulty"}:
         rule = HashingEncoder(settings.model)
-        return TokenCounter(rule.raw_tokens, rule.max_seq_length, rule.dimension)
+        return TokenCounter(rule.raw_tokens, rule.max_seq_length, rule.dimension, _word_tokens)
     if settings.encoder == "upstream":
-        return TokenCounter(HashingEncoder(settings.model).raw_tokens, None, None)
+        return TokenCounter(HashingEncoder(settings.model).raw_tokens, None, None, _word_tokens)
     return _sentence_transformers_counter(model_path(settings.model))
 
 
@@ -82,11 +108,11 @@ def _sentence_transformers_counter(path: str) -> TokenCounter:
             f"model {path!r} is not a folder, so its tokenizer cannot be read without "
             "downloading: set EMBEDQ_MODEL to a sentence-transformers model folder"
         )
-    count = _tokenizer_counter(folder)
-    return TokenCounter(count, _window(folder), _dimension(folder))
+    count, split = _tokenizer_counter(folder)
+    return TokenCounter(count, _window(folder), _dimension(folder), split, _pooling(folder))
 
 
-def _tokenizer_counter(folder: Path) -> Counter:
+def _tokenizer_counter(folder: Path) -> tuple[Counter, Tokenizer | None]:
     """The `tokenizers` library alone when tokenizer.json exists (no torch import)."""
     if (folder / "tokenizer.json").is_file():
         from tokenizers import Tokenizer
@@ -99,7 +125,12 @@ def _tokenizer_counter(folder: Path) -> Counter:
         def count_fast(texts: list[str]) -> list[int]:
             return [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=True)]
 
-        return count_fast
+        def split_fast(texts: list[str], add_special_tokens: bool) -> list[list[Token]]:
+            encoded = tokenizer.encode_batch(texts, add_special_tokens=add_special_tokens)
+            return [_tokens(text, e.ids, e.tokens, e.offsets, e.special_tokens_mask)
+                    for text, e in zip(texts, encoded, strict=True)]
+
+        return count_fast, split_fast
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 
@@ -112,7 +143,33 @@ def _tokenizer_counter(folder: Path) -> Counter:
         ids = slow(texts, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
         return [len(row) for row in ids]
 
-    return count_slow
+    return count_slow, None
+
+
+def _tokens(text: str, ids: list[int], pieces: list[str], offsets: list[tuple[int, int]],
+            special: list[int]) -> list[Token]:
+    return [Token(i, piece, True, None, None) if is_special
+            else Token(i, text[start:stop], False, start, stop)
+            for i, piece, (start, stop), is_special
+            in zip(ids, pieces, offsets, special, strict=True)]
+
+
+_WORD = re.compile(r"\S+")
+_WORD_IDS = 30_522  # a BERT-sized vocabulary, so that ids look like ids
+
+
+def _word_tokens(texts: list[str], add_special_tokens: bool) -> list[list[Token]]:
+    """The hashing encoder's rule as tokens: one per whitespace-separated word, between
+    [CLS] and [SEP]; ids are a stable hash of the word."""
+    out = []
+    for text in texts:
+        words = [Token(zlib.crc32(m.group().encode("utf-8", "surrogatepass")) % _WORD_IDS,
+                       m.group(), False, m.start(), m.end()) for m in _WORD.finditer(text)]
+        if add_special_tokens:
+            words = [Token(101, "[CLS]", True, None, None), *words,
+                     Token(102, "[SEP]", True, None, None)]
+        out.append(words)
+    return out
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -142,6 +199,17 @@ def _window(folder: Path) -> int | None:
         return int(config["max_seq_length"])
     positions = _read_json(folder / "config.json").get("max_position_embeddings")
     return int(positions) if isinstance(positions, int) else None
+
+
+def _pooling(folder: Path) -> str | None:
+    """The Pooling module's mode, named as text-embeddings-inference names it."""
+    modes = (("pooling_mode_cls_token", "cls"), ("pooling_mode_mean_tokens", "mean"),
+             ("pooling_mode_lasttoken", "last_token"), ("pooling_mode_max_tokens", "max"))
+    for module in _modules(folder):
+        if str(module.get("type", "")).endswith("Pooling"):
+            config = _read_json(folder / str(module.get("path", "")) / "config.json")
+            return next((name for key, name in modes if config.get(key) is True), None)
+    return None
 
 
 def _dimension(folder: Path) -> int | None:

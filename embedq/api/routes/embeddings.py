@@ -56,19 +56,13 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         payload = read_json_body(request.headers.get("content-type"), await request.body())
         call = parse_embedding_request(payload, state.settings)
         state.service.spec(call.model)  # UnknownModel (404) names the served model
-        dimensions = _dimensions(call.dimensions, state.tokens.dimension,
-                                 state.settings.dimensions)
-        raw_tokens = await _count(state.tokens, call.texts)
+        dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,
+                                        state.settings.dimensions)
+        raw_tokens = await count_tokens(state.tokens, call.texts)
         truncated = _over_window(raw_tokens, state.tokens.window, state.settings.truncate)
-        depth = await state.depth.online()
-        if depth > state.settings.max_online_depth:
-            raise Overloaded(
-                f"{depth} online messages are queued, over EMBEDQ_MAX_ONLINE_DEPTH="
-                f"{state.settings.max_online_depth}: retry after the Retry-After seconds",
-                retry_after_s=1,
-            )
+        await refuse_when_overloaded(state)
         outcomes = await state.batcher.embed(call.texts, dimensions)
-        _raise_first_failure(outcomes)
+        raise_first_failure(outcomes)
         if truncated:
             state.metrics.truncated.inc(truncated)
         body = await _render(state, call, outcomes, raw_tokens)
@@ -78,8 +72,9 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
     return router
 
 
-def _dimensions(requested: int | None, native: int | None, default: int | None
-                ) -> int | None:
+# The steps below are shared with the other embedding routes (tei.py).
+def resolve_dimensions(requested: int | None, native: int | None, default: int | None
+                       ) -> int | None:
     """The spec's dimensions: None for the native width (one fingerprint, not two),
     unless the deployment's default is narrower: then the native width is asked for by
     number, so that None (the deployment's default) does not answer it."""
@@ -94,10 +89,21 @@ def _dimensions(requested: int | None, native: int | None, default: int | None
     return None if requested == native and default is None else requested
 
 
-async def _count(tokens: TokenCounter, texts: list[str]) -> list[int]:
+async def count_tokens(tokens: TokenCounter, texts: list[str]) -> list[int]:
     if sum(map(len, texts)) <= _INLINE_CHARS:
         return tokens.raw_tokens(texts)
     return await run_in_threadpool(tokens.raw_tokens, texts)
+
+
+async def refuse_when_overloaded(state: ApiState) -> None:
+    """Overloaded (429) when the online queue is past EMBEDQ_MAX_ONLINE_DEPTH."""
+    depth = await state.depth.online()
+    if depth > state.settings.max_online_depth:
+        raise Overloaded(
+            f"{depth} online messages are queued, over EMBEDQ_MAX_ONLINE_DEPTH="
+            f"{state.settings.max_online_depth}: retry after the Retry-After seconds",
+            retry_after_s=1,
+        )
 
 
 def _over_window(raw_tokens: list[int], window: int | None, truncate: bool) -> int:
@@ -116,7 +122,7 @@ def _over_window(raw_tokens: list[int], window: int | None, truncate: bool) -> i
     return len(over)
 
 
-def _raise_first_failure(outcomes: list[Outcome]) -> None:
+def raise_first_failure(outcomes: list[Outcome]) -> None:
     for i, outcome in enumerate(outcomes):
         if outcome.error is not None:
             error: EmbedqError = outcome.error

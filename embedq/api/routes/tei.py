@@ -1,0 +1,388 @@
+"""Hugging Face text-embeddings-inference (TEI) routes beside the OpenAI ones.
+
+GET /info, POST /embed (and POST /, where TEI clients such as huggingface_hub's
+InferenceClient post), POST /tokenize and GET /health, in TEI's request and response
+shapes, so that TEI clients (Dify's "Text Embedding Inference" provider, huggingface_hub,
+LangChain's HuggingFaceEndpointEmbeddings) work unchanged. /embed takes the same path as
+POST /v1/embeddings (token count, load shedding, the request batcher, the cache): the same
+text gets the same fingerprint, so either route answers the other's vectors from cache.
+
+Errors are TEI's `{"error": str, "error_type": str}` with TEI's statuses: 413 Validation
+(too many or too long inputs), 422 Validation (a value that is wrong), 424 Backend (the
+model failed on an input), 429 Overloaded, 503 Unhealthy; 401 for a missing key. Every
+route but /health needs the API key like the other routes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from embedq.api.errors import AsciiJSONResponse, kind_of
+from embedq.api.routes.embeddings import (
+    TRUNCATED_HEADER,
+    count_tokens,
+    raise_first_failure,
+    refuse_when_overloaded,
+    resolve_dimensions,
+)
+from embedq.api.routes.health import READY_RETRY_AFTER_S, readiness
+from embedq.api.schemas import parse_texts, read_json_body
+from embedq.api.state import ApiState, get_state
+from embedq.errors import (
+    EmbeddingFailed,
+    EmbeddingTimeout,
+    EmbedqError,
+    InputTooLarge,
+    InvalidInput,
+    MalformedRequest,
+    Overloaded,
+    Unauthorized,
+    Unavailable,
+    UpstreamError,
+)
+from embedq.service import Outcome
+from embedq.version import __version__
+
+# Past these sizes, tokenizing and writing JSON leave the event loop for a thread.
+_INLINE_CHARS = 20_000
+_INLINE_VECTORS = 32
+
+
+# --- errors in TEI's shape
+class TeiErrorBody(BaseModel):
+    error: str
+    error_type: str
+
+
+def tei_status(exc: EmbedqError) -> tuple[int, str]:
+    """TEI's status and error_type for an embedq exception, most specific first."""
+    if isinstance(exc, Unauthorized):
+        return 401, "Unauthorized"
+    if isinstance(exc, InputTooLarge):
+        return 413, "Validation"
+    if isinstance(exc, MalformedRequest):
+        return kind_of(exc).status, "Validation"  # 400 not JSON, 415 not sent as JSON
+    if isinstance(exc, InvalidInput):
+        return 422, "Validation"
+    if isinstance(exc, Overloaded):
+        return 429, "Overloaded"
+    if isinstance(exc, Unavailable | EmbeddingTimeout):
+        return 503, "Unhealthy"
+    if isinstance(exc, EmbeddingFailed | UpstreamError):
+        return 424, "Backend"
+    return kind_of(exc).status, "Backend"
+
+
+def tei_error_response(exc: EmbedqError) -> JSONResponse:
+    status, error_type = tei_status(exc)
+    headers: dict[str, str] = {}
+    retry_after = getattr(exc, "retry_after_s", None) or kind_of(exc).retry_after_s
+    if retry_after is not None:
+        headers["Retry-After"] = str(int(retry_after))
+    if isinstance(exc, Unauthorized):
+        headers["WWW-Authenticate"] = "Bearer"
+    return AsciiJSONResponse({"error": str(exc), "error_type": error_type},
+                             status_code=status, headers=headers)
+
+
+class TeiRoute(APIRoute):
+    """Answers the embedq exceptions of its route, its dependencies (the API key)
+    included, in TEI's error shape instead of the app's OpenAI shape."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def tei_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except EmbedqError as exc:
+                return tei_error_response(exc)
+
+        return tei_handler
+
+
+def _tei_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return {status: {"model": TeiErrorBody, "description": "error in TEI's shape"}
+            for status in statuses}
+
+
+# --- request parsing
+@dataclass(frozen=True)
+class EmbedCall:
+    texts: list[str]
+    normalize: bool
+    truncate: bool
+    truncate_left: bool
+    dimensions: int | None
+
+
+def _object(payload: Any, example: str) -> dict[str, Any]:
+    if not isinstance(payload, dict):
+        raise MalformedRequest(f"the body must be a JSON object such as {example}")
+    return payload
+
+
+def _flag(payload: dict[str, Any], name: str, default: bool) -> bool:
+    value = payload.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be true or false, or omitted ({default})", name)
+    return value
+
+
+def _refuse_prompt_name(payload: dict[str, Any]) -> None:
+    if payload.get("prompt_name") is not None:
+        raise InvalidInput(
+            "prompt_name is not supported: embedq embeds the text as sent; put the prompt "
+            "text in front of each input yourself and send prompt_name null or omit it",
+            "prompt_name",
+        )
+
+
+def parse_embed(payload: Any, state: ApiState) -> EmbedCall:
+    body = _object(payload, '{"inputs": ["some text"]}')
+    texts = parse_texts(body.get("inputs"), state.settings, "inputs")
+    _refuse_prompt_name(body)
+    direction = body.get("truncation_direction")
+    if direction is None:
+        direction = "right"
+    if not isinstance(direction, str) or direction.lower() not in {"left", "right"}:
+        raise InvalidInput(
+            f"truncation_direction={direction!r} is not one of 'right' and 'left': send "
+            "'right' (the default) or omit it", "truncation_direction",
+        )
+    dims = body.get("dimensions")
+    if isinstance(dims, float) and dims.is_integer():
+        dims = int(dims)
+    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
+        raise InvalidInput(
+            f"dimensions={dims!r} is not a positive integer: send e.g. 256, or omit it",
+            "dimensions",
+        )
+    return EmbedCall(texts, _flag(body, "normalize", True), _flag(body, "truncate", False),
+                     direction.lower() == "left", dims)
+
+
+def _check_window(call: EmbedCall, raw_tokens: list[int], window: int | None,
+                  server_truncates: bool) -> int:
+    """How many inputs will be truncated; InputTooLarge (413) when one is over the
+    window and the request (or the server) does not allow truncation."""
+    if window is None:
+        return 0
+    over = [(i, n) for i, n in enumerate(raw_tokens) if n > window]
+    if not over:
+        return 0
+    i, n = over[0]
+    more = f" ({len(over)} inputs in all)" if len(over) > 1 else ""
+    if not call.truncate:
+        raise InputTooLarge(
+            f"inputs[{i}] has {n} tokens, over the model's max_input_length of {window}"
+            f"{more}: shorten it, or send \"truncate\": true to embed its first {window} "
+            "tokens", "inputs",
+        )
+    if not server_truncates:
+        raise InputTooLarge(
+            f"inputs[{i}] has {n} tokens, over the model's max_input_length of {window}"
+            f"{more}, and this server refuses to truncate (EMBEDQ_TRUNCATE=false): "
+            "shorten it", "inputs",
+        )
+    if call.truncate_left:
+        raise InvalidInput(
+            f"inputs[{i}] would be truncated on the left, which embedq's model cannot do "
+            "(it keeps an input's first tokens): send \"truncation_direction\": \"right\" "
+            "or shorten the input", "truncation_direction",
+        )
+    return len(over)
+
+
+# --- responses
+class EmbeddingModelInfo(BaseModel):
+    pooling: str
+
+
+class ModelTypeInfo(BaseModel):
+    embedding: EmbeddingModelInfo
+
+
+class Info(BaseModel):
+    model_id: str
+    model_sha: str | None
+    model_dtype: str
+    model_type: ModelTypeInfo
+    max_concurrent_requests: int
+    max_input_length: int | None
+    max_batch_tokens: int
+    max_batch_requests: int | None
+    max_client_batch_size: int
+    auto_truncate: bool
+    tokenization_workers: int
+    version: str
+    sha: str | None = None
+    docker_label: str | None = None
+
+
+class SimpleToken(BaseModel):
+    id: int
+    text: str
+    special: bool
+    start: int | None
+    stop: int | None
+
+
+def _info(state: ApiState) -> Info:
+    settings, tokens = state.settings, state.tokens
+    window = tokens.window
+    return Info(
+        model_id=state.service.model,
+        model_sha=state.service.revision,
+        model_dtype="float32",
+        model_type=ModelTypeInfo(embedding=EmbeddingModelInfo(
+            pooling=tokens.pooling or "unknown")),
+        # TEI answers 429 past this many requests; embedq past this many queued messages.
+        max_concurrent_requests=settings.max_online_depth,
+        max_input_length=window,
+        # Texts per coalesced service call, each at most the window.
+        max_batch_tokens=settings.api_batch_max_texts * (window or 1),
+        max_batch_requests=settings.api_batch_max_texts,
+        max_client_batch_size=settings.max_inputs,
+        auto_truncate=False,  # "truncate" defaults to false, as on a TEI without the flag
+        tokenization_workers=1,  # each API process tokenizes inline
+        version=__version__,
+    )
+
+
+def _vectors_json(outcomes: list[Outcome]) -> bytes:
+    rows = []
+    for outcome in outcomes:
+        assert outcome.vector is not None
+        rows.append(outcome.vector.tolist())
+    return json.dumps(rows, separators=(",", ":")).encode("utf-8")
+
+
+def _tokens_json(tokens: list[list[Any]]) -> bytes:
+    rows = [[asdict(t) for t in row] for row in tokens]
+    return json.dumps(rows, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+_STRINGS = {"anyOf": [{"type": "string", "minLength": 1},
+                      {"type": "array", "items": {"type": "string", "minLength": 1},
+                       "minItems": 1}]}
+_EMBED_SCHEMA = {
+    "title": "TeiEmbedRequest", "type": "object", "required": ["inputs"],
+    "properties": {
+        "inputs": _STRINGS,
+        "normalize": {"type": ["boolean", "null"], "default": True},
+        "truncate": {"type": ["boolean", "null"], "default": False},
+        "truncation_direction": {"enum": ["right", "left", "Right", "Left", None],
+                                 "default": "right"},
+        "dimensions": {"type": ["integer", "null"], "minimum": 1},
+        "prompt_name": {"type": "null", "description": "prompts are not supported"},
+    },
+}
+_TOKENIZE_SCHEMA = {
+    "title": "TeiTokenizeRequest", "type": "object", "required": ["inputs"],
+    "properties": {
+        "inputs": _STRINGS,
+        "add_special_tokens": {"type": ["boolean", "null"], "default": True},
+        "prompt_name": {"type": "null", "description": "prompts are not supported"},
+    },
+}
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True,
+                            "content": {"application/json": {"schema": schema}}}}
+
+
+router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
+
+
+@router.get("/info", response_model=Info, responses=_tei_errors(401),
+            summary="The served model and limits (TEI)")
+async def info(request: Request) -> Info:
+    return _info(get_state(request))
+
+
+async def _embed(request: Request) -> Response:
+    state = get_state(request)
+    payload = read_json_body(request.headers.get("content-type"), await request.body())
+    call = parse_embed(payload, state)
+    dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,
+                                    state.settings.dimensions)
+    raw_tokens = await count_tokens(state.tokens, call.texts)
+    truncated = _check_window(call, raw_tokens, state.tokens.window, state.settings.truncate)
+    await refuse_when_overloaded(state)
+    outcomes = await state.batcher.embed(call.texts, dimensions, call.normalize)
+    raise_first_failure(outcomes)
+    if truncated:
+        state.metrics.truncated.inc(truncated)
+    body = (_vectors_json(outcomes) if len(outcomes) <= _INLINE_VECTORS
+            else await run_in_threadpool(_vectors_json, outcomes))
+    headers = {TRUNCATED_HEADER: str(truncated),
+               "x-compute-characters": str(sum(map(len, call.texts))),
+               "x-compute-tokens": str(sum(raw_tokens))}
+    return Response(body, media_type="application/json", headers=headers)
+
+
+_EMBED_DOC: dict[str, Any] = {
+    "responses": {200: {"content": {"application/json": {"schema": {
+        "type": "array", "items": {"type": "array", "items": {"type": "number"}}}}}},
+        **_tei_errors(400, 401, 413, 415, 422, 424, 429, 503)},
+    "openapi_extra": _body(_EMBED_SCHEMA),
+}
+router.add_api_route("/embed", _embed, methods=["POST"], response_class=Response,
+                     summary="Embed inputs; one vector per input (TEI)", **_EMBED_DOC)
+router.add_api_route("/", _embed, methods=["POST"], response_class=Response,
+                     include_in_schema=False)
+
+
+@router.post("/tokenize", response_model=list[list[SimpleToken]],
+             responses=_tei_errors(400, 401, 413, 415, 422),
+             summary="Each input's tokens with their offsets (TEI)",
+             openapi_extra=_body(_TOKENIZE_SCHEMA))
+async def tokenize(request: Request) -> Response:
+    state = get_state(request)
+    payload = read_json_body(request.headers.get("content-type"), await request.body())
+    body = _object(payload, '{"inputs": ["some text"]}')
+    texts = parse_texts(body.get("inputs"), state.settings, "inputs")
+    _refuse_prompt_name(body)
+    special = _flag(body, "add_special_tokens", True)
+
+    def render() -> bytes:
+        return _tokens_json(state.tokens.tokenize(texts, special))
+
+    out = render() if sum(map(len, texts)) <= _INLINE_CHARS else await run_in_threadpool(render)
+    return Response(out, media_type="application/json")
+
+
+health_router = APIRouter(tags=["text-embeddings-inference"])
+
+
+@health_router.get("/health", summary="200 when the deployment can serve (TEI); no key",
+                   responses={200: {"description": "healthy, empty body"},
+                              **_tei_errors(503)})
+async def health(request: Request) -> Response:
+    """The readiness rule of /readyz: hot store, broker, database and a live worker."""
+    state = getattr(request.app.state, "embedq", None)
+    if state is None:
+        failed = ["startup: the server is still starting"]
+    else:
+        checks, names = await run_in_threadpool(readiness, get_state(request))
+        failed = [f"{name}: {checks[name]}" for name in names]
+    if not failed:
+        return Response(status_code=200)
+    return AsciiJSONResponse(
+        {"error": f"unhealthy ({'; '.join(failed)}); retry after the Retry-After seconds",
+         "error_type": "Unhealthy"},
+        status_code=503, headers={"Retry-After": str(READY_RETRY_AFTER_S)},
+    )
