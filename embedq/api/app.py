@@ -53,6 +53,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         deployment = await run_in_threadpool(Deployment.from_settings, settings)
+        # Embedded: the worker thread starts with the server, so /readyz (and /health) are
+        # ready once it is, not only after the first request.
+        await run_in_threadpool(deployment.ensure_worker)
         service = deployment.service
         batcher = RequestBatcher(service, wait_ms=settings.api_batch_wait_ms,
                                  max_texts=settings.api_batch_max_texts)

@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
-from embedq.api.routes.embeddings import _dimensions
+from embedq.api.routes.embeddings import resolve_dimensions
 from embedq.api.routes.jobs import job_service
 from embedq.api.state import get_state
 from embedq.errors import InputTooLarge
@@ -132,7 +132,7 @@ def create_batch(body: BatchRequest, batches: Batches, request: Request) -> dict
     state = get_state(request)
 
     def dimensions(requested: int | None) -> int | None:
-        return _dimensions(requested, state.tokens.dimension, state.settings.dimensions)
+        return resolve_dimensions(requested, state.tokens.dimension, state.settings.dimensions)
 
     return batches.create(body.input_file_id, body.endpoint, body.completion_window,
                           body.metadata, dimensions)
