@@ -6,7 +6,8 @@ the answer. The batcher's loop takes every request already waiting; while an ear
 is still in flight it lingers up to `api_batch_wait_ms` for more, so an idle server adds
 no latency and a busy one forms large groups. One group (same `dimensions`, at most
 `api_batch_max_texts` texts) is one `EmbeddingService.embed` call in a thread: one MGET,
-one durable query, one claim pipeline and packed queue messages for the whole group.
+one durable query, one claim pipeline and packed queue messages for the whole group;
+requests for different precision tiers never share a group.
 
 Per-input outcomes stay per input: one request's failed text never fails another
 request. A call that raises (a server down) fails exactly the requests of its group.
@@ -32,6 +33,7 @@ SERVICE_THREADS = 64
 class _Waiting:
     texts: list[str]
     dimensions: int | None
+    precision: str | None
     future: asyncio.Future[list[Outcome]] = field(repr=False)
 
 
@@ -65,10 +67,13 @@ class RequestBatcher:
     def in_flight(self) -> int:
         return len(self._calls)
 
-    async def embed(self, texts: list[str], dimensions: int | None) -> list[Outcome]:
-        """Outcomes for `texts`, in order, computed together with concurrent requests."""
+    async def embed(self, texts: list[str], dimensions: int | None,
+                    precision: str | None = None) -> list[Outcome]:
+        """Outcomes for `texts`, in order, computed together with concurrent requests
+        (`precision`: the tier; None: the default)."""
         assert self._inbox is not None, "RequestBatcher.start() runs in the app's lifespan"
-        waiting = _Waiting(texts, dimensions, asyncio.get_running_loop().create_future())
+        waiting = _Waiting(texts, dimensions, precision,
+                           asyncio.get_running_loop().create_future())
         self._inbox.put_nowait(waiting)
         return await waiting.future
 
@@ -92,22 +97,23 @@ class RequestBatcher:
                         break
                 taken.append(item)
                 size += len(item.texts)
-            groups: dict[int | None, list[_Waiting]] = {}
+            groups: dict[tuple[int | None, str | None], list[_Waiting]] = {}
             for item in taken:
                 if not item.future.done():  # its client went away while it waited
-                    groups.setdefault(item.dimensions, []).append(item)
-            for dimensions, group in groups.items():
-                task = asyncio.create_task(self._call(dimensions, group))
+                    groups.setdefault((item.dimensions, item.precision), []).append(item)
+            for (dimensions, precision), group in groups.items():
+                task = asyncio.create_task(self._call(dimensions, precision, group))
                 self._calls.add(task)
                 task.add_done_callback(self._calls.discard)
 
-    async def _call(self, dimensions: int | None, group: list[_Waiting]) -> None:
+    async def _call(self, dimensions: int | None, precision: str | None,
+                    group: list[_Waiting]) -> None:
         texts = [t for item in group for t in item.texts]
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(
                 self._executor, lambda: self.service.embed(texts, dimensions=dimensions,
-                                           requests=len(group))
+                                           requests=len(group), precision=precision)
             )
         except Exception as exc:
             for item in group:
