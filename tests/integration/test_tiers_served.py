@@ -145,6 +145,21 @@ def test_http_refuses_an_unserved_tier_with_a_4xx_naming_EMBEDQ_TIERS(
         assert [m["id"] for m in models["data"]] == [MODEL]
 
 
+def test_readyz_and_live_workers_count_each_tier(cluster: Cluster) -> None:
+    # This API offers int8 too, but the cluster's only worker on its revision loads fp32.
+    env = {**cluster.env, "EMBEDQ_BACKEND": "onnx", "EMBEDQ_TIERS": "fp32,int8"}
+    with ApiServer(env, cluster.tmp / "api-tiers-ready.log") as api:
+        ready = httpx.get(api.url + "/readyz", timeout=30)
+        assert ready.status_code == 503, ready.text
+        workers = ready.json()["checks"]["workers"]
+        assert f"none serving tier int8 ({MODEL}@hashing-v1{INT8})" in workers, workers
+        metrics = httpx.get(api.url + "/metrics", timeout=30).text
+        live = {line.split("revision=")[1].split('"')[1]: float(line.rsplit(" ", 1)[1])
+                for line in metrics.splitlines()
+                if line.startswith("embedq_live_workers{") and f'model="{MODEL}"' in line}
+        assert live["hashing-v1" + INT8] == 0 and live["hashing-v1"] >= 1, live
+
+
 def _wait_for(jobs: JobService, job_id: str, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
