@@ -6,6 +6,10 @@ fixture runs the real model on ONNX Runtime, where the two tiers' vectors really
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,6 +147,49 @@ def test_http_refuses_an_unserved_tier_with_a_4xx_naming_EMBEDQ_TIERS(
         assert "EMBEDQ_TIERS=fp32" in got.json()["error"]["message"]
         models = httpx.get(api.url + "/v1/models", timeout=30).json()
         assert [m["id"] for m in models["data"]] == [MODEL]
+
+
+def test_http_jobs_take_a_precision_and_refuse_an_unserved_one(
+    tiered: Tiered, salt: str
+) -> None:
+    service = tiered.service()
+    jobs = JobService(service)
+    with ApiServer(tiered.env, tiered.tmp / "api-jobs.log") as api:
+        got = httpx.post(api.url + "/v1/jobs", timeout=30,
+                         json={"input": [f"{salt} a", f"{salt} b"], "precision": "int8"})
+        assert got.status_code == 202, got.text
+        _wait_for(jobs, got.json()["id"])
+        assert jobs.get(got.json()["id"]).revision == "tiers-r" + INT8
+        bad = httpx.post(api.url + "/v1/jobs", timeout=30,
+                         json={"input": ["x"], "precision": "fp16"})
+        assert bad.status_code == 422, bad.text
+        assert "EMBEDQ_TIERS" in bad.json()["error"]["message"]
+        models = httpx.get(api.url + "/v1/models", timeout=30).json()["data"]
+        assert [m["id"] for m in models] == [MODEL, f"{MODEL}:int8"]
+        one = httpx.get(api.url + f"/v1/models/{MODEL}:int8", timeout=30).json()
+        assert one["revision"] == "tiers-r" + INT8
+    service.close()
+
+
+def test_cli_embed_takes_a_precision(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+    env.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_BACKEND": "onnx",
+                "EMBEDQ_TIERS": "fp32,int8", "EMBEDQ_DATA_DIR": str(tmp_path)})
+
+    def embed(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "embedq.cli", "embed", "--json", *args,
+                               "a text"], env=env, cwd=support.ROOT, capture_output=True,
+                              text=True, timeout=120)
+
+    int8 = embed("--precision", "int8")
+    assert int8.returncode == 0, int8.stderr
+    assert json.loads(int8.stdout)["data"][0]["source"] == "computed"
+    again = embed("--precision", "int8")
+    assert json.loads(again.stdout)["data"][0]["source"] in {"hot", "durable"}
+    fp32 = embed()
+    assert json.loads(fp32.stdout)["data"][0]["source"] == "computed"  # another fingerprint
+    bad = embed("--precision", "fp16")
+    assert bad.returncode == 2 and "use one of fp32, int8" in bad.stderr, bad.stderr
 
 
 def test_readyz_and_live_workers_count_each_tier(cluster: Cluster) -> None:
