@@ -137,7 +137,9 @@ class EmbeddingService:
                 f"model suffix {suffix!r} and precision {precision!r} disagree: "
                 "send one of them", "precision",
             )
-        tier = suffix or precision or self.settings.tiers[0]
+        tier = suffix if suffix is not None else precision
+        if tier is None:
+            tier = self.settings.tiers[0]
         served = ", ".join(self.settings.tiers)
         if tier not in TIERS:
             raise InvalidInput(

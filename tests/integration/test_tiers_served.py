@@ -90,8 +90,9 @@ def test_an_unserved_tier_is_refused_before_anything_is_queued(tiered: Tiered) -
     assert refused.value.param == "precision"
     with pytest.raises(UnknownModel, match="EMBEDQ_TIERS=fp32"):
         service.embed(["never queued"], model=f"{MODEL}:int8")
-    with pytest.raises(InvalidInput, match="'fp16' is unknown: use one of fp32"):
-        service.embed(["never queued"], precision="fp16")
+    for unknown in ("fp16", ""):
+        with pytest.raises(InvalidInput, match=f"'{unknown}' is unknown: use one of fp32"):
+            service.embed(["never queued"], precision=unknown)
     with pytest.raises(InvalidInput, match="disagree"):
         tiered.service().spec(f"{MODEL}:int8", precision="fp32")
     service.close()
