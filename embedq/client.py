@@ -29,10 +29,13 @@ class Client:
         dimensions: int | None = None,
         normalize: bool | None = None,
         timeout_s: float | None = None,
+        precision: str | None = None,
     ) -> list[Vector]:
-        """One float32 vector per text, in input order; raises if any text failed."""
+        """One float32 vector per text, in input order; raises if any text failed.
+        `precision` picks a served tier (EMBEDQ_TIERS, e.g. "int8"); default the first."""
         return self.embed_detailed(
-            texts, model=model, dimensions=dimensions, normalize=normalize, timeout_s=timeout_s
+            texts, model=model, dimensions=dimensions, normalize=normalize,
+            timeout_s=timeout_s, precision=precision,
         ).vectors()
 
     def embed_detailed(
@@ -43,11 +46,13 @@ class Client:
         dimensions: int | None = None,
         normalize: bool | None = None,
         timeout_s: float | None = None,
+        precision: str | None = None,
     ) -> EmbedResult:
         """Per-input outcomes (vector or error, and where it came from)."""
         batch = [texts] if isinstance(texts, str) else list(texts)
         return self.service.embed(
-            batch, model=model, dimensions=dimensions, normalize=normalize, timeout_s=timeout_s
+            batch, model=model, dimensions=dimensions, normalize=normalize,
+            timeout_s=timeout_s, precision=precision,
         )
 
     def stats(self) -> dict[str, int]:

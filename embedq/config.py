@@ -159,6 +159,9 @@ class Settings:
     job_tick_s: float = 10.0  # how often `embedq beat` checks windows and stalled jobs
     job_stall_s: float = 300.0  # a running job idle this long is dispatched again
     job_timezone: str = "UTC"  # the time zone of off-peak windows
+    # The tier jobs use when they name none (one of tiers; None: the default tier), so
+    # off-peak bulk work can run on int8 while online requests stay fp32.
+    job_precision: str | None = None
     # The off-peak window (HH:MM-HH:MM, job_timezone) of /v1/batches jobs; None: run now.
     batch_window: str | None = None
     # Job callbacks (docs/jobs.md, Callbacks): off until a secret signs them; hosts must
@@ -257,6 +260,11 @@ class Settings:
         if "int8" in self.tiers and self.backend != "onnx":
             raise ConfigError("EMBEDQ_TIERS with int8 runs on ONNX Runtime: set "
                               "EMBEDQ_BACKEND=onnx (and pip install 'embedq[onnx]')")
+        if self.job_precision is not None and self.job_precision not in self.tiers:
+            raise ConfigError(
+                f"EMBEDQ_JOB_PRECISION={self.job_precision!r} is not a served tier: use one "
+                f"of EMBEDQ_TIERS ({','.join(self.tiers)}), or add it there"
+            )
         if self.encoder == "upstream" and not self.upstream_url:
             raise ConfigError("EMBEDQ_ENCODER=upstream needs EMBEDQ_UPSTREAM_URL")
         unpinned = self.unpinned_model()

@@ -95,7 +95,7 @@ class Deployment:
         if self.embedded:
             self.ensure_worker()
             assert self._worker is not None
-            return self._worker.runtime.batcher.depth() if queue == self.settings.online_queue \
+            return self._worker.runtime.depth() if queue == self.settings.online_queue \
                 else 0
         return broker_depth(self.app, queue)
 

@@ -29,6 +29,7 @@ from embedq.cache import DurableStore, HotStore, from_bytes, make_hot_store
 from embedq.cache.waiters import Waiters
 from embedq.config import Settings
 from embedq.encoders import model_identity
+from embedq.encoders.tiers import TIERS
 from embedq.errors import (
     EmbeddingTimeout,
     EmbedqError,
@@ -95,6 +96,10 @@ class EmbeddingService:
         self.db = db if db is not None else Database.from_settings(settings)
         self.durable = DurableStore(self.db)
         self.app = app if app is not None else create_app(settings)
+        # One identity per served tier (EMBEDQ_TIERS); the first is the default, and
+        # `model`/`revision` name it. A tier's revision is what routes its work to the
+        # worker encoder that serves it.
+        self.revisions = {t: model_identity(settings, t)[1] for t in settings.tiers}
         self.model, self.revision = model_identity(settings)
         self.waiters = Waiters(self.hot)
         self.before_submit = before_submit
@@ -102,16 +107,53 @@ class EmbeddingService:
     # --- the request
     def spec(
         self, model: str | None = None, dimensions: int | None = None,
-        normalize: bool | None = None,
+        normalize: bool | None = None, precision: str | None = None,
     ) -> EncodeSpec:
-        if model is not None and model not in {self.model, self.settings.model}:
-            raise UnknownModel(
-                f"model {model!r} is not served here: use {self.model!r} "
-                "(GET /v1/models lists the models)", "model",
-            )
+        """The spec a request is fingerprinted with. A model name suffix
+        (`all-MiniLM-L6-v2:int8`) or `precision` picks the tier; default the first."""
+        tier = self.tier_of(model, precision)
         dims = dimensions if dimensions is not None else self.settings.dimensions
         norm = self.settings.normalize if normalize is None else normalize
-        return EncodeSpec(self.model, self.revision, dims, norm)
+        return EncodeSpec(self.model, self.revisions[tier], dims, norm)
+
+    def model_name(self, tier: str) -> str:
+        """How clients name `tier`: the bare model for the default, else `<model>:<tier>`."""
+        return self.model if tier == self.settings.tiers[0] else f"{self.model}:{tier}"
+
+    def tier_of(self, model: str | None = None, precision: str | None = None) -> str:
+        """The served tier a request asks for; UnknownModel/InvalidInput saying what to send."""
+        suffix = None
+        if model is not None:
+            base, sep, tail = model.rpartition(":")
+            if sep and tail in TIERS:
+                model, suffix = base, tail
+            if model not in {self.model, self.settings.model}:
+                raise UnknownModel(
+                    f"model {model!r} is not served here: use {self.model!r} "
+                    "(GET /v1/models lists the models)", "model",
+                )
+        if suffix is not None and precision is not None and suffix != precision:
+            raise InvalidInput(
+                f"model suffix {suffix!r} and precision {precision!r} disagree: "
+                "send one of them", "precision",
+            )
+        tier = suffix if suffix is not None else precision
+        if tier is None:
+            tier = self.settings.tiers[0]
+        served = ", ".join(self.settings.tiers)
+        if tier not in TIERS:
+            raise InvalidInput(
+                f"precision {tier!r} is unknown: use one of {served} "
+                f"(the tiers this deployment serves, EMBEDQ_TIERS)", "precision",
+            )
+        if tier not in self.revisions:
+            error = UnknownModel if suffix is not None else InvalidInput
+            raise error(
+                f"precision tier {tier!r} is not served here (EMBEDQ_TIERS={served}): use "
+                f"one of {served}, or have the operator add {tier} to EMBEDQ_TIERS",
+                "model" if suffix is not None else "precision",
+            )
+        return tier
 
     def embed(
         self,
@@ -122,8 +164,9 @@ class EmbeddingService:
         normalize: bool | None = None,
         timeout_s: float | None = None,
         requests: int = 1,
+        precision: str | None = None,
     ) -> EmbedResult:
-        spec = self.spec(model, dimensions, normalize)
+        spec = self.spec(model, dimensions, normalize, precision)
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InvalidInput(f"input {i} is not a string", "input")

@@ -7,7 +7,8 @@ is still in flight it lingers up to `api_batch_wait_ms` for more, so an idle ser
 no latency and a busy one forms large groups. One group (same `dimensions` and
 `normalize`, at most
 `api_batch_max_texts` texts) is one `EmbeddingService.embed` call in a thread: one MGET,
-one durable query, one claim pipeline and packed queue messages for the whole group.
+one durable query, one claim pipeline and packed queue messages for the whole group;
+requests for different precision tiers never share a group.
 
 Per-input outcomes stay per input: one request's failed text never fails another
 request. A call that raises (a server down) fails exactly the requests of its group.
@@ -34,6 +35,7 @@ class _Waiting:
     texts: list[str]
     dimensions: int | None
     normalize: bool | None
+    precision: str | None
     future: asyncio.Future[list[Outcome]] = field(repr=False)
 
 
@@ -68,11 +70,13 @@ class RequestBatcher:
         return len(self._calls)
 
     async def embed(self, texts: list[str], dimensions: int | None,
-                    normalize: bool | None = None) -> list[Outcome]:
+                    normalize: bool | None = None, precision: str | None = None
+                    ) -> list[Outcome]:
         """Outcomes for `texts`, in order, computed together with concurrent requests
-        (`normalize` None: the deployment's EMBEDQ_NORMALIZE)."""
+        (`normalize` None: the deployment's EMBEDQ_NORMALIZE; `precision`: the tier,
+        None: the default)."""
         assert self._inbox is not None, "RequestBatcher.start() runs in the app's lifespan"
-        waiting = _Waiting(texts, dimensions, normalize,
+        waiting = _Waiting(texts, dimensions, normalize, precision,
                            asyncio.get_running_loop().create_future())
         self._inbox.put_nowait(waiting)
         return await waiting.future
@@ -97,23 +101,27 @@ class RequestBatcher:
                         break
                 taken.append(item)
                 size += len(item.texts)
-            groups: dict[tuple[int | None, bool | None], list[_Waiting]] = {}
+            Key = tuple[int | None, bool | None, str | None]
+            groups: dict[Key, list[_Waiting]] = {}
             for item in taken:
                 if not item.future.done():  # its client went away while it waited
-                    groups.setdefault((item.dimensions, item.normalize), []).append(item)
-            for (dimensions, normalize), group in groups.items():
-                task = asyncio.create_task(self._call(dimensions, normalize, group))
+                    key = (item.dimensions, item.normalize, item.precision)
+                    groups.setdefault(key, []).append(item)
+            for key, group in groups.items():
+                task = asyncio.create_task(self._call(key, group))
                 self._calls.add(task)
                 task.add_done_callback(self._calls.discard)
 
-    async def _call(self, dimensions: int | None, normalize: bool | None,
+    async def _call(self, key: tuple[int | None, bool | None, str | None],
                     group: list[_Waiting]) -> None:
+        dimensions, normalize, precision = key
         texts = [t for item in group for t in item.texts]
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(
                 self._executor, lambda: self.service.embed(texts, dimensions=dimensions,
-                                           normalize=normalize, requests=len(group))
+                                           normalize=normalize, requests=len(group),
+                                           precision=precision)
             )
         except Exception as exc:
             for item in group:

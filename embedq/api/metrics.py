@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from embedq.api.depth import QueueDepth
 from embedq.errors import EmbedqError
 from embedq.service import EmbeddingService
+from embedq.workers.runtime import served_revisions
 
 log = logging.getLogger("embedq.api")
 
@@ -129,12 +130,14 @@ class ClusterCollector(Collector):
             )
 
     def _workers(self) -> Iterator[Metric]:
-        """Workers with a fresh heartbeat, by the model they serve; this deployment's model
-        is always there (0 when none serves it), so an alert can test it for zero."""
-        served = {(self.service.model, self.service.revision): 0}
+        """Workers with a fresh heartbeat, by the model and revision (tier) they serve; each
+        of this deployment's tiers is always there (0 when none serves it), so an alert can
+        test it for zero."""
+        served = {(self.service.model, r): 0 for r in self.service.revisions.values()}
         for info in self.service.hot.live_workers().values():
-            key = (str(info.get("model")), str(info.get("revision")))
-            served[key] = served.get(key, 0) + 1
+            for revision in served_revisions(info):  # a worker counts once per tier
+                key = (str(info.get("model")), revision)
+                served[key] = served.get(key, 0) + 1
         family = GaugeMetricFamily(
             "embedq_live_workers", "workers with a fresh heartbeat, by model and revision",
             labels=["model", "revision"],

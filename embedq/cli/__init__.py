@@ -114,7 +114,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
     client = Client()
     result = client.embed_detailed(
-        texts, dimensions=args.dimensions, normalize=not args.no_normalize
+        texts, dimensions=args.dimensions, normalize=not args.no_normalize,
+        precision=args.precision,
     )
     failed = 0
     if args.json:
@@ -200,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--dimensions", type=int, default=None)
     p.add_argument("--no-normalize", action="store_true")
+    p.add_argument("--precision", default=None, metavar="TIER",
+                   help="a served tier (EMBEDQ_TIERS, e.g. int8); default the first")
     p.set_defaults(func=cmd_embed)
 
     p = sub.add_parser("stats", help="cluster-wide counters")

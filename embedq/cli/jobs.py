@@ -22,6 +22,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("bulk", help="embed a file as a bulk job (JSONL, CSV or plain text)")
     p.add_argument("file", help="JSONL, CSV or text (one text a line); .gz is read as gzip")
     p.add_argument("--model", default=None)
+    p.add_argument("--precision", default=None, metavar="TIER",
+                   help="a served tier (EMBEDQ_TIERS, e.g. int8); default "
+                        "EMBEDQ_JOB_PRECISION, else the first tier")
     p.add_argument("--format", choices=["jsonl", "csv", "text"], default=None,
                    help="default: from the file name")
     p.add_argument("--text-field", default="text")
@@ -93,7 +96,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
     embedded = jobs.settings.embedded
     try:
         job_id = jobs.submit(
-            records, model=args.model, priority=args.priority,
+            records, model=args.model, precision=args.precision, priority=args.priority,
             window=None if args.now else args.off_peak, timezone=args.timezone,
             not_before=_parse_moment(args.not_before), source=path.name,
             on_saved=saved.append, callback_url=args.callback_url,

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from celery import Celery
 
 from embedq.config import Settings
+from embedq.encoders.tiers import TIERS
 from embedq.errors import BadInputFile, EmbedqError, InvalidInput
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.jobs.callbacks import check_url
@@ -49,7 +50,8 @@ class Producer(Protocol):
     db: Database
     app: Celery
 
-    def spec(self, model: str | None = None, dimensions: int | None = None) -> EncodeSpec: ...
+    def spec(self, model: str | None = None, dimensions: int | None = None,
+             normalize: bool | None = None, precision: str | None = None) -> EncodeSpec: ...
 
 
 # Runs one chunk in this process: the embedded deployment's worker (see run_here).
@@ -74,6 +76,7 @@ class JobService:
         *,
         model: str | None = None,
         dimensions: int | None = None,
+        precision: str | None = None,
         priority: str = Priority.BULK,
         window: str | None = None,
         timezone: str | None = None,
@@ -88,7 +91,9 @@ class JobService:
         `on_saved(job_id)` is called once the job row exists, before items load, so a
         caller can name the job in an error about a bad line. With `callback_url` the
         job's final state is POSTed there once it ends (jobs/callbacks.py); a URL this
-        server may not call is refused before anything is stored.
+        server may not call is refused before anything is stored. The tier is `precision`,
+        or the model's suffix (`all-MiniLM-L6-v2:int8`), else EMBEDQ_JOB_PRECISION, else
+        the deployment's default; the job's revision names it.
         """
         if callback_url is not None:
             check_url(callback_url, self.settings)
@@ -96,7 +101,9 @@ class JobService:
             raise InvalidInput(f"priority {priority!r} is unknown: use online or bulk",
                                "priority")
         check_not_before(not_before, self.clock())
-        spec = self.service.spec(model, dimensions)
+        if precision is None and (model or "").rpartition(":")[2] not in TIERS:
+            precision = self.settings.job_precision  # None: the deployment's default tier
+        spec = self.service.spec(model, dimensions, precision=precision)
         if timezone is not None and not window:
             raise InvalidInput(
                 f"timezone {timezone!r} was given without a window; it only says when an "

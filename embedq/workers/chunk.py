@@ -21,7 +21,7 @@ from embedq import coordination
 from embedq.fingerprint import EncodeSpec
 from embedq.jobs.store import ChunkCounts, JobStore
 from embedq.models import ChunkStatus, JobStatus, Priority
-from embedq.workers.batcher import Room
+from embedq.workers.batcher import Batcher, Room
 from embedq.workers.runtime import BULK, ONLINE, WorkerRuntime
 
 log = logging.getLogger("embedq.worker.bulk")
@@ -98,30 +98,36 @@ def _run_slice(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, lane: 
     # A bulk slice is set up only when the batcher runs low, one slice at a time: the
     # slices of a wave start one by one as the model needs them, not in one burst that
     # online work in this process would feel.
-    room = runtime.batcher.reserve(BULK, len(text_of)) if lane == BULK else None
+    # The batcher of the job's tier (its revision); a tier not served here gets no room,
+    # and embed_pairs refuses its texts with a message naming the served revisions.
+    served = runtime.serving(spec)
+    batcher = served.batcher if served is not None else None
+    room = batcher.reserve(BULK, len(text_of)) if batcher is not None and lane == BULK \
+        else None
     try:
-        return _claim_and_embed(runtime, store, spec, lane, owner, text_of, room)
+        return _claim_and_embed(runtime, store, spec, lane, owner, text_of, batcher, room)
     finally:
-        if room is not None:
-            runtime.batcher.release(room)
+        if batcher is not None and room is not None:
+            batcher.release(room)
 
 
 def _claim_and_embed(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, lane: int,
-                     owner: str, text_of: dict[str, str], room: Room | None) -> _Slice:
+                     owner: str, text_of: dict[str, str], batcher: Batcher | None,
+                     room: Room | None) -> _Slice:
     out = _Slice(stored=store.stored(list(text_of)))
     todo = [fp for fp in text_of if fp not in out.stored]
     won, lost = coordination.claim(runtime.hot, todo, owner, runtime.settings.claim_ttl_ms)
     holders = coordination.claim_holders(runtime.hot, lost)
     won += [fp for fp, h in zip(lost, holders, strict=True) if h == owner]
     lost = [fp for fp, h in zip(lost, holders, strict=True) if h != owner]
-    if not won and room is not None:
-        runtime.batcher.release(room)  # nothing to encode here: let the next slice in
+    if not won and batcher is not None and room is not None:
+        batcher.release(room)  # nothing to encode here: let the next slice in
     pending = list(lost)
     while True:
         if won:
             runtime.embed_pairs(spec, {fp: text_of[fp] for fp in won}, lane, room)
-            if room is not None:
-                runtime.batcher.release(room)  # filled by the submit, or never needed
+            if batcher is not None and room is not None:
+                batcher.release(room)  # filled by the submit, or never needed
             got = store.stored(won)
             out.encoded |= got
             failed = coordination.read_outcomes(

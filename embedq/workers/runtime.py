@@ -1,8 +1,10 @@
-"""What runs inside a worker process: the loaded encoder, the batcher, and consuming.
+"""What runs inside a worker process: the loaded encoders, their batchers, and consuming.
 
 One `WorkerRuntime` per worker (an `embedq worker` process, or an embedded worker thread):
-it loads the model once, warms it up, and then serves every task thread. `embed_pairs` is
-the whole life of one message's texts:
+it loads the model once per served precision tier (EMBEDQ_TIERS), each with its own
+batcher and writer, warms them up, and then serves every task thread. A message's spec
+names a revision, which names its tier: its texts go to the encoder of that revision.
+`embed_pairs` is the whole life of one message's texts:
 
   1. fingerprints already in the durable tier (a duplicate delivery) are answered from it;
   2. texts that died with their process `max_attempts` times are dead-lettered (fencing);
@@ -19,6 +21,7 @@ import socket
 import threading
 import time
 from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass
 from typing import Any
 
 from embedq import coordination
@@ -35,6 +38,24 @@ from embedq.workers.writer import BatchWriter
 log = logging.getLogger("embedq.worker")
 
 
+@dataclass
+class Served:
+    """One served tier: its encoder, and the batcher and writer that run it."""
+
+    tier: str
+    encoder: Encoder
+    writer: BatchWriter
+    batcher: Batcher
+
+
+def served_revisions(info: dict[str, object]) -> list[str]:
+    """The revisions a worker's heartbeat says it serves (one per tier)."""
+    revisions = info.get("revisions")
+    if isinstance(revisions, list):
+        return [str(r) for r in revisions]
+    return [str(info.get("revision"))]
+
+
 class WorkerRuntime:
     def __init__(
         self,
@@ -49,24 +70,43 @@ class WorkerRuntime:
         self.hot = hot if hot is not None else make_hot_store(settings)
         self.db = db if db is not None else Database.from_settings(settings)
         self.durable = DurableStore(self.db)
+        self.fencing = Fencing(self.hot, settings, self.worker_id)
+        # By revision, in EMBEDQ_TIERS order: the first is the default tier.
+        self.served: dict[str, Served] = {}
+        for tier in settings.tiers:
+            given = encoder if tier == settings.tiers[0] else None
+            served = self._load(tier, given)
+            self.served[served.encoder.revision] = served
+        default = next(iter(self.served.values()))
+        self.encoder, self.writer, self.batcher = default.encoder, default.writer, \
+            default.batcher
+        self._stop = threading.Event()
+        threading.Thread(target=self._heartbeat, name="embedq-heartbeat", daemon=True).start()
+
+    def _load(self, tier: str, encoder: Encoder | None) -> Served:
+        settings = self.settings
         started = time.perf_counter()
-        self.encoder = encoder if encoder is not None else load_encoder(settings)
-        self.encoder.warm_up()
+        enc = encoder if encoder is not None else load_encoder(settings, tier)
+        enc.warm_up()
         # The revision is every fingerprint's: an operator compares it across workers.
         log.info(
-            "worker %s ready: model=%s revision=%s dimension=%s device=%s "
+            "worker %s ready: model=%s revision=%s dimension=%s device=%s tier=%s "
             "loaded+warmed in %.0f ms",
-            self.worker_id, self.encoder.name, self.encoder.revision,
-            self.encoder.dimension or "unknown until the first call",
-            getattr(self.encoder, "device", "cpu"), (time.perf_counter() - started) * 1000,
+            self.worker_id, enc.name, enc.revision,
+            enc.dimension or "unknown until the first call",
+            getattr(enc, "device", "cpu"), tier, (time.perf_counter() - started) * 1000,
         )
-        on_gpu = str(getattr(self.encoder, "device", "cpu")).startswith("cuda")
-        self.fencing = Fencing(self.hot, settings, self.worker_id)
-        self.writer = BatchWriter(self.hot, self.durable, settings, self.encoder,
-                                  resubmit=lambda items: self.batcher.submit(items))
-        self.batcher = Batcher(
-            self.encoder,
-            self.writer,
+        on_gpu = str(getattr(enc, "device", "cpu")).startswith("cuda")
+        batcher: Batcher | None = None
+
+        def resubmit(items: list[Item]) -> None:
+            assert batcher is not None
+            batcher.submit(items)
+
+        writer = BatchWriter(self.hot, self.durable, settings, enc, resubmit=resubmit)
+        batcher = Batcher(
+            enc,
+            writer,
             wait_ms=settings.batch_wait_ms,
             max_tokens=settings.batch_max_tokens or (32_768 if on_gpu else 4096),
             max_texts=settings.batch_max_texts or (512 if on_gpu else 64),
@@ -74,19 +114,29 @@ class WorkerRuntime:
             parallel=settings.upstream_concurrency if settings.encoder == "upstream" else 1,
             bulk_step_ms=settings.bulk_step_ms,
         )
-        self._stop = threading.Event()
-        threading.Thread(target=self._heartbeat, name="embedq-heartbeat", daemon=True).start()
+        return Served(tier, enc, writer, batcher)
+
+    def serving(self, spec: EncodeSpec) -> Served | None:
+        """The tier that computes `spec`'s vectors here, or None: not served here."""
+        served = self.served.get(spec.revision)
+        return served if served is not None and served.encoder.name == spec.model else None
+
+    def depth(self) -> int:
+        """Texts queued in all of this worker's batchers."""
+        return sum(s.batcher.depth() for s in self.served.values())
 
     # --- liveness
     def info(self) -> dict[str, object]:
         return {
             "model": self.encoder.name,
             "revision": self.encoder.revision,
+            "revisions": list(self.served),
+            "tiers": [s.tier for s in self.served.values()],
             "dimension": self.encoder.dimension,
             "max_seq_length": self.encoder.max_seq_length,
             "device": getattr(self.encoder, "device", "cpu"),
             "pid": os.getpid(),
-            "queued": self.batcher.depth(),
+            "queued": self.depth(),
         }
 
     def _heartbeat(self) -> None:
@@ -100,7 +150,8 @@ class WorkerRuntime:
     def close(self) -> None:
         self._stop.set()
         self.fencing.close()
-        self.batcher.stop()
+        for served in self.served.values():
+            served.batcher.stop()
 
     # --- one message
     def handle_embed(self, payload: dict[str, Any], lane: int = ONLINE) -> dict[str, int]:
@@ -134,14 +185,16 @@ class WorkerRuntime:
         """Embed (fingerprint -> text) pairs; `room` is batcher room the caller reserved
         (filled by the first submit; the caller releases it if nothing was submitted)."""
         fps = list(pairs)
-        if (spec.model, spec.revision) != (self.encoder.name, self.encoder.revision):
+        served = self.serving(spec)
+        if served is None:
+            offered = ", ".join(f"{s.tier} ({r!r})" for r, s in self.served.items())
             err = EmbeddingFailed(
-                f"this worker serves model {self.encoder.name!r} revision "
-                f"{self.encoder.revision!r}, but the request was made for model "
-                f"{spec.model!r} revision {spec.revision!r}; nothing was computed or stored. "
+                f"this worker serves model {self.encoder.name!r} at revisions {offered}, "
+                f"but the request was made for model {spec.model!r} revision "
+                f"{spec.revision!r}; nothing was computed or stored. "
                 "Give the producer (API, client) and the workers on its queues the same "
-                "EMBEDQ_MODEL and EMBEDQ_MODEL_REVISION, or give each revision its own "
-                "EMBEDQ_ONLINE_QUEUE and EMBEDQ_BULK_QUEUE"
+                "EMBEDQ_MODEL, EMBEDQ_MODEL_REVISION and EMBEDQ_TIERS, or give each "
+                "revision its own EMBEDQ_ONLINE_QUEUE and EMBEDQ_BULK_QUEUE"
             )
             self.writer.fail({fp: err for fp in fps})
             return {"done": 0, "failed": len(fps), "reused": 0}
@@ -154,19 +207,19 @@ class WorkerRuntime:
         todo = [fp for fp in todo if fp not in dead]
 
         def encode(mine: dict[str, str]) -> int:
-            return self._encode(spec, mine, suspects, lane, room)
+            return self._encode(served.batcher, spec, mine, suspects, lane, room)
 
         done = self.fencing.run_leased({fp: pairs[fp] for fp in todo}, encode)
         return {"done": done + len(stored), "failed": len(fps) - done - len(stored),
                 "reused": len(stored)}
 
-    def _encode(self, spec: EncodeSpec, pairs: dict[str, str], suspects: set[str],
-                lane: int, room: Room | None = None) -> int:
+    def _encode(self, batcher: Batcher, spec: EncodeSpec, pairs: dict[str, str],
+                suspects: set[str], lane: int, room: Room | None = None) -> int:
         items = [
             Item(fp=fp, text=text, spec=spec, lane=lane, alone=fp in suspects)
             for fp, text in pairs.items()
         ]
-        self.batcher.submit(items, room)
+        batcher.submit(items, room)
         wait_futures([i.future for i in items])
         unavailable = [i.future.exception() for i in items
                        if isinstance(i.future.exception(), Unavailable)]
@@ -177,4 +230,4 @@ class WorkerRuntime:
         return sum(1 for i in items if i.future.exception() is None)
 
 
-__all__ = ["BULK", "ONLINE", "WorkerRuntime"]
+__all__ = ["BULK", "ONLINE", "Served", "WorkerRuntime", "served_revisions"]

@@ -1,6 +1,7 @@
 """POST /v1/embeddings: the OpenAI request and response shapes, answered by the service.
 
-One request, top to bottom: read and check the body (limits, types, model, dimensions),
+One request, top to bottom: read and check the body (limits, types, model and its tier
+suffix such as `all-MiniLM-L6-v2:int8`, dimensions),
 count tokens with the model's tokenizer (refuse or flag inputs over the window), refuse
 with 429 when the online queue is past EMBEDQ_MAX_ONLINE_DEPTH, hand the texts to the
 request batcher (coalesced with concurrent requests), and answer in input order.
@@ -55,13 +56,14 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         state = get_state(request)
         payload = read_json_body(request.headers.get("content-type"), await request.body())
         call = parse_embedding_request(payload, state.settings)
-        state.service.spec(call.model)  # UnknownModel (404) names the served model
+        # UnknownModel (404) names the served model; a `:int8` suffix picks the tier.
+        tier = state.service.tier_of(call.model)
         dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,
                                         state.settings.dimensions)
         raw_tokens = await count_tokens(state.tokens, call.texts)
         truncated = _over_window(raw_tokens, state.tokens.window, state.settings.truncate)
         await refuse_when_overloaded(state)
-        outcomes = await state.batcher.embed(call.texts, dimensions)
+        outcomes = await state.batcher.embed(call.texts, dimensions, precision=tier)
         raise_first_failure(outcomes)
         if truncated:
             state.metrics.truncated.inc(truncated)
@@ -134,7 +136,7 @@ async def _render(
 ) -> bytes:
     window = state.tokens.window
     used = sum(min(n, window) if window is not None else n for n in raw_tokens)
-    model = state.service.model
+    model = call.model or state.service.model  # echo what was asked, tier suffix included
     if len(outcomes) <= _INLINE_VECTORS:
         return _json_body(outcomes, call.encoding_format, model, used)
     return await run_in_threadpool(_json_body, outcomes, call.encoding_format, model, used)

@@ -1,7 +1,8 @@
 """GET /healthz (the process is alive) and GET /readyz (it can answer requests).
 
 Ready means: the hot store and the broker answer, the database answers, and at least one
-live worker (a heartbeat in the hot store) serves this deployment's model and revision.
+live worker (a heartbeat in the hot store) serves this deployment's model and revision,
+for each of its tiers (EMBEDQ_TIERS).
 Not ready is 503 with Retry-After, each failed check named in the message. Neither route
 needs an API key: orchestrators probe them without one.
 """
@@ -18,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from embedq.api.errors import error_response
 from embedq.api.state import ApiState, get_state
 from embedq.errors import EmbedqError
+from embedq.workers.runtime import served_revisions
 
 router = APIRouter(tags=["health"])
 
@@ -61,15 +63,17 @@ def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
     except EmbedqError as exc:
         checks["workers"] = f"cannot list workers: {exc}"
         return checks, [*failed, "workers"]
-    serving = [w for w in workers.values()
-               if (w.get("model"), w.get("revision")) == (service.model, service.revision)]
-    if serving:
+    serving = [w for w in workers.values() if w.get("model") == service.model]
+    unserved = [f"{tier} ({service.model}@{revision})"
+                for tier, revision in service.revisions.items()
+                if not any(revision in served_revisions(w) for w in serving)]
+    if workers and not unserved:
         checks["workers"] = f"{len(serving)} live"
         return checks, failed
     if workers:
         checks["workers"] = (
-            f"{len(workers)} live workers, none serving {service.model}@{service.revision}: "
-            "start a worker with the same EMBEDQ_MODEL and revision"
+            f"{len(workers)} live workers, none serving tier {', '.join(unserved)}: start a "
+            "worker with the same EMBEDQ_MODEL, revision and EMBEDQ_TIERS"
         )
     else:
         checks["workers"] = "no live worker: start `embedq worker`"

@@ -56,6 +56,9 @@ class JobRequest(BaseModel):
 
     input: list[str | JobInput] = Field(min_length=1)
     model: str | None = None
+    precision: str | None = Field(
+        default=None, description="the tier (fp32, int8: one of EMBEDQ_TIERS); default "
+        "EMBEDQ_JOB_PRECISION, else the deployment's default tier")
     priority: Priority = Priority.ONLINE
     not_before: datetime | None = Field(
         default=None,
@@ -104,7 +107,8 @@ def submit_job(body: JobRequest, jobs: Jobs, request: Request) -> JSONResponse:
     ]
     try:
         job_id = jobs.submit(
-            records, model=body.model, priority=body.priority, window=body.window,
+            records, model=body.model, precision=body.precision, priority=body.priority,
+            window=body.window,
             timezone=body.timezone, not_before=body.not_before, source="api",
             callback_url=body.callback_url,
         )

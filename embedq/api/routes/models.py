@@ -1,4 +1,5 @@
-"""GET /v1/models: the models this deployment serves, with width and window."""
+"""GET /v1/models: the models this deployment serves, with width and window: one entry
+per served precision tier (`all-MiniLM-L6-v2` for the default, `all-MiniLM-L6-v2:int8`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from embedq.api.errors import error_responses
 from embedq.api.schemas import ModelCard, ModelList
 from embedq.api.state import ApiState, get_state
-from embedq.errors import NotFound
+from embedq.errors import InvalidInput, NotFound
 
 router = APIRouter(tags=["models"])
 
@@ -16,19 +17,22 @@ router = APIRouter(tags=["models"])
 @router.get("/v1/models", response_model=ModelList, responses=error_responses(401),
             summary="The models served here")
 async def list_models(request: Request) -> ModelList:
-    return ModelList(data=[await _card(get_state(request))])
+    state = get_state(request)
+    return ModelList(data=[await _card(state, tier) for tier in state.settings.tiers])
 
 
 @router.get("/v1/models/{model_id:path}", response_model=ModelCard,
             responses=error_responses(401, 404), summary="One served model")
 async def get_model(request: Request, model_id: str) -> ModelCard:
     state = get_state(request)
-    if model_id not in {state.service.model, state.settings.model}:
-        raise NotFound(f"model {model_id!r} is not served here: GET /v1/models lists them")
-    return await _card(state)
+    try:
+        tier = state.service.tier_of(model_id)
+    except InvalidInput as exc:
+        raise NotFound(f"{exc}; GET /v1/models lists the served models") from exc
+    return await _card(state, tier)
 
 
-async def _card(state: ApiState) -> ModelCard:
+async def _card(state: ApiState, tier: str) -> ModelCard:
     dimension, window = state.tokens.dimension, state.tokens.window
     if dimension is None or window is None:
         # An upstream encoder's facts are known only to the workers that call it.
@@ -38,8 +42,8 @@ async def _card(state: ApiState) -> ModelCard:
                 dimension = dimension or _int(info.get("dimension"))
                 window = window or _int(info.get("max_seq_length"))
     return ModelCard(
-        id=state.service.model,
-        revision=state.service.revision,
+        id=state.service.model_name(tier),
+        revision=state.service.revisions[tier],
         dimension=state.settings.dimensions or dimension,
         max_seq_length=window,
         truncate=state.settings.truncate,
