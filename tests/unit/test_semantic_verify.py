@@ -27,7 +27,7 @@ VERIFIER = Verifier(embed)
     ("flights from Rome to Madrid", "flights from Madrid to Rome", "order"),
     ("send an email to John", "read my emails from John", "direction"),
     ("what's the weather like tomorrow", "what was the weather like yesterday", "time"),
-    ("how to remove duplicates from a list", "how to find duplicates in a list", "content"),
+    ("turn off the kitchen lights", "turn off the garage lights", "content"),
 ])
 def test_a_one_slot_edit_is_a_conflict_on_that_slot(asked: str, stored: str,
                                                     slot: str) -> None:
@@ -42,6 +42,11 @@ def test_a_one_slot_edit_is_a_conflict_on_that_slot(asked: str, stored: str,
 ])
 def test_spelling_case_and_rewordings_are_no_conflict(asked: str, stored: str) -> None:
     assert VERIFIER.conflict(asked, stored) is None
+
+
+def test_the_content_slot_is_checked_only_when_asked_to() -> None:
+    assert VERIFIER.conflict("turn off the kitchen lights", "turn off the garage lights",
+                             content=False) is None
 
 
 def test_only_scores_in_the_band_are_verified() -> None:

@@ -337,8 +337,9 @@ class SemanticCache:
                 why = contrast(query, entry.query)
                 if why is not None:
                     return "guard", why
-            if self.verifier is not None and self.verifier.in_band(score, threshold):
-                conflict = self.verifier.conflict(query, entry.query)
+            if self.verifier is not None:
+                conflict = self.verifier.conflict(
+                    query, entry.query, content=self.verifier.in_band(score, threshold))
                 if conflict is not None:
                     return "verifier", str(conflict)
         if not _matches_filter(entry, filter):

@@ -27,9 +27,10 @@ on one side) are left to the score. The closed word classes below are English fu
 words (numbers, negators, opposite particles, time words), not topic lists: the content
 slot, which decides most cases, uses the model's embeddings and no word list.
 
-A candidate at or above threshold + band is not verified: the band is where the score
-alone cannot tell a paraphrase from a one-slot edit. Verifying costs one embedding call
-of the short edited spans (served from the exact cache when seen before).
+The lexical slots (number to time) cost microseconds and are checked on every candidate
+at or above the threshold. The content slot costs one embedding call of the short edited
+spans (served from the exact cache when seen before) and is checked only in the band
+[threshold, threshold + band): above it the score alone says paraphrase.
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ def _closed(words: str) -> frozenset[str]:
 
 
 MAX_SPAN = 2
-MAX_EDITS = 2
+MAX_EDITS = 1
 DEFAULT_BAND = 0.2
-DEFAULT_MIN_SPAN_SIMILARITY = 0.6
+DEFAULT_MIN_SPAN_SIMILARITY = 0.3
 
 _NUMBER_WORDS = _closed(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen "
@@ -111,6 +112,10 @@ def _content(ws: list[str]) -> list[str]:
     return [w for w in ws if w not in _FUNCTION]
 
 
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
 def _squashed(span: list[str]) -> str:
     return "".join(span).replace("-", "")
 
@@ -136,15 +141,16 @@ class Verifier:
     def in_band(self, score: float, threshold: float) -> bool:
         return threshold <= score < threshold + self.band
 
-    def conflict(self, asked: str, stored: str) -> Conflict | None:
-        """The first slot `asked` and `stored` disagree on, or None."""
+    def conflict(self, asked: str, stored: str, *, content: bool = True) -> Conflict | None:
+        """The first slot `asked` and `stored` disagree on, or None; the content slot only
+        with `content` (the score is in the band)."""
         na, ns = _numbers(asked), _numbers(stored)
         if na != ns:
             return Conflict("number", " ".join(sorted(na - ns)), " ".join(sorted(ns - na)))
         a, b = words(asked), words(stored)
         if _negations(a) != _negations(b):
             return Conflict("negation", " ".join(a), " ".join(b))
-        if a != b and sorted(map(stem, a)) == sorted(map(stem, b)):
+        if a != b and sorted(map(_singular, a)) == sorted(map(_singular, b)):
             return Conflict("order", " ".join(a), " ".join(b))
         spans: list[tuple[list[str], list[str]]] = []
         changes = edits(asked, stored)
@@ -160,7 +166,7 @@ class Verifier:
             if len(changes) <= MAX_EDITS and wa and wb and len(wa) <= MAX_SPAN and (
                     len(wb) <= MAX_SPAN and _squashed(wa) != _squashed(wb)):
                 spans.append((wa, wb))
-        if not spans:
+        if not spans or not content:
             return None
         vectors = self.embed([" ".join(s) for pair in spans for s in pair])
         for i, (wa, wb) in enumerate(spans):
