@@ -1,20 +1,24 @@
 """`embedq bench threshold`: the table the semantic cache's default threshold is chosen from.
 
-Labelled pairs (JSONL lines `{"stored", "query", "label"}`, label `paraphrase`: the query
-must find the stored entry, or `near_miss`: it must not) come in two splits that share no
-text (tests/data):
-  semantic_pairs.tune.jsonl     the threshold and the contrast guard were tuned on these;
-  semantic_pairs.heldout.jsonl  written without looking at scores, never tuned on: only
-                                reported (and checked by tests/integration/
-                                test_semantic_precision.py).
+Labelled pairs (JSONL lines `{"stored", "query", "label", "kind"}`, label `paraphrase`:
+the query must find the stored entry, or `near_miss`: it must not; kind `paraphrase` or
+the near-miss's edit, one of KINDS) come in two splits that share no text (tests/data):
+  semantic_pairs.tune.jsonl     the threshold, the guard and the verifier were tuned on these;
+  semantic_pairs.heldout.jsonl  never tuned on: only reported (and checked by
+                                tests/integration/test_semantic_precision.py).
 Each pair is one stored entry and one lookup, decided as `SemanticCache.lookup` decides
-(`is_hit`): the cosine of the two unit vectors at or above the threshold and, with the
-guard on, `guard.contrasting(asked, stored)` false. The texts are embedded once, with the
-configured model (embedded: the default all-MiniLM-L6-v2, no servers), through the same
-`Client.embed` the cache's queries go through.
+(`is_hit`): the cosine of the two unit vectors at or above the threshold; with the guard
+on, `guard.contrasting(asked, stored)` false; with the verifier on, no lexical slot
+conflict and, in the band, no content conflict (verify.py). The texts are embedded once,
+with the configured model (embedded: the default all-MiniLM-L6-v2, no servers), through the
+same `Client.embed` the cache's queries go through; so are the verifier's spans.
+
+Printed: the tune table in three modes (guard off, guard on, verifier on), the held-out
+figures at the default per mode and per kind, the held-out false hits and refused
+paraphrases, and the verifier's cost per verified candidate (p50/p99 ms, spans cached).
 
 The rule, printed with the table: the chosen threshold is the lowest on the grid at which
-the tune split has no false hit with the guard on, plus MARGIN_STEPS grid steps, so a
+the tune split has no false hit with the verifier on, plus MARGIN_STEPS grid steps, so a
 near-miss scoring slightly above every tuned one still misses.
 """
 
