@@ -72,7 +72,8 @@ class Client:
         return self.semantic.put(namespace, query, payload, **options)
 
     def cache_lookup(self, namespace: str, query: str, **options: Any) -> LookupResult:
-        """Entries meaning the same as `query`; options: threshold, k, filter."""
+        """Entries meaning the same as `query`; options: threshold, k, filter, explain
+        (LookupResult.considered: every candidate, its score and why it was refused)."""
         return self.semantic.lookup(namespace, query, **options)
 
     def cache_delete(self, namespace: str, entry_id: int | None = None) -> int:

@@ -1,20 +1,24 @@
 """`embedq bench threshold`: the table the semantic cache's default threshold is chosen from.
 
-Labelled pairs (JSONL lines `{"stored", "query", "label"}`, label `paraphrase`: the query
-must find the stored entry, or `near_miss`: it must not) come in two splits that share no
-text (tests/data):
-  semantic_pairs.tune.jsonl     the threshold and the contrast guard were tuned on these;
-  semantic_pairs.heldout.jsonl  written without looking at scores, never tuned on: only
-                                reported (and checked by tests/integration/
-                                test_semantic_precision.py).
+Labelled pairs (JSONL lines `{"stored", "query", "label", "kind"}`, label `paraphrase`:
+the query must find the stored entry, or `near_miss`: it must not; kind `paraphrase` or
+the near-miss's edit, one of KINDS) come in two splits that share no text (tests/data):
+  semantic_pairs.tune.jsonl     the threshold, the guard and the verifier were tuned on these;
+  semantic_pairs.heldout.jsonl  never tuned on: only reported (and checked by
+                                tests/integration/test_semantic_precision.py).
 Each pair is one stored entry and one lookup, decided as `SemanticCache.lookup` decides
-(`is_hit`): the cosine of the two unit vectors at or above the threshold and, with the
-guard on, `guard.contrasting(asked, stored)` false. The texts are embedded once, with the
-configured model (embedded: the default all-MiniLM-L6-v2, no servers), through the same
-`Client.embed` the cache's queries go through.
+(`is_hit`): the cosine of the two unit vectors at or above the threshold; with the guard
+on, `guard.contrasting(asked, stored)` false; with the verifier on, no lexical slot
+conflict and, in the band, no content conflict (verify.py). The texts are embedded once,
+with the configured model (embedded: the default all-MiniLM-L6-v2, no servers), through the
+same `Client.embed` the cache's queries go through; so are the verifier's spans.
+
+Printed: the tune table in three modes (guard off, guard on, verifier on), the held-out
+figures at the default per mode and per kind, the held-out false hits and refused
+paraphrases, and the verifier's cost per verified candidate (p50/p99 ms, spans cached).
 
 The rule, printed with the table: the chosen threshold is the lowest on the grid at which
-the tune split has no false hit with the guard on, plus MARGIN_STEPS grid steps, so a
+the tune split has no false hit with the verifier on, plus MARGIN_STEPS grid steps, so a
 near-miss scoring slightly above every tuned one still misses.
 """
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +36,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from embedq.bench.stats import percentile
 from embedq.cache.semantic.guard import contrasting
 from embedq.cache.semantic.index import unit_rows
+from embedq.cache.semantic.verify import DEFAULT_BAND, Conflict, Verifier
 from embedq.config import Settings
 from embedq.errors import BadInputFile, InvalidInput
 
@@ -40,10 +47,14 @@ PAIRS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 TUNE = PAIRS_DIR / "semantic_pairs.tune.jsonl"
 HELDOUT = PAIRS_DIR / "semantic_pairs.heldout.jsonl"
 LABELS = ("paraphrase", "near_miss")
+# A near-miss's kind names its edit; a paraphrase's kind is "paraphrase".
+KINDS = ("paraphrase", "one_word", "negation", "swap", "number", "entity", "time",
+         "multi_word")
+MODES = ("guard_off", "guard_on", "verifier_on")
 STEP = 0.01
 GRID = tuple(round(0.60 + STEP * i, 2) for i in range(36))  # 0.60 .. 0.95
 MARGIN_STEPS = 2
-RULE = (f"lowest threshold with 0 false hits on the tune split, guard on, "
+RULE = (f"lowest threshold with 0 false hits on the tune split, verifier on, "
         f"+ {MARGIN_STEPS} steps of {STEP}")
 
 Embed = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
@@ -54,6 +65,7 @@ class Pair:
     stored: str
     query: str
     label: str
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,7 @@ class Scored:
     pair: Pair
     score: float  # cosine of the unit vectors, as the index scores it
     contrasting: bool  # the guard's verdict on (asked=query, stored)
+    conflict: Conflict | None = None  # the verifier's verdict, were the score in its band
 
 
 def load_pairs(path: Path) -> list[Pair]:
@@ -76,37 +89,58 @@ def load_pairs(path: Path) -> list[Pair]:
             continue
         try:
             row = json.loads(line)
-            pair = Pair(str(row["stored"]), str(row["query"]), str(row["label"]))
+            pair = Pair(str(row["stored"]), str(row["query"]), str(row["label"]),
+                        str(row["kind"]))
         except (ValueError, KeyError, TypeError) as exc:
-            raise BadInputFile(f"{path}: not a pair ({exc}): write "
-                               "{\"stored\": ..., \"query\": ..., \"label\": ...}", n) from exc
+            raise BadInputFile(f"{path}: not a pair ({exc}): write {{\"stored\": ..., "
+                               "\"query\": ..., \"label\": ..., \"kind\": ...}}", n) from exc
         if pair.label not in LABELS:
             raise BadInputFile(f"{path}: label {pair.label!r}: use one of {LABELS}", n)
+        if pair.kind not in KINDS or (pair.kind == "paraphrase") != (
+                pair.label == "paraphrase"):
+            raise BadInputFile(f"{path}: kind {pair.kind!r}: a paraphrase's kind is "
+                               f"'paraphrase', a near-miss's one of {KINDS[1:]}", n)
         pairs.append(pair)
     return pairs
 
 
-def score_pairs(pairs: list[Pair], embed: Embed) -> list[Scored]:
+def score_pairs(pairs: list[Pair], embed: Embed,
+                verifier: Verifier | None = None) -> list[Scored]:
     """Embed every distinct text once (one call) and score each pair."""
     texts = sorted({t for p in pairs for t in (p.stored, p.query)})
     rows = unit_rows(np.stack(list(embed(texts))).astype(np.float32))
     at = {t: rows[i] for i, t in enumerate(texts)}
-    return [Scored(p, float(at[p.query] @ at[p.stored]), contrasting(p.query, p.stored))
-            for p in pairs]
+    out = []
+    for p in pairs:
+        conflict = None if verifier is None else verifier.conflict(p.query, p.stored)
+        out.append(Scored(p, float(at[p.query] @ at[p.stored]),
+                          contrasting(p.query, p.stored), conflict))
+    return out
 
 
-def is_hit(scored: Scored, threshold: float, guard: bool) -> bool:
+def is_hit(scored: Scored, threshold: float, guard: bool,
+           verify_band: float | None = None) -> bool:
     """A lookup of `query` in a namespace holding only `stored`: SemanticCache.lookup's test."""
-    return scored.score >= threshold and not (guard and scored.contrasting)
+    if scored.score < threshold or (guard and scored.contrasting):
+        return False
+    conflict = scored.conflict
+    return verify_band is None or conflict is None or (
+        conflict.slot == "content" and scored.score >= threshold + verify_band)
 
 
-def figures(scored: list[Scored], threshold: float, guard: bool) -> dict[str, Any]:
-    hits = [s for s in scored if is_hit(s, threshold, guard)]
+def _mode(mode: str) -> tuple[bool, float | None]:
+    return mode != "guard_off", DEFAULT_BAND if mode == "verifier_on" else None
+
+
+def figures(scored: list[Scored], threshold: float, guard: bool,
+            verify_band: float | None = None) -> dict[str, Any]:
+    hits = [s for s in scored if is_hit(s, threshold, guard, verify_band)]
     true_hits = sum(s.pair.label == "paraphrase" for s in hits)
     paraphrases = sum(s.pair.label == "paraphrase" for s in scored)
     return {
         "threshold": threshold,
         "guard": guard,
+        "verify_band": verify_band,
         "true_hits": true_hits,
         "false_hits": len(hits) - true_hits,
         "paraphrases": paraphrases,
@@ -116,8 +150,32 @@ def figures(scored: list[Scored], threshold: float, guard: bool) -> dict[str, An
     }
 
 
+def verify_cost(pairs: list[Pair], verifier: Verifier) -> dict[str, float]:
+    """p50/p99 milliseconds one verification adds to a lookup in the band, its spans'
+    embeddings already in the exact cache (score_pairs embedded them once)."""
+    took = []
+    for p in pairs:
+        started = time.perf_counter()
+        verifier.conflict(p.query, p.stored)
+        took.append((time.perf_counter() - started) * 1000)
+    return {"p50": round(percentile(took, 50), 3), "p99": round(percentile(took, 99), 3)}
+
+
+def by_kind(scored: list[Scored], threshold: float) -> dict[str, dict[str, Any]]:
+    """Per kind, per mode: paraphrases found (recall) or near-misses let through."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in KINDS:
+        group = [s for s in scored if s.pair.kind == kind]
+        if group:
+            out[kind] = {"pairs": len(group), **{
+                mode: sum(is_hit(s, threshold, *_mode(mode)) for s in group)
+                for mode in MODES}}
+    return out
+
+
 def choose(tune: list[Scored]) -> float:
-    safe = [t for t in GRID if figures(tune, t, guard=True)["false_hits"] == 0]
+    safe = [t for t in GRID
+            if figures(tune, t, *_mode("verifier_on"))["false_hits"] == 0]
     if not safe:
         raise InvalidInput(f"no threshold up to {GRID[-1]} has 0 false hits on the tune "
                            "split: check the near-miss labels", "pairs_file")
@@ -126,26 +184,30 @@ def choose(tune: list[Scored]) -> float:
 
 def threshold_report(tune_pairs: list[Pair], heldout_pairs: list[Pair], embed: Embed,
                      default: float) -> dict[str, Any]:
-    tune = score_pairs(tune_pairs, embed)
-    heldout = score_pairs(heldout_pairs, embed)
+    verifier = Verifier(embed)
+    tune = score_pairs(tune_pairs, embed, verifier)
+    heldout = score_pairs(heldout_pairs, embed, verifier)
     chosen = choose(tune)
-    passing = [s for s in tune if s.pair.label == "near_miss" and not s.contrasting]
-    top = max(passing, key=lambda s: s.score, default=None)
     return {
+        "verify_ms": verify_cost(heldout_pairs, verifier),
         "rule": RULE,
         "tune_pairs": len(tune),
         "heldout_pairs": len(heldout),
-        "table": [{"guard_off": figures(tune, t, guard=False),
-                   "guard_on": figures(tune, t, guard=True)} for t in GRID],
-        "top_near_miss_past_guard": None if top is None else {
-            "score": round(top.score, 4), "stored": top.pair.stored, "query": top.pair.query},
+        "table": [{mode: figures(tune, t, *_mode(mode)) for mode in MODES} for t in GRID],
         "chosen": chosen,
         "default": default,
-        "heldout_at_chosen": figures(heldout, chosen, guard=True),
-        "heldout_at_default": figures(heldout, default, guard=True),
+        "heldout": {mode: figures(heldout, default, *_mode(mode)) for mode in MODES},
+        "heldout_at_chosen": figures(heldout, chosen, *_mode("verifier_on")),
+        "heldout_by_kind": by_kind(heldout, default),
         "heldout_false_hits_at_default": [
             {"score": round(s.score, 4), "stored": s.pair.stored, "query": s.pair.query}
-            for s in heldout if is_hit(s, default, True) and s.pair.label == "near_miss"],
+            for s in heldout
+            if is_hit(s, default, *_mode("verifier_on")) and s.pair.label == "near_miss"],
+        "heldout_refused_paraphrases_at_default": [
+            {"score": round(s.score, 4), "stored": s.pair.stored, "query": s.pair.query,
+             "conflict": str(s.conflict)}
+            for s in heldout if s.pair.label == "paraphrase" and s.score >= default
+            and not is_hit(s, default, *_mode("verifier_on"))],
     }
 
 
@@ -156,7 +218,7 @@ def _cell(row: dict[str, Any]) -> str:
 
 
 def _heldout_line(name: str, row: dict[str, Any]) -> str:
-    return (f"held-out at {name} {row['threshold']:.2f} (guard on): "
+    return (f"held-out at {row['threshold']:.2f}, {name}: "
             f"{row['true_hits']}/{row['paraphrases']} paraphrases found "
             f"(recall {row['recall']:.3f}), {row['false_hits']} false hits "
             f"in {row['near_misses']} near-misses")
@@ -165,23 +227,30 @@ def _heldout_line(name: str, row: dict[str, Any]) -> str:
 def print_report(report: dict[str, Any], model: str) -> None:
     print(f"bench threshold: {model}, tune split {report['tune_pairs']} pairs, "
           f"held-out split {report['heldout_pairs']} pairs")
-    print("           guard off                    | guard on")
-    print("threshold  true   false  prec.  recall  | true   false  prec.  recall")
+    print("tune split:  " + " | ".join(f"{m:<28}" for m in MODES))
+    print("threshold  " + " | ".join(["true   false  prec.  recall    "] * len(MODES)))
     for row in report["table"]:
-        off, on = row["guard_off"], row["guard_on"]
-        mark = " <- chosen" if on["threshold"] == report["chosen"] else ""
-        print(f"  {on['threshold']:.2f}     {_cell(off)}  | {_cell(on)}{mark}")
-    top = report["top_near_miss_past_guard"]
-    if top is not None:
-        print(f"highest tune near-miss the guard lets through: {top['score']:.4f} "
-              f"({top['stored']!r} / {top['query']!r})")
+        mark = " <- chosen" if row["guard_on"]["threshold"] == report["chosen"] else ""
+        cells = " | ".join(_cell(row[m]) + "    " for m in MODES)
+        print(f"  {row['guard_on']['threshold']:.2f}     {cells}{mark}")
     print(f"rule: {report['rule']} -> {report['chosen']:.2f}")
-    print(_heldout_line("chosen", report["heldout_at_chosen"]))
-    if report["default"] != report["chosen"]:
-        print(_heldout_line("the default", report["heldout_at_default"]))
+    print(_heldout_line("verifier on", report["heldout_at_chosen"]))
+    for mode in MODES:
+        print(_heldout_line(mode.replace("_", " "), report["heldout"][mode]))
+    print(f"held-out at the default {report['default']:.2f} by kind (paraphrases found, or "
+          "near-misses let through): kind pairs " + " ".join(MODES))
+    for kind, row in report["heldout_by_kind"].items():
+        print(f"  {kind:<11} {row['pairs']:>4}  " + "  ".join(
+            f"{row[m]:>{len(m)}}" for m in MODES))
+    cost = report["verify_ms"]
+    print(f"verifier cost per lookup in the band (span embeddings cached): "
+          f"p50 {cost['p50']:.2f} ms, p99 {cost['p99']:.2f} ms")
     for miss in report["heldout_false_hits_at_default"]:
         print(f"  held-out false hit: {miss['score']:.4f} {miss['stored']!r} / "
               f"{miss['query']!r}")
+    for para in report["heldout_refused_paraphrases_at_default"]:
+        print(f"  held-out paraphrase refused: {para['score']:.4f} {para['stored']!r} / "
+              f"{para['query']!r} ({para['conflict']})")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

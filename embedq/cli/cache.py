@@ -1,7 +1,7 @@
 """`embedq cache put|lookup|delete|stats`: the semantic cache from the command line.
 
     embedq cache put NAMESPACE QUERY PAYLOAD_JSON [--ttl-s N] [--sliding] [--metadata JSON]
-    embedq cache lookup NAMESPACE QUERY [--threshold T] [-k K] [--filter JSON]
+    embedq cache lookup NAMESPACE QUERY [--threshold T] [-k K] [--filter JSON] [--explain]
     embedq cache delete NAMESPACE (ENTRY_ID | --all)
     embedq cache stats NAMESPACE
 Every command prints JSON. Lookups exit 0 on a hit and 1 on a miss, for scripts.
@@ -35,6 +35,8 @@ def add_parser(sub: Any) -> None:
                       help="cosine in [-1, 1]; 1.0 = exact text only")
     look.add_argument("-k", type=int, default=1)
     look.add_argument("--filter", default=None, help="a JSON object of metadata to match")
+    look.add_argument("--explain", action="store_true",
+                      help="list every candidate considered, its score and why it was refused")
 
     rm = actions.add_parser("delete", help="delete one entry, or --all of a namespace")
     rm.add_argument("namespace")
@@ -75,7 +77,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
             out = {"id": entry_id, "namespace": args.namespace}
         elif args.cache_action == "lookup":
             result = cache.lookup(args.namespace, args.query, threshold=args.threshold,
-                                  k=args.k, filter=_json(args.filter, "filter"))
+                                  k=args.k, filter=_json(args.filter, "filter"),
+                                  explain=args.explain)
             out = result.to_json()
             code = 0 if result.hit else 1
         elif args.cache_action == "delete":

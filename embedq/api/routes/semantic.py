@@ -3,8 +3,9 @@
     PUT    /v1/semantic-cache/{namespace}               {"query", "payload", "ttl_s"?,
                                                          "sliding"?, "metadata"?} -> {"id"}
     POST   /v1/semantic-cache/{namespace}/lookup        {"query", "threshold"?, "k"?,
-                                                         "filter"?} -> {"hit", "matches",
-                                                                        "truncated"}
+                                                         "filter"?, "explain"?}
+                                                        -> {"hit", "matches", "truncated",
+                                                            "considered" (with explain)}
     DELETE /v1/semantic-cache/{namespace}/{entry_id}    one entry (404 if absent)
     DELETE /v1/semantic-cache/{namespace}               the whole namespace
     GET    /v1/semantic-cache/{namespace}/stats         entries, hits, misses, index, sync
@@ -74,6 +75,9 @@ class LookupRequest(BaseModel):
     k: int = Field(default=1, description="matches to return, best first",
                    json_schema_extra={"minimum": 1, "maximum": MAX_K})
     filter: dict[str, Any] | None = Field(default=None, description="metadata to match")
+    explain: bool = Field(default=False, description=(
+        "also list every candidate considered: its score and why it was refused "
+        "(below_threshold, guard, verifier, filter, expired, beyond_k)"))
 
 
 @router.put("/{namespace}", summary="Store a (query, payload) entry")
@@ -86,7 +90,7 @@ def put_entry(namespace: str, body: PutRequest, cache: Cache) -> dict[str, Any]:
 @router.post("/{namespace}/lookup", summary="Find entries whose query means the same")
 def lookup(namespace: str, body: LookupRequest, cache: Cache) -> dict[str, Any]:
     result = cache.lookup(namespace, body.query, threshold=body.threshold, k=body.k,
-                          filter=body.filter)
+                          filter=body.filter, explain=body.explain)
     return result.to_json()
 
 

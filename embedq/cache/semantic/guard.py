@@ -30,21 +30,28 @@ def words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in ARTICLES]
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     for suffix in ("ing", "es", "ed", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
             return word[: -len(suffix)]
     return word
 
 
+def contrast(asked: str, stored: str) -> str | None:
+    """Why `asked` and `stored` are one word (or one word order) apart, or None."""
+    a, b = words(asked), words(stored)
+    if [stem(w) for w in a] == [stem(w) for w in b]:
+        return None
+    if sorted(a) == sorted(b):
+        return f"same words reordered: {' '.join(a)!r} vs {' '.join(b)!r}"
+    if len(a) != len(b):
+        return None
+    differing = [(x, y) for x, y in zip(a, b, strict=True) if stem(x) != stem(y)]
+    if len(differing) != 1:
+        return None
+    return f"one word apart: {differing[0][0]!r} vs {differing[0][1]!r}"
+
+
 def contrasting(asked: str, stored: str) -> bool:
     """True when `asked` and `stored` are one word (or one word order) apart."""
-    a, b = words(asked), words(stored)
-    if [_stem(w) for w in a] == [_stem(w) for w in b]:
-        return False
-    if sorted(a) == sorted(b):
-        return True
-    if len(a) != len(b):
-        return False
-    differing = [(x, y) for x, y in zip(a, b, strict=True) if _stem(x) != _stem(y)]
-    return len(differing) == 1
+    return contrast(asked, stored) is not None

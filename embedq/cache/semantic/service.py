@@ -34,10 +34,11 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from embedq.cache.semantic.guard import contrasting
+from embedq.cache.semantic.guard import contrast
 from embedq.cache.semantic.index import IndexConfig, Matrix, unit_rows
 from embedq.cache.semantic.store import Entry, SemanticStore, utcnow
 from embedq.cache.semantic.sync import IndexSync, SyncConfig
+from embedq.cache.semantic.verify import Verifier
 from embedq.config import Settings
 from embedq.errors import ConfigError, InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import EncodeSpec
@@ -63,15 +64,37 @@ class Match:
 
 
 @dataclass(frozen=True)
+class Considered:
+    """One candidate a lookup weighed (`explain`): its score and why it was refused.
+
+    `refused` is None for a match, else one of below_threshold, guard, verifier, filter,
+    expired (the entry's row is gone or past its ttl), beyond_k; `reason` says more."""
+
+    id: int
+    score: float
+    query: str | None
+    refused: str | None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class LookupResult:
     hit: bool
     matches: list[Match]
     threshold: float
     truncated: bool = False  # matches past EMBEDQ_SEMANTIC_MAX_LOOKUP_BYTES were left off
+    considered: list[Considered] | None = None  # with explain=True
 
     def to_json(self) -> dict[str, Any]:
-        return {"hit": self.hit, "threshold": self.threshold,
-                "matches": [m.to_json() for m in self.matches], "truncated": self.truncated}
+        out: dict[str, Any] = {
+            "hit": self.hit, "threshold": self.threshold,
+            "matches": [m.to_json() for m in self.matches], "truncated": self.truncated}
+        if self.considered is not None:
+            out["considered"] = [c.to_json() for c in self.considered]
+        return out
 
 
 def space_of(model: str, revision: str, dimensions: int | None) -> str:
@@ -189,8 +212,13 @@ class SemanticCache:
                        compact_deletes=s.semantic_compact_deletes,
                        change_retention_s=s.semantic_change_retention_s),
         )
+        self.verifier = (Verifier(self._embed_spans, band=s.semantic_verify_band)
+                         if s.semantic_verify else None)
         if start:
             self.sync.start()
+
+    def _embed_spans(self, texts: list[str]) -> list[npt.NDArray[np.float32]]:
+        return self.service.embed(texts).vectors()
 
     # --- input checks
     def _query(self, query: Any) -> str:
@@ -253,9 +281,12 @@ class SemanticCache:
 
     def lookup(
         self, namespace: str, query: str, *, threshold: float | None = None, k: int = 1,
-        filter: dict[str, Any] | None = None,
+        filter: dict[str, Any] | None = None, explain: bool = False,
     ) -> LookupResult:
-        """Matches at or above the threshold, best first; an unknown namespace is a miss."""
+        """Matches at or above the threshold, best first; an unknown namespace is a miss.
+
+        With `explain`, the result also lists every candidate the index returned, with
+        its score and why it was refused (Considered)."""
         check_namespace(namespace)
         query = self._query(query)
         threshold = self.default_threshold if threshold is None else check_threshold(threshold)
@@ -265,24 +296,55 @@ class SemanticCache:
             raise InvalidInput("filter must be a JSON object of metadata values", "filter")
         check_json(filter, "filter")
         now = utcnow()
+        considered: list[Considered] = []
         if threshold >= EXACT:
             entry = self.store.exact_entry(namespace, self.space, query, now)
-            scored = [(entry, 1.0)] if entry is not None else []
+            candidates = [(entry.id, 1.0)] if entry is not None else []
+            rows = {entry.id: entry} if entry is not None else {}
         else:
             fetch = k + 4 if not filter else max(4 * k, 32)
-            hits = [(i, s) for i, s in self.sync.search(namespace, self._vector(query), fetch)
-                    if s >= threshold]
-            rows = self.store.live_entries([i for i, _ in hits], now)
-            scored = [(rows[i], s) for i, s in hits if i in rows]
-            if self.settings.semantic_contrast_guard:
-                scored = [(e, s) for e, s in scored if not contrasting(query, e.query)]
-        matches = [
-            Match(e.id, round(s, 6), e.query, e.payload, e.metadata)
-            for e, s in scored if _matches_filter(e, filter)
-        ][:k]
+            candidates = self.sync.search(namespace, self._vector(query), fetch)
+            rows = self.store.live_entries([i for i, s in candidates if s >= threshold], now)
+        matches: list[Match] = []
+        for entry_id, score in candidates:
+            entry = rows.get(entry_id)
+            refused, reason = self._refusal(query, entry, score, threshold, filter)
+            if refused is None and len(matches) >= k:
+                refused = "beyond_k"
+            if refused is None and entry is not None:
+                matches.append(Match(entry.id, round(score, 6), entry.query, entry.payload,
+                                     entry.metadata))
+            if explain:
+                considered.append(Considered(entry_id, round(score, 6),
+                                             None if entry is None else entry.query,
+                                             refused, reason))
+            elif len(matches) >= k:
+                break
         kept = _within_bytes(matches, self.settings.semantic_max_lookup_bytes)
         self.store.record_lookup(namespace, [m.id for m in kept], now)
-        return LookupResult(bool(kept), kept, threshold, truncated=len(kept) < len(matches))
+        return LookupResult(bool(kept), kept, threshold, truncated=len(kept) < len(matches),
+                            considered=considered if explain else None)
+
+    def _refusal(self, query: str, entry: Entry | None, score: float, threshold: float,
+                 filter: dict[str, Any] | None) -> tuple[str | None, str | None]:
+        """(why a candidate is refused, detail), or (None, None) for a match."""
+        if score < threshold:
+            return "below_threshold", f"score {score:.4f} < threshold {threshold:.4f}"
+        if entry is None:
+            return "expired", "the entry was deleted or is past its ttl"
+        if threshold < EXACT and entry.query != query:
+            if self.settings.semantic_contrast_guard:
+                why = contrast(query, entry.query)
+                if why is not None:
+                    return "guard", why
+            if self.verifier is not None:
+                conflict = self.verifier.conflict(
+                    query, entry.query, content=self.verifier.in_band(score, threshold))
+                if conflict is not None:
+                    return "verifier", str(conflict)
+        if not _matches_filter(entry, filter):
+            return "filter", "the entry's metadata does not match the filter"
+        return None, None
 
     def delete(self, namespace: str, entry_id: int) -> None:
         check_namespace(namespace)
