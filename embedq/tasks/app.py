@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from kombu.entity import Queue
+from kombu.entity import Exchange, Queue
 
 from embedq.config import Settings
 from embedq.tasks import names, redis_transport
@@ -45,6 +45,23 @@ def link_timeouts(settings: Settings) -> dict[str, Any]:
         "socket_keepalive": True,
         "health_check_interval": max(1, int(socket_timeout_s)),
     }
+
+
+def exchange_name(queue_name: str) -> str:
+    return f"embedq.{queue_name}"
+
+
+def queue(name: str) -> Queue:
+    """A queue with its own direct exchange and routing key.
+
+    A bare `Queue(name)` is bound to Celery's default exchange with the default routing
+    key, so the online and the bulk queue shared one binding and every message was put on
+    both: each task ran twice (fenced, but paid for), and a chord header that ran twice
+    was counted twice, so its callback could miss the count and never run. The exchange
+    names are new, so bindings an older version left in a broker route nothing here.
+    """
+    return Queue(name, Exchange(exchange_name(name), type="direct"),  # type: ignore[no-untyped-call]
+                 routing_key=name)
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -95,10 +112,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "visibility_timeout": settings.visibility_timeout_s,
         "result_expires": 3600,
         "task_default_queue": settings.online_queue,
-        "task_queues": [
-            Queue(settings.online_queue),  # type: ignore[no-untyped-call]
-            Queue(settings.bulk_queue),  # type: ignore[no-untyped-call]
-        ],
+        "task_default_exchange": exchange_name(settings.online_queue),
+        "task_default_routing_key": settings.online_queue,
+        "task_queues": [queue(settings.online_queue), queue(settings.bulk_queue)],
         "task_routes": {
             names.EMBED: {"queue": settings.online_queue},
             names.BULK_CHUNK: {"queue": settings.bulk_queue},
