@@ -24,6 +24,7 @@ def run_demo(path: str | None, lines: int) -> int:
             settings = settings.with_overrides(data_dir=__import__("pathlib").Path(tmp))
         started = time.perf_counter()
         client = Client(settings)
+        client.deployment.ensure_worker()  # the model loads here, not inside pass 1
         print(f"embedq demo: {len(texts)} texts, {len(set(texts))} unique, model "
               f"{client.service.model} ({'embedded' if settings.embedded else 'cluster'})")
         print(f"  set-up (model load, migrations): {time.perf_counter() - started:.1f} s")
