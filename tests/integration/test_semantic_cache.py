@@ -285,7 +285,7 @@ def test_a_snapshot_from_another_database_is_not_used(
     """A data dir shared by two databases (same model space) must not leak one's index
     into the other: the snapshot's last-change marker does not match, so it reloads."""
     from embedq.config import Settings
-    from embedq.service import EmbeddingService
+    from embedq.deployment import Deployment
     from tests import support
 
     support.check_postgres()
@@ -294,7 +294,8 @@ def test_a_snapshot_from_another_database_is_not_used(
             settings = Settings.from_env({
                 "EMBEDQ_ENCODER": "hashing", "EMBEDQ_DATA_DIR": str(tmp_path),
                 "EMBEDQ_DATABASE_URL": url})
-            return SemanticCache(EmbeddingService(settings))
+            # Embedded (no broker): the deployment starts the worker its service needs.
+            return SemanticCache(Deployment.from_settings(settings).service)
 
         first = cache_on(first_url)
         for i in range(5):
