@@ -31,7 +31,7 @@ import numpy as np
 from sqlalchemy import case, func, select, update
 
 from embedq.errors import MalformedRequest, NotFound
-from embedq.jobs.files import ENDPOINT, FileStore, parse_requests, unix
+from embedq.jobs.files import ENDPOINT, FileStore, parse_requests, plausible_id, unix
 from embedq.jobs.readers import Record
 from embedq.jobs.service import JobService
 from embedq.models import Batch, Embedding, File, FilePurpose, Job, JobItem, JobStatus, Priority
@@ -107,8 +107,10 @@ class BatchService:
 
     # --- reading
     def get(self, batch_id: str) -> Batch:
-        with self.db.session() as s:
-            batch = s.get(Batch, batch_id)
+        batch = None
+        if plausible_id(batch_id):
+            with self.db.session() as s:
+                batch = s.get(Batch, batch_id)
         if batch is None:
             raise NotFound(f"batch {batch_id!r} does not exist: GET /v1/batches lists them")
         return batch

@@ -24,7 +24,7 @@ from datetime import datetime
 from sqlalchemy import delete, select
 
 from embedq.config import Settings
-from embedq.errors import InputTooLarge, MalformedRequest, NotFound
+from embedq.errors import InputTooLarge, InvalidInput, MalformedRequest, NotFound
 from embedq.models import Database, File, FilePurpose
 
 ENDPOINT = "/v1/embeddings"
@@ -181,8 +181,10 @@ class FileStore:
                     size=None, content=None, batch_id=batch_id, errors=errors)
 
     def get(self, file_id: str) -> File:
-        with self.db.session() as s:
-            row = s.get(File, file_id)
+        row = None
+        if plausible_id(file_id):
+            with self.db.session() as s:
+                row = s.get(File, file_id)
         if row is None:
             raise NotFound(f"file {file_id!r} does not exist: GET /v1/files lists the files")
         return row
@@ -215,6 +217,9 @@ class FileStore:
         """Newest first; `after` is the last id of the previous page."""
         query = select(File).order_by(File.created_at.desc(), File.id.desc()).limit(limit)
         if purpose:
+            if purpose not in {p.value for p in FilePurpose}:
+                raise InvalidInput(f"purpose {purpose!r} is unknown: use "
+                                   f"{', '.join(p.value for p in FilePurpose)}", "purpose")
             query = query.where(File.purpose == purpose)
         if after:
             cursor = self.get(after)
@@ -230,3 +235,9 @@ def new_file_id() -> str:
 
 def unix(moment: datetime | None) -> int | None:
     return int(moment.timestamp()) if moment is not None else None
+
+
+def plausible_id(value: str) -> bool:
+    """Whether `value` can be a file or batch id at all (ids are short ASCII): anything
+    else (a NUL, a lone surrogate, a megabyte) cannot exist and never reaches a query."""
+    return len(value) <= 128 and value.isascii() and value.isprintable()

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import numpy as np
 import openai
 import pytest
@@ -191,3 +192,11 @@ def test_a_wrong_endpoint_is_a_400(api: ApiServer, salt: str) -> None:
                               endpoint="/v1/chat/completions",  # type: ignore[arg-type]
                               completion_window="24h")
     assert "/v1/embeddings" in caught.value.message
+
+
+def test_hostile_list_cursors_and_ids_are_4xx(api: ApiServer) -> None:
+    """Found by the random-seed fuzz: a NUL in `after` reached Postgres (500)."""
+    for path in ("/v1/batches?after=%00x", "/v1/files?after=%00x", "/v1/files?purpose=%00",
+                 "/v1/batches/batch_%00", "/v1/files/file-%C3%A9%00"):
+        response = httpx.get(api.url + path, timeout=30)
+        assert 400 <= response.status_code < 500, (path, response.status_code, response.text)
