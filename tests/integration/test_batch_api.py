@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 
 from tests.conftest import Cluster
 from tests.integration.test_api_support import ApiServer
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -48,13 +48,14 @@ def upload(client: openai.OpenAI, lines: list[dict[str, Any]]) -> Any:
 
 
 def wait_final(client: openai.OpenAI, batch_id: str, timeout_s: float = 120) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        batch = client.batches.retrieve(batch_id)
-        if batch.status in FINAL:
-            return batch
-        time.sleep(0.2)
-    raise AssertionError(f"batch {batch_id} not final in {timeout_s}s: {batch.status}")
+    last: list[Any] = []
+
+    def final() -> bool:
+        last[:] = [client.batches.retrieve(batch_id)]
+        return bool(last[0].status in FINAL)
+
+    wait_until(final, timeout_s, f"batch {batch_id} reaching a final status", interval_s=0.2)
+    return last[0]
 
 
 def content_lines(client: openai.OpenAI, file_id: str) -> dict[str, dict[str, Any]]:

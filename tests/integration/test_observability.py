@@ -5,7 +5,6 @@ and lookup, and a bulk job."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -14,6 +13,7 @@ import pytest
 from tests.conftest import Cluster
 from tests.integration.test_api_support import ApiServer
 from tests.promql import SYNTHETIC, alert_queries, dashboard_queries, exported_names, metric_names
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +40,8 @@ def traffic(api: ApiServer, salt: str) -> None:
                    timeout=60)
     assert r.status_code == 202, r.text
     status_url = r.json()["status_url"]
-    deadline = time.monotonic() + 60
-    while (state := httpx.get(status_url, timeout=30).json())["status"] != "succeeded":
-        assert time.monotonic() < deadline, state
-        time.sleep(0.2)
+    wait_until(lambda: httpx.get(status_url, timeout=30).json()["status"] == "succeeded", 60,
+               "the job succeeding", interval_s=0.2)
 
 
 def test_dashboard_and_alerts_read_only_metrics_embedq_exports(api: ApiServer, salt: str) -> None:
