@@ -261,8 +261,12 @@ def test_a_client_that_disconnects_stops_the_stream(ec: EventsCluster, salt: str
     try:
         with httpx.stream("GET", f"{ec.api}/v1/jobs/{job_id}/events", headers=AUTH,
                           timeout=30) as response:
-            first = next(read_events(response))[1]
+            # Hold the generator: a dropped one is closed at once, and closing it closes
+            # the connection under it, which is the disconnect this test makes on purpose.
+            events = read_events(response)
+            first = next(events)[1]
             assert json.loads(first["data"])["status"] == "queued"
+            time.sleep(2.5)  # two polls of the server's loop while the client stays
             assert closed not in caplog.text
         support.wait_until(lambda: closed in caplog.text, 10, "the server closing the stream")
     finally:
