@@ -9,11 +9,13 @@
     │   │   └── UnsupportedMediaType  the body is not sent as application/json (HTTP 415)
     │   └── BadInputFile       a bulk input file; names the line
     ├── Unauthorized           no or a wrong API key (HTTP 401)
+    ├── Forbidden              the key lacks the scope the route needs (HTTP 403)
     ├── NotFound               a job or entry that does not exist (HTTP 404)
     ├── Unavailable            a server is down; retry later (HTTP 503, Retry-After)
     │   ├── DatabaseUnavailable
     │   ├── BrokerUnavailable
-    │   └── Overloaded         too much queued online work (HTTP 429, Retry-After)
+    │   ├── Overloaded         too much queued online work (HTTP 429, Retry-After)
+    │   └── RateLimited        the key's request or text rate (HTTP 429, Retry-After)
     ├── EmbeddingFailed        one text could not be embedded; carries its fingerprint
     │   ├── InvalidVector      the encoder produced NaN/Inf or the wrong dimension
     │   └── PoisonText         the worker died encoding it max_attempts times
@@ -87,6 +89,10 @@ class Overloaded(Unavailable):
     """Too much online work is queued; the caller should back off."""
 
 
+class RateLimited(Unavailable):
+    """The key is past its rate limit; the caller should retry after `retry_after_s`."""
+
+
 class EmbeddingFailed(EmbedqError):
     """One text could not be embedded."""
 
@@ -125,3 +131,7 @@ class UnsupportedMediaType(MalformedRequest):
 
 class Unauthorized(EmbedqError):
     """The request carries no API key, or one this deployment does not accept."""
+
+
+class Forbidden(EmbedqError):
+    """The key is accepted but lacks the scope the request needs."""

@@ -30,11 +30,13 @@ from embedq.errors import (
     EmbeddingFailed,
     EmbeddingTimeout,
     EmbedqError,
+    Forbidden,
     InputTooLarge,
     InvalidInput,
     MalformedRequest,
     NotFound,
     Overloaded,
+    RateLimited,
     Unauthorized,
     Unavailable,
     UnknownModel,
@@ -55,6 +57,7 @@ class ErrorKind:
 
 ERROR_TABLE: tuple[tuple[type[EmbedqError], ErrorKind], ...] = (
     (Unauthorized, ErrorKind(401, "authentication_error", "invalid_api_key")),
+    (Forbidden, ErrorKind(403, "permission_error", "missing_scope")),
     (UnknownModel, ErrorKind(404, "invalid_request_error", "model_not_found")),
     (InputTooLarge, ErrorKind(413, "invalid_request_error", "input_too_large")),
     # 409: the request is valid, the server's state (namespaces at the cap) refuses it
@@ -65,6 +68,7 @@ ERROR_TABLE: tuple[tuple[type[EmbedqError], ErrorKind], ...] = (
     (InvalidInput, ErrorKind(422, "invalid_request_error", "invalid_input")),
     (NotFound, ErrorKind(404, "not_found_error", "not_found")),
     (Overloaded, ErrorKind(429, "rate_limit_error", "overloaded", 1)),
+    (RateLimited, ErrorKind(429, "rate_limit_error", "rate_limit_exceeded", 1)),
     (Unavailable, ErrorKind(503, "service_unavailable", "unavailable", 5)),
     (EmbeddingTimeout, ErrorKind(503, "timeout_error", "embedding_timeout", 1)),
     (EmbeddingFailed, ErrorKind(422, "invalid_request_error", "embedding_failed")),

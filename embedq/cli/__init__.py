@@ -32,6 +32,7 @@ FEATURE_COMMANDS = (
     "embedq.cli.cache",  # cache
     "embedq.cli.mcp",  # mcp
     "embedq.cli.model",  # model export
+    "embedq.cli.keys",  # keys
 )
 
 

@@ -45,6 +45,10 @@ def add_parser(sub: Any) -> None:
 
     st = actions.add_parser("stats", help="entries, hits, misses, index kind, last sync")
     st.add_argument("namespace")
+    for action in (put, look, rm, st):
+        action.add_argument("--tenant", default=None,
+                            help="act as this tenant (default: admin; a put creates "
+                                 "namespaces of the tenant default)")
     p.set_defaults(func=cmd_cache)
 
 
@@ -62,9 +66,11 @@ def _json(raw: str | None, name: str) -> Any:
 def cmd_cache(args: argparse.Namespace) -> int:
     from embedq.cache.semantic.service import SemanticCache
     from embedq.deployment import Deployment
+    from embedq.tenants import DEFAULT_TENANT, check_tenant
 
     if args.cache_action == "delete" and (args.entry_id is None) == (not args.all):
         raise InvalidInput("embedq cache delete needs an ENTRY_ID or --all (not both)")
+    tenant = None if args.tenant is None else check_tenant(args.tenant)
     service = Deployment.from_settings().service
     cache = SemanticCache(service)
     code = 0
@@ -73,9 +79,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
         if args.cache_action == "put":
             entry_id = cache.put(args.namespace, args.query, _json(args.payload, "payload"),
                                  ttl_s=args.ttl_s, sliding=args.sliding or None,
-                                 metadata=_json(args.metadata, "metadata"))
+                                 metadata=_json(args.metadata, "metadata"),
+                                 tenant=tenant or DEFAULT_TENANT)
             out = {"id": entry_id, "namespace": args.namespace}
         elif args.cache_action == "lookup":
+            cache.check_owner(args.namespace, tenant)
             result = cache.lookup(args.namespace, args.query, threshold=args.threshold,
                                   k=args.k, filter=_json(args.filter, "filter"),
                                   explain=args.explain)
@@ -83,11 +91,13 @@ def cmd_cache(args: argparse.Namespace) -> int:
             code = 0 if result.hit else 1
         elif args.cache_action == "delete":
             if args.all:
-                out = {"namespace": args.namespace, "deleted": cache.drop(args.namespace)}
+                out = {"namespace": args.namespace,
+                       "deleted": cache.drop(args.namespace, tenant)}
             else:
-                cache.delete(args.namespace, args.entry_id)
+                cache.delete(args.namespace, args.entry_id, tenant)
                 out = {"id": args.entry_id, "deleted": True}
         else:
+            cache.check_owner(args.namespace, tenant)
             out = cache.stats(args.namespace)
         print(json.dumps(out, ensure_ascii=False))
     finally:

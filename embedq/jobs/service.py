@@ -31,7 +31,7 @@ from embedq.jobs.dispatch import Clock, Dispatcher, job_window
 from embedq.jobs.readers import Record
 from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
 from embedq.jobs.windows import Window, check_not_before
-from embedq.models import ChunkStatus, Database, Job, JobStatus, Priority
+from embedq.models import DEFAULT_TENANT, ChunkStatus, Database, Job, JobStatus, Priority
 from embedq.models.job import CallbackState
 
 PAGE_ITEMS = 2000
@@ -85,6 +85,7 @@ class JobService:
         on_saved: Callable[[str], None] | None = None,
         start: bool = True,
         callback_url: str | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> str:
         """Store a job and its items, then start it if its window is open; return its id.
 
@@ -93,7 +94,8 @@ class JobService:
         job's final state is POSTed there once it ends (jobs/callbacks.py); a URL this
         server may not call is refused before anything is stored. The tier is `precision`,
         or the model's suffix (`all-MiniLM-L6-v2:int8`), else EMBEDQ_JOB_PRECISION, else
-        the deployment's default; the job's revision names it.
+        the deployment's default; the job's revision names it. The job belongs to
+        `tenant`: reads that name another tenant answer NotFound.
         """
         if callback_url is not None:
             check_url(callback_url, self.settings)
@@ -117,7 +119,7 @@ class JobService:
             records = [checked_record(r, n) for n, r in enumerate(records)]
         job_id = uuid.uuid4().hex
         self.store.create(Job(
-            id=job_id, status=JobStatus.QUEUED, priority=priority, model=spec.model,
+            id=job_id, tenant=tenant, status=JobStatus.QUEUED, priority=priority, model=spec.model,
             revision=spec.revision, dimensions=spec.dimensions, normalize=spec.normalize,
             source=(source or "")[:255] or None, window=window, timezone=tz if window else None,
             not_before=not_before, total=0, chunks=0, loaded=False, generation=0,
@@ -171,29 +173,34 @@ class JobService:
                 self.run_chunk(self.store, job_id, chunk)
             self.dispatcher.close(job_id, job.generation)
 
-    # --- reading
-    def get(self, job_id: str) -> Job:
-        return self.store.get(job_id)
+    # --- reading: `tenant` None reads any tenant's job (the CLI, the beat); a tenant
+    # reading another's job gets NotFound, as for a job that does not exist.
+    def get(self, job_id: str, tenant: str | None = None) -> Job:
+        return self.store.get(job_id, tenant)
 
     def progress(self, job: Job) -> Progress:
         return self.store.progress(job)
 
-    def describe(self, job_id: str) -> dict[str, Any]:
+    def describe(self, job_id: str, tenant: str | None = None) -> dict[str, Any]:
         """The job as the API and `embedq jobs status` show it."""
+        if tenant is not None:
+            self.store.get(job_id, tenant)
         return self.dispatcher.describe(job_id)
 
-    def list(self, limit: int = 50, status: str | None = None) -> list[dict[str, Any]]:
-        return [self.describe(job.id) for job in self.store.recent(limit, status)]
+    def list(self, limit: int = 50, status: str | None = None,
+             tenant: str | None = None) -> list[dict[str, Any]]:
+        return [self.describe(job.id) for job in self.store.recent(limit, status, tenant)]
 
-    def results(self, job_id: str, offset: int = 0, limit: int = 100) -> Iterator[ResultRow]:
+    def results(self, job_id: str, offset: int = 0, limit: int = 100,
+                tenant: str | None = None) -> Iterator[ResultRow]:
         if offset < 0 or limit < 1:
             raise InvalidInput("offset must be >= 0 and limit >= 1", "offset")
-        self.store.get(job_id)
+        self.store.get(job_id, tenant)
         return self.store.results(job_id, offset, limit)
 
-    def cancel(self, job_id: str) -> bool:
+    def cancel(self, job_id: str, tenant: str | None = None) -> bool:
         """Cancel what has not run; chunks already done keep their vectors."""
-        job = self.store.get(job_id)
+        job = self.store.get(job_id, tenant)
         return self.store.transition(job.id, JobStatus.active(), None,
                                      status=JobStatus.CANCELLED, finished_at=self.clock())
 

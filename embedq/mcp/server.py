@@ -5,6 +5,11 @@ Embedding tools share one AsyncPipeline (in-process single flight, then the cros
 claim); semantic-cache lookups embed their query through the same service, so a repeated
 question costs no model call. Anticipated failures come back as tool errors with a
 message that says what to do; they are not server crashes.
+
+Every tool acts for a Principal: over HTTP the caller of the request (`embedq mcp`
+checks its Bearer key in front of the transport and puts it on the request), over stdio
+`local` (the user who started the process). A tool needs the scope its HTTP route needs
+(embed, cache:read, cache:write, jobs); another tenant's job or namespace is "not found".
 """
 
 from __future__ import annotations
@@ -12,17 +17,37 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from embedq.errors import EmbedqError
 from embedq.mcp.pipeline import AsyncPipeline
 from embedq.service import EmbeddingService
+from embedq.tenants import SCOPES, Principal
 
 MAX_TEXTS = 256
 
 
-def create_server(service: EmbeddingService) -> MCPServer:
+def caller(ctx: Context[Any, Any], local: Principal, scope: str) -> Principal:
+    """Who calls this tool, holding `scope`; a ToolError otherwise."""
+    request = ctx.request_context.request
+    if request is None:
+        principal: Principal | None = local  # stdio: no HTTP request, the local user
+    else:
+        principal = getattr(request, "scope", {}).get("state", {}).get("principal")
+    if principal is None:  # an HTTP transport behind no key check: fail closed
+        raise ToolError("this MCP server needs a key: send `Authorization: Bearer <key>`")
+    if not principal.allows(scope):
+        raise ToolError(f"the key {principal.key_name!r} of tenant {principal.tenant!r} "
+                        f"lacks the scope {scope!r} ({SCOPES[scope]}): use a key with it")
+    return principal
+
+
+def create_server(service: EmbeddingService,
+                  local: Principal | None = None) -> MCPServer:
+    """The server; `local` is who stdio callers act as (default: tenant "default", every
+    scope)."""
+    local = local or Principal.everything("local")
     pipeline = AsyncPipeline(service)
     server: MCPServer = MCPServer(
         name="embedq",
@@ -67,23 +92,29 @@ def create_server(service: EmbeddingService) -> MCPServer:
         return [o.tolist() for o in outcomes if not isinstance(o, BaseException)]
 
     @server.tool()
-    async def embed_text(text: str, model: str | None = None) -> dict[str, Any]:
+    async def embed_text(ctx: Context[Any, Any], text: str, model: str | None = None
+                         ) -> dict[str, Any]:
         """Embed one text; returns its vector (float32 values as JSON numbers)."""
+        caller(ctx, local, "embed")
         vector = (await embed([text], model))[0]
         return {"model": service.model, "dimensions": len(vector), "embedding": vector}
 
     @server.tool()
-    async def embed_texts(texts: list[str], model: str | None = None) -> dict[str, Any]:
+    async def embed_texts(ctx: Context[Any, Any], texts: list[str], model: str | None = None
+                          ) -> dict[str, Any]:
         """Embed several texts; vectors come back in input order."""
+        caller(ctx, local, "embed")
         vectors = await embed(texts, model)
         return {"model": service.model,
                 "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
 
     @server.tool()
-    async def semantic_cache_lookup(namespace: str, query: str,
+    async def semantic_cache_lookup(ctx: Context[Any, Any], namespace: str, query: str,
                                     threshold: float | None = None) -> dict[str, Any]:
         """Find a stored payload whose query means the same (cosine score in [-1, 1])."""
+        tenant = caller(ctx, local, "cache:read").tenant
         try:
+            await asyncio.to_thread(semantic().check_owner, namespace, tenant)
             result = await asyncio.to_thread(semantic().lookup, namespace, query,
                                              threshold=threshold)
         except EmbedqError as exc:
@@ -92,24 +123,27 @@ def create_server(service: EmbeddingService) -> MCPServer:
         return out
 
     @server.tool()
-    async def semantic_cache_store(namespace: str, query: str, payload: Any,
-                                   ttl_s: int | None = None) -> dict[str, Any]:
+    async def semantic_cache_store(ctx: Context[Any, Any], namespace: str, query: str,
+                                   payload: Any, ttl_s: int | None = None) -> dict[str, Any]:
         """Store a payload (any JSON) under a query; returns the entry id."""
+        tenant = caller(ctx, local, "cache:write").tenant
         try:
             entry_id = await asyncio.to_thread(semantic().put, namespace, query, payload,
-                                               ttl_s=ttl_s)
+                                               ttl_s=ttl_s, tenant=tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         return {"id": entry_id, "namespace": namespace}
 
     @server.tool()
-    async def job_status(job_id: str) -> dict[str, Any]:
+    async def job_status(ctx: Context[Any, Any], job_id: str) -> dict[str, Any]:
         """Status and progress of an embedding job (see POST /v1/jobs, `embedq bulk`).
 
         status: queued, running, succeeded, succeeded_with_errors (progress.failed items
         have no vector), failed (every item failed) or cancelled."""
+        tenant = caller(ctx, local, "jobs").tenant
         try:
-            described: dict[str, Any] = await asyncio.to_thread(jobs().describe, job_id)
+            described: dict[str, Any] = await asyncio.to_thread(jobs().describe, job_id,
+                                                                tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         return described

@@ -1,5 +1,6 @@
 """SQLAlchemy 2 tables. "model" here means a table; ML models are encoders."""
 
+from embedq.models.api_key import DEFAULT_TENANT, ApiKey
 from embedq.models.base import Base
 from embedq.models.batch import Batch, File, FilePurpose
 from embedq.models.embedding import Embedding
@@ -9,7 +10,8 @@ from embedq.models.semantic import SemanticChange, SemanticEntry, SemanticNamesp
 from embedq.models.states import ChunkStatus, JobStatus, Lane, Priority
 
 __all__ = [
-    "Base", "Batch", "ChunkStatus", "Database", "Embedding", "File", "FilePurpose", "Job",
+    "DEFAULT_TENANT", "ApiKey", "Base", "Batch", "ChunkStatus", "Database", "Embedding",
+    "File", "FilePurpose", "Job",
     "JobChunk", "JobItem", "JobStatus", "Lane", "Priority", "SemanticChange", "SemanticEntry",
     "SemanticNamespace",
     "map_db_errors", "normalize_url",

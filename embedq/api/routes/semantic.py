@@ -13,6 +13,9 @@
 The process's SemanticCache is built in this router's lifespan (merged into the app's),
 so its indexes are loaded before the first request and its sync thread stops at shutdown.
 Bad input raises embedq errors; the app's error table answers them (4xx, OpenAI shape).
+A namespace belongs to the tenant whose key first put into it: lookups and stats need the
+scope cache:read, puts and deletes cache:write, and another tenant's namespace answers
+404 on every route, as one that does not exist.
 Handlers are plain functions: FastAPI runs them on its thread pool.
 """
 
@@ -26,6 +29,7 @@ from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.auth import ANY_KEY, CacheReader, CacheWriter
 from embedq.cache.semantic import SemanticCache
 from embedq.cache.semantic.service import MAX_K, MAX_TTL_S
 from embedq.errors import Unavailable
@@ -41,7 +45,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(cache.close)
 
 
-router = APIRouter(prefix="/v1/semantic-cache", tags=["semantic cache"], lifespan=lifespan)
+router = APIRouter(prefix="/v1/semantic-cache", tags=["semantic cache"], lifespan=lifespan,
+                   dependencies=[Depends(ANY_KEY)])
 
 
 def semantic_cache(request: Request) -> SemanticCache:
@@ -81,14 +86,17 @@ class LookupRequest(BaseModel):
 
 
 @router.put("/{namespace}", summary="Store a (query, payload) entry")
-def put_entry(namespace: str, body: PutRequest, cache: Cache) -> dict[str, Any]:
+def put_entry(namespace: str, body: PutRequest, cache: Cache, caller: CacheWriter
+              ) -> dict[str, Any]:
     entry_id = cache.put(namespace, body.query, body.payload, ttl_s=body.ttl_s,
-                         sliding=body.sliding, metadata=body.metadata)
+                         sliding=body.sliding, metadata=body.metadata, tenant=caller.tenant)
     return {"id": entry_id, "namespace": namespace}
 
 
 @router.post("/{namespace}/lookup", summary="Find entries whose query means the same")
-def lookup(namespace: str, body: LookupRequest, cache: Cache) -> dict[str, Any]:
+def lookup(namespace: str, body: LookupRequest, cache: Cache, caller: CacheReader
+           ) -> dict[str, Any]:
+    cache.check_owner(namespace, caller.tenant)
     result = cache.lookup(namespace, body.query, threshold=body.threshold, k=body.k,
                           filter=body.filter, explain=body.explain)
     return result.to_json()
@@ -96,16 +104,17 @@ def lookup(namespace: str, body: LookupRequest, cache: Cache) -> dict[str, Any]:
 
 @router.delete("/{namespace}/{entry_id}", summary="Delete one entry")
 def delete_entry(namespace: str, entry_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
-                 cache: Cache) -> dict[str, Any]:
-    cache.delete(namespace, entry_id)
+                 cache: Cache, caller: CacheWriter) -> dict[str, Any]:
+    cache.delete(namespace, entry_id, caller.tenant)
     return {"id": entry_id, "deleted": True}
 
 
 @router.delete("/{namespace}", summary="Delete a whole namespace")
-def drop_namespace(namespace: str, cache: Cache) -> dict[str, Any]:
-    return {"namespace": namespace, "deleted": cache.drop(namespace)}
+def drop_namespace(namespace: str, cache: Cache, caller: CacheWriter) -> dict[str, Any]:
+    return {"namespace": namespace, "deleted": cache.drop(namespace, caller.tenant)}
 
 
 @router.get("/{namespace}/stats", summary="Entries, hits, misses, index kind, last sync")
-def stats(namespace: str, cache: Cache) -> dict[str, Any]:
+def stats(namespace: str, cache: Cache, caller: CacheReader) -> dict[str, Any]:
+    cache.check_owner(namespace, caller.tenant)
     return cache.stats(namespace)

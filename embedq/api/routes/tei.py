@@ -34,17 +34,19 @@ from embedq.api.routes.embeddings import (
     refuse_when_overloaded,
     resolve_dimensions,
 )
-from embedq.api.routes.health import READY_RETRY_AFTER_S, readiness
+from embedq.api.routes.health import READY_RETRY_AFTER_S, readiness, sees_checks
 from embedq.api.schemas import parse_texts, read_json_body
 from embedq.api.state import ApiState, get_state
 from embedq.errors import (
     EmbeddingFailed,
     EmbeddingTimeout,
     EmbedqError,
+    Forbidden,
     InputTooLarge,
     InvalidInput,
     MalformedRequest,
     Overloaded,
+    RateLimited,
     Unauthorized,
     Unavailable,
     UpstreamError,
@@ -67,13 +69,15 @@ def tei_status(exc: EmbedqError) -> tuple[int, str]:
     """TEI's status and error_type for an embedq exception, most specific first."""
     if isinstance(exc, Unauthorized):
         return 401, "Unauthorized"
+    if isinstance(exc, Forbidden):
+        return 403, "Forbidden"
     if isinstance(exc, InputTooLarge):
         return 413, "Validation"
     if isinstance(exc, MalformedRequest):
         return kind_of(exc).status, "Validation"  # 400 not JSON, 415 not sent as JSON
     if isinstance(exc, InvalidInput):
         return 422, "Validation"
-    if isinstance(exc, Overloaded):
+    if isinstance(exc, Overloaded | RateLimited):
         return 429, "Overloaded"
     if isinstance(exc, Unavailable | EmbeddingTimeout):
         return 503, "Unhealthy"
@@ -305,6 +309,8 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
+# The paths answered in TEI's error shape, also by the key check in front of the app.
+PATHS = ("/info", "/embed", "/", "/tokenize")
 
 
 @router.get("/info", response_model=Info, responses=_tei_errors(401),
@@ -381,8 +387,9 @@ async def health(request: Request) -> Response:
         failed = [f"{name}: {checks[name]}" for name in names]
     if not failed:
         return Response(status_code=200)
+    why = f" ({'; '.join(failed)})" if sees_checks(request) else ""
     return AsciiJSONResponse(
-        {"error": f"unhealthy ({'; '.join(failed)}); retry after the Retry-After seconds",
+        {"error": f"unhealthy{why}; retry after the Retry-After seconds",
          "error_type": "Unhealthy"},
         status_code=503, headers={"Retry-After": str(READY_RETRY_AFTER_S)},
     )

@@ -42,7 +42,7 @@ from embedq.cache.semantic.verify import Verifier
 from embedq.config import Settings
 from embedq.errors import ConfigError, InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import EncodeSpec
-from embedq.models import Database
+from embedq.models import DEFAULT_TENANT, Database
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_K = 100
@@ -252,8 +252,10 @@ class SemanticCache:
     def put(
         self, namespace: str, query: str, payload: Any, *, ttl_s: int | None = None,
         sliding: bool | None = None, metadata: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> int:
-        """Store (query, payload); the same query text replaces the payload. Returns the id."""
+        """Store (query, payload); the same query text replaces the payload. Returns the id.
+        A new namespace is `tenant`'s; another tenant's namespace raises NotFound."""
         check_namespace(namespace)
         query = self._query(query)
         self._json_size(payload, "payload")
@@ -274,7 +276,7 @@ class SemanticCache:
             metadata=metadata, ttl_s=ttl_s,
             sliding=self.settings.semantic_sliding_ttl if sliding is None else bool(sliding),
             max_entries=self.settings.semantic_max_entries,
-            max_namespaces=self.settings.semantic_max_namespaces,
+            max_namespaces=self.settings.semantic_max_namespaces, tenant=tenant,
         )
         self.sync.catch_up()  # this process reads its own writes at once
         return result.id
@@ -346,16 +348,23 @@ class SemanticCache:
             return "filter", "the entry's metadata does not match the filter"
         return None, None
 
-    def delete(self, namespace: str, entry_id: int) -> None:
+    def check_owner(self, namespace: str, tenant: str | None) -> None:
+        """NotFound unless the namespace is `tenant`'s or holds nothing (None: any tenant):
+        another tenant's namespace is answered like one that does not exist."""
         check_namespace(namespace)
-        if not self.store.delete_entry(namespace, int(entry_id)):
+        if tenant is not None and self.store.owner(namespace) not in (tenant, None):
+            raise NotFound(f"namespace {namespace!r} does not exist")
+
+    def delete(self, namespace: str, entry_id: int, tenant: str | None = None) -> None:
+        check_namespace(namespace)
+        if not self.store.delete_entry(namespace, int(entry_id), tenant):
             raise NotFound(f"no entry {entry_id} in namespace {namespace!r}")
         self.sync.catch_up()
 
-    def drop(self, namespace: str) -> int:
-        """Delete the whole namespace; return how many entries went."""
+    def drop(self, namespace: str, tenant: str | None = None) -> int:
+        """Delete the whole namespace (`tenant`'s, when given); return how many entries went."""
         check_namespace(namespace)
-        removed = self.store.drop_namespace(namespace)
+        removed = self.store.drop_namespace(namespace, tenant)
         self.sync.catch_up()
         return removed
 

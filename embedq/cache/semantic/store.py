@@ -22,8 +22,14 @@ from sqlalchemy import case, delete, func, select, text, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from embedq.errors import DatabaseUnavailable, InvalidInput
-from embedq.models import Database, SemanticChange, SemanticEntry, SemanticNamespace
+from embedq.errors import DatabaseUnavailable, InvalidInput, NotFound
+from embedq.models import (
+    DEFAULT_TENANT,
+    Database,
+    SemanticChange,
+    SemanticEntry,
+    SemanticNamespace,
+)
 from embedq.models.engine import map_db_errors
 
 WRITE_LOCK_KEY = 0x656D62_5345  # "emb" "SE": one lock for every semantic-cache writer
@@ -125,16 +131,22 @@ class SemanticStore:
     def put(
         self, *, namespace: str, model: str, space: str, query: str, vector: bytes,
         payload: Any, metadata: dict[str, Any], ttl_s: int | None, sliding: bool,
-        max_entries: int, max_namespaces: int,
+        max_entries: int, max_namespaces: int, tenant: str = DEFAULT_TENANT,
     ) -> PutResult:
         """Insert, or replace the payload of the same query text; evict past `max_entries`.
 
         A new namespace past `max_namespaces` raises NamespaceLimitReached; the count is
-        read under the write lock, so concurrent puts cannot pass it together."""
+        read under the write lock, so concurrent puts cannot pass it together. A new
+        namespace belongs to `tenant`; another tenant's raises NotFound."""
         now = utcnow()
         expires = now + timedelta(seconds=ttl_s) if ttl_s else None
         digest = query_digest(query)
         with self._writing() as s:
+            owner = s.scalar(select(SemanticNamespace.tenant)
+                             .where(SemanticNamespace.namespace == namespace))
+            if owner is not None and owner != tenant:
+                raise NotFound(f"namespace {namespace!r} is not one of this tenant's: names "
+                               "are unique across tenants, so choose another name")
             existing = s.scalar(select(SemanticEntry).where(
                 SemanticEntry.namespace == namespace, SemanticEntry.space == space,
                 SemanticEntry.query_sha256 == digest,
@@ -143,7 +155,7 @@ class SemanticStore:
                 existing.payload, existing.meta = payload, metadata
                 existing.ttl_s, existing.sliding, existing.expires_at = ttl_s, sliding, expires
                 return PutResult(existing.id, False, [])
-            if s.get(SemanticNamespace, namespace) is None:
+            if owner is None:
                 known = s.scalar(select(func.count()).select_from(SemanticNamespace)) or 0
                 if known >= max_namespaces:
                     raise NamespaceLimitReached(
@@ -152,7 +164,7 @@ class SemanticStore:
                         "one no longer used (DELETE /v1/semantic-cache/{namespace}) or raise "
                         "the limit", "namespace",
                     )
-                s.add(SemanticNamespace(namespace=namespace, hits=0, misses=0))
+                s.add(SemanticNamespace(namespace=namespace, tenant=tenant, hits=0, misses=0))
             row = SemanticEntry(
                 namespace=namespace, model=model, space=space, query=query,
                 query_sha256=digest, vector=vector, payload=payload, meta=metadata,
@@ -184,8 +196,21 @@ class SemanticStore:
         self._log(s, "delete", [(v.id, namespace, v.space) for v in victims])
         return ids
 
-    def delete_entry(self, namespace: str, entry_id: int) -> bool:
+    def owner(self, namespace: str) -> str | None:
+        """The tenant of a namespace; None for one that holds nothing."""
+        with self.db.session() as s:
+            return s.scalar(select(SemanticNamespace.tenant)
+                            .where(SemanticNamespace.namespace == namespace))
+
+    def _owned(self, s: Session, namespace: str, tenant: str | None) -> bool:
+        return tenant is None or s.scalar(select(SemanticNamespace.tenant).where(
+            SemanticNamespace.namespace == namespace)) in (tenant, None)
+
+    def delete_entry(self, namespace: str, entry_id: int, tenant: str | None = None) -> bool:
+        """False when there is no such entry (in `tenant`'s namespace, when given)."""
         with self._writing() as s:
+            if not self._owned(s, namespace, tenant):
+                return False
             row = s.get(SemanticEntry, entry_id)
             if row is None or row.namespace != namespace:
                 return False
@@ -193,9 +218,12 @@ class SemanticStore:
             self._log(s, "delete", [(row.id, namespace, row.space)])
             return True
 
-    def drop_namespace(self, namespace: str) -> int:
-        """Delete every entry of the namespace (one "drop" change); return how many."""
+    def drop_namespace(self, namespace: str, tenant: str | None = None) -> int:
+        """Delete every entry of the namespace (one "drop" change); return how many.
+        Another tenant's namespace (`tenant` given) raises NotFound."""
         with self._writing() as s:
+            if not self._owned(s, namespace, tenant):
+                raise NotFound(f"namespace {namespace!r} does not exist")
             gone = s.execute(delete(SemanticEntry).where(SemanticEntry.namespace == namespace))
             known = s.execute(
                 delete(SemanticNamespace).where(SemanticNamespace.namespace == namespace)
