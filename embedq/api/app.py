@@ -34,6 +34,7 @@ from embedq.config import Settings
 from embedq.deployment import Deployment
 from embedq.encoders.tokens import load_token_counter
 from embedq.tenants import Authenticator, KeyStore
+from embedq.tenants.ratelimit import RateLimiter
 from embedq.version import __version__
 
 log = logging.getLogger("embedq.api")
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.embedq = ApiState(settings, service, tokens, batcher, depth, metrics)
         authenticator = Authenticator(settings.api_keys, KeyStore(service.db))
         app.state.authenticator = authenticator
+        app.state.limiter = RateLimiter(getattr(service.hot, "client", None))
         if not await run_in_threadpool(authenticator.required):
             log.warning("EMBEDQ_API_KEYS is unset: the API is open to anyone who can reach "
                         "it; set EMBEDQ_API_KEYS=key1,key2 or create keys with `embedq keys "
@@ -102,6 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Outside the body limit: a caller without a key is refused before any body is read.
     app.add_middleware(AuthMiddleware,
                        authenticator=lambda: getattr(app.state, "authenticator", None),
+                       limiter=lambda: getattr(app.state, "limiter", None),
                        renderers=dict.fromkeys(tei.PATHS, tei.tei_error_response))
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 

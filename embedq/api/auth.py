@@ -15,6 +15,8 @@ a valid key there still names its caller, so /readyz shows its checks to admin k
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Collection
 from typing import Annotated, Any
 
@@ -22,18 +24,21 @@ from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from embedq.api.errors import embedq_error_response
 from embedq.errors import EmbedqError, Forbidden, Unauthorized, Unavailable
 from embedq.tenants import SCOPES, Authenticator, Principal
 from embedq.tenants.authenticator import match_index
+from embedq.tenants.ratelimit import RateLimiter
 
 # Documents the scheme in OpenAPI; the check itself is the middleware's.
 bearer = HTTPBearer(
     auto_error=False,
     description="A key from `embedq keys create`, or one of EMBEDQ_API_KEYS.",
 )
+
+audit_log = logging.getLogger("embedq.audit")
 
 OPEN = Principal.everything("open")
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/health"})
@@ -67,11 +72,14 @@ class AuthMiddleware:
 
     def __init__(self, app: ASGIApp, authenticator: Callable[[], Authenticator | None],
                  public: Collection[str] = PUBLIC_PATHS,
-                 renderers: dict[str, ErrorRenderer] | None = None) -> None:
+                 renderers: dict[str, ErrorRenderer] | None = None,
+                 limiter: Callable[[], RateLimiter | None] = lambda: None) -> None:
         """`authenticator()`: the process's Authenticator (None until the app started);
-        `renderers`: path -> the error shape of that path (TEI's routes have their own)."""
+        `renderers`: path -> the error shape of that path (TEI's routes have their own);
+        `limiter()`: the per-key request rate limiter (429 before the body is read)."""
         self.app = app
         self.authenticator = authenticator
+        self.limiter = limiter
         self.public = frozenset(public)
         self.renderers = dict(renderers or {})
 
@@ -86,8 +94,25 @@ class AuthMiddleware:
             render = self.renderers.get(path, embedq_error_response)
             await render(exc)(scope, receive, send)
             return
-        scope.setdefault("state", {})["principal"] = principal
-        await self.app(scope, receive, send)
+        state = scope.setdefault("state", {})
+        state["principal"] = principal
+        if principal is None or principal is OPEN:
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what the audit line says when the app raises before answering
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            audit(principal, scope, status, state.get("inputs"),
+                  (time.perf_counter() - started) * 1000)
 
     async def identify(self, scope: Scope, public: bool) -> Principal | None:
         """The caller; None for an anonymous caller of a public path."""
@@ -104,7 +129,21 @@ class AuthMiddleware:
         principal = await run_in_threadpool(authenticator.authenticate, token)
         if principal is None and not public:
             raise Unauthorized(BAD_KEY)
+        limiter = self.limiter()
+        if principal is not None and not public and limiter is not None:
+            await run_in_threadpool(limiter.check, principal)
         return principal
+
+
+def audit(principal: Principal, scope: Scope, status: int, inputs: int | None,
+          ms: float) -> None:
+    """One line per authenticated request: who, which route, the answer, how many inputs
+    (routes that take texts set `request.state.inputs`) and how long. Never a text, a
+    payload or the key: the route is the template (`/v1/jobs/{job_id}`)."""
+    route = getattr(scope.get("route"), "path", None) or scope.get("path", "")
+    audit_log.info("request tenant=%s key=%s method=%s route=%s status=%d inputs=%s ms=%.1f",
+                   principal.tenant, principal.key_name, scope.get("method", ""), route,
+                   status, "-" if inputs is None else inputs, ms)
 
 
 def _starting() -> Principal:

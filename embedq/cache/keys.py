@@ -40,3 +40,8 @@ def histogram(name: str) -> str:
 
 DONE_CHANNEL = f"{PREFIX}:done"
 WORKERS = f"{PREFIX}:workers"
+
+
+def rate_bucket(limiter_id: str) -> str:
+    """An API key's token bucket (tokens, last refill), shared by every API process."""
+    return f"{PREFIX}:rate:{limiter_id}"

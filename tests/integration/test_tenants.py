@@ -171,6 +171,22 @@ def test_lists_show_only_the_callers_own(tn: Tenants, salt: str) -> None:
     assert call(tn.a, "GET", f"/v1/files?after={r['file']}", tn.keys["bob"]).status_code == 404
 
 
+def test_each_authenticated_request_leaves_one_audit_line(tn: Tenants, salt: str) -> None:
+    text = f"{salt} secret text"
+    job = call(tn.a, "POST", "/v1/jobs", tn.keys["alice"], json={"input": [text, "x"]})
+    call(tn.a, "GET", f"/v1/jobs/{job.json()['id']}", tn.keys["alice"])
+    support.wait_until(lambda: "route=/v1/jobs/{job_id} status=200" in tn.a.log(), 5,
+                       "the audit line of the read")
+    lines = [line for line in tn.a.log().splitlines() if "embedq.audit" in line]
+    assert any("tenant=alice key=alice-main method=POST route=/v1/jobs status=202 inputs=2"
+               in line for line in lines), lines[-5:]
+    log = tn.a.log()
+    assert text not in log and tn.keys["alice"] not in log
+    created = cli(tn.env, "--loglevel", "info", "keys", "create", "--tenant", "dave")
+    assert "key created" in created.stderr and "tenant=dave" in created.stderr
+    assert created.stdout.strip() not in created.stderr
+
+
 def test_embeddings_metrics_and_readiness_by_scope(tn: Tenants, salt: str) -> None:
     body = {"input": [f"{salt} embed me"]}
     assert call(tn.a, "POST", "/v1/embeddings", tn.keys["alice_embed"], json=body
@@ -232,6 +248,24 @@ def test_an_unauthenticated_16_mb_body_is_refused_before_it_is_read(tn: Tenants)
     assert first_line(None) == b"HTTP/1.1 401 Unauthorized"
     assert first_line("wrong") == b"HTTP/1.1 401 Unauthorized"
     assert first_line(tn.keys["alice"]) == b"(no answer: reading the body)"
+
+
+def test_a_keys_rate_limit_is_shared_by_the_api_processes(tn: Tenants) -> None:
+    """2 requests a second (a burst of 2): 12 requests as fast as they go, alternating
+    between the two processes, get about 2 through; buckets per process would pass 4+."""
+    key = create_key(tn.env, "erin", "embed", "--rate", "2")
+    started = time.monotonic()
+    answers = [call((tn.a, tn.b)[n % 2], "GET", "/v1/models", key) for n in range(12)]
+    elapsed = time.monotonic() - started
+    passed = sum(a.status_code == 200 for a in answers)
+    limited = [a for a in answers if a.status_code == 429]
+    assert passed + len(limited) == 12
+    assert 2 <= passed <= 2 + 2 * elapsed + 1, (passed, elapsed)
+    assert limited[0].headers["Retry-After"] == "1"
+    assert limited[0].json()["error"]["code"] == "rate_limit_exceeded"
+    assert "--rate" in limited[0].json()["error"]["message"]
+    time.sleep(1.0)
+    assert call(tn.b, "GET", "/v1/models", key).status_code == 200  # refilled
 
 
 # --- MCP over HTTP

@@ -56,6 +56,7 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         state = get_state(request)
         payload = read_json_body(request.headers.get("content-type"), await request.body())
         call = parse_embedding_request(payload, state.settings)
+        request.state.inputs = len(call.texts)  # for the audit line (auth.py)
         # UnknownModel (404) names the served model; a `:int8` suffix picks the tier.
         tier = state.service.tier_of(call.model)
         dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,

@@ -98,6 +98,7 @@ Jobs = Annotated[JobService, Depends(job_service)]
 @router.post("", status_code=202)
 def submit_job(body: JobRequest, jobs: Jobs, caller: JobsCaller, request: Request
                ) -> JSONResponse:
+    request.state.inputs = len(body.input)  # for the audit line (auth.py)
     limit = jobs.settings.max_job_inputs
     if len(body.input) > limit:
         raise InputTooLarge(
