@@ -88,9 +88,14 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", ""))
+        public = path in self.public
         try:
-            principal = await self.identify(scope, public=path in self.public)
+            principal = await self.identify(scope, public=public)
         except EmbedqError as exc:
+            if public:  # a probe answers whatever the key store's state: anonymously
+                scope.setdefault("state", {})["principal"] = None
+                await self.app(scope, receive, send)
+                return
             render = self.renderers.get(path, embedq_error_response)
             await render(exc)(scope, receive, send)
             return

@@ -5,7 +5,8 @@ other keys are looked up by digest in the KeyStore. Lookups (found or not) are c
 per process for `ttl_s`, at most one second: a revoked key stops working within that
 time in every API process, and a flood of requests with one key costs the database one
 query a second. The API is open (`required` is False) only while there is no bootstrap
-key and no active key in the database; a database that cannot be read is not "no keys".
+key and no active key in the database; a database that cannot be read is not "no keys"
+(before its first answer; after it, its last answer stands while it is down).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 
-from embedq.errors import ConfigError
+from embedq.errors import ConfigError, Unavailable
 from embedq.tenants.keys import KeyStore, digest
 from embedq.tenants.principal import Principal
 
@@ -57,7 +58,14 @@ class Authenticator:
         cached = self._required
         if cached is not None and now - cached[0] < self.ttl_s:
             return cached[1]
-        needed = self.store.any_active()  # DatabaseUnavailable propagates: fail closed
+        try:
+            needed = self.store.any_active()
+        except Unavailable:
+            if cached is None:
+                raise  # never read: fail closed (503) rather than guess "open"
+            # The database is down: what it said last still holds (an open API stays
+            # open, so the hot tier keeps answering; a keyed one keeps requiring keys).
+            return cached[1]
         self._required = (now, needed)
         return needed
 
