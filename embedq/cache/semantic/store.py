@@ -143,16 +143,7 @@ class SemanticStore:
                 existing.payload, existing.meta = payload, metadata
                 existing.ttl_s, existing.sliding, existing.expires_at = ttl_s, sliding, expires
                 return PutResult(existing.id, False, [])
-            if s.get(SemanticNamespace, namespace) is None:
-                known = s.scalar(select(func.count()).select_from(SemanticNamespace)) or 0
-                if known >= max_namespaces:
-                    raise NamespaceLimitReached(
-                        f"namespace {namespace!r} would be new, and {known} namespaces exist, "
-                        f"the limit (EMBEDQ_SEMANTIC_MAX_NAMESPACES={max_namespaces}): delete "
-                        "one no longer used (DELETE /v1/semantic-cache/{namespace}) or raise "
-                        "the limit", "namespace",
-                    )
-                s.add(SemanticNamespace(namespace=namespace, hits=0, misses=0))
+            self.ensure_namespace(s, namespace, max_namespaces)
             row = SemanticEntry(
                 namespace=namespace, model=model, space=space, query=query,
                 query_sha256=digest, vector=vector, payload=payload, meta=metadata,
@@ -164,6 +155,25 @@ class SemanticStore:
             self._log(s, "put", [(row.id, namespace, space)])
             evicted = self._evict(s, namespace, max_entries, now)
             return PutResult(row.id, True, evicted)
+
+    def writing(self) -> contextlib.AbstractContextManager[Session]:
+        """A transaction holding the writers' lock, for writes made next to these."""
+        return self._writing()
+
+    def ensure_namespace(self, s: Session, namespace: str, max_namespaces: int) -> None:
+        """Create the namespace unless it exists, within `s` (which holds the writers'
+        lock, so the count is exact); NamespaceLimitReached past `max_namespaces`."""
+        if s.get(SemanticNamespace, namespace) is not None:
+            return
+        known = s.scalar(select(func.count()).select_from(SemanticNamespace)) or 0
+        if known >= max_namespaces:
+            raise NamespaceLimitReached(
+                f"namespace {namespace!r} would be new, and {known} namespaces exist, "
+                f"the limit (EMBEDQ_SEMANTIC_MAX_NAMESPACES={max_namespaces}): delete "
+                "one no longer used (DELETE /v1/semantic-cache/{namespace}) or raise "
+                "the limit", "namespace",
+            )
+        s.add(SemanticNamespace(namespace=namespace, hits=0, misses=0))
 
     def _evict(self, s: Session, namespace: str, max_entries: int, now: datetime) -> list[int]:
         """Keep the namespace at `max_entries`: expired first, then least recently hit."""
