@@ -157,18 +157,16 @@ class FeedbackStore:
         return {"correct": got.get(True, 0), "wrong": got.get(False, 0)}
 
     # --- served hits
-    def record_hits(self, namespace: str, space: str, query: str,
+    def record_hits(self, s: Session, namespace: str, space: str, query: str,
                     matches: Sequence[tuple[str, int, float]], threshold: float, ttl_s: int,
                     now: datetime) -> None:
-        """One row per served match (hit id, entry id, score), judgeable for `ttl_s`."""
-        if not matches:
-            return
+        """One row per served match (hit id, entry id, score), judgeable for `ttl_s`,
+        written in `s` (the lookup's own record, SemanticStore.record_lookup)."""
         expires = now + timedelta(seconds=ttl_s)
-        with self.db.session() as s:
-            s.add_all(SemanticHit(
-                id=hit_id, namespace=namespace, space=space, entry_id=entry_id, query=query,
-                score=score, threshold=threshold, correct=None, created_at=now,
-                expires_at=expires) for hit_id, entry_id, score in matches)
+        s.add_all(SemanticHit(
+            id=hit_id, namespace=namespace, space=space, entry_id=entry_id, query=query,
+            score=score, threshold=threshold, correct=None, created_at=now,
+            expires_at=expires) for hit_id, entry_id, score in matches)
 
     def served_hit(self, namespace: str, hit_id: str, now: datetime) -> ServedHit:
         """The hit, or NotFound saying where hit ids come from and how long they last."""

@@ -342,10 +342,10 @@ class SemanticCache:
             elif len(matches) >= k:
                 break
         kept = _within_bytes(matches, self.settings.semantic_max_lookup_bytes)
-        self.store.record_lookup(namespace, [m.id for m in kept], now)
-        self.feedback.record_hits(namespace, self.space, query,
-                                  [(m.hit_id or "", m.id, m.score) for m in kept], threshold,
-                                  self.settings.semantic_feedback_ttl_s, now)
+        served = [(m.hit_id or "", m.id, m.score) for m in kept]
+        self.store.record_lookup(namespace, [m.id for m in kept], now, also=lambda s: (
+            self.feedback.record_hits(s, namespace, self.space, query, served, threshold,
+                                      self.settings.semantic_feedback_ttl_s, now)))
         return LookupResult(bool(kept), kept, threshold, truncated=len(kept) < len(matches),
                             considered=considered if explain else None)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -263,9 +263,13 @@ class SemanticStore:
             ))
             return _entry(row) if row is not None else None
 
-    def record_lookup(self, namespace: str, hit_ids: list[int], now: datetime) -> None:
-        """Count a hit or a miss; hits refresh recency and sliding expiry."""
+    def record_lookup(self, namespace: str, hit_ids: list[int], now: datetime,
+                      also: Callable[[Session], None] | None = None) -> None:
+        """Count a hit or a miss; hits refresh recency and sliding expiry. `also` writes
+        more in the same transaction (the served hits: one commit, not two)."""
         with self.db.session() as s:
+            if also is not None:
+                also(s)
             column = SemanticNamespace.hits if hit_ids else SemanticNamespace.misses
             s.execute(update(SemanticNamespace).where(SemanticNamespace.namespace == namespace)
                       .values({column: column + 1}))
