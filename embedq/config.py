@@ -153,6 +153,12 @@ class Settings:
     semantic_sweep_interval_s: float = 30.0  # expired-entry sweep and log pruning
     semantic_snapshot_interval_s: float = 300.0  # index snapshots under data_dir/semantic
     semantic_change_retention_s: float = 7 * 86_400.0  # change-log rows kept this long
+    # The error budget (docs/semantic-cache.md, Feedback): how long a served hit can be
+    # judged, how close a query must come to one an entry was marked wrong for to be
+    # refused that entry (cosine), and how many recent verdicts the threshold rule reads.
+    semantic_feedback_ttl_s: int = 86_400
+    semantic_negative_similarity: float = 0.95
+    semantic_feedback_window: int = 10_000
 
     # --- jobs and bulk vectorization
     job_chunk_tokens: int = 65_536  # estimated tokens per chunk task

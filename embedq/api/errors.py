@@ -24,6 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from embedq.cache.semantic.feedback import FeedbackConflict
 from embedq.cache.semantic.store import NamespaceLimitReached
 from embedq.errors import (
     ConfigError,
@@ -63,6 +64,8 @@ ERROR_TABLE: tuple[tuple[type[EmbedqError], ErrorKind], ...] = (
     # 409: the request is valid, the server's state (namespaces at the cap) refuses it
     # until a namespace is deleted; retrying as is cannot help, so neither 429 nor 422.
     (NamespaceLimitReached, ErrorKind(409, "invalid_request_error", "namespace_limit")),
+    # 409: a hit's verdict is final; the other verdict contradicts the recorded one
+    (FeedbackConflict, ErrorKind(409, "invalid_request_error", "feedback_conflict")),
     (UnsupportedMediaType, ErrorKind(415, "invalid_request_error", "unsupported_media_type")),
     (MalformedRequest, ErrorKind(400, "invalid_request_error", "malformed_request")),
     (InvalidInput, ErrorKind(422, "invalid_request_error", "invalid_input")),

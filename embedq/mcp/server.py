@@ -1,6 +1,7 @@
 """The MCP server: embedq's tools for agents, built on the official `mcp` SDK.
 
-Tools: embed_text, embed_texts, semantic_cache_lookup, semantic_cache_store, job_status.
+Tools: embed_text, embed_texts, semantic_cache_lookup, semantic_cache_store,
+semantic_cache_feedback, job_status.
 Embedding tools share one AsyncPipeline (in-process single flight, then the cross-process
 claim); semantic-cache lookups embed their query through the same service, so a repeated
 question costs no model call. Anticipated failures come back as tool errors with a
@@ -133,6 +134,21 @@ def create_server(service: EmbeddingService,
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         return {"id": entry_id, "namespace": namespace}
+
+    @server.tool()
+    async def semantic_cache_feedback(ctx: Context[Any, Any], namespace: str, hit_id: str,
+                                      correct: bool) -> dict[str, Any]:
+        """Say whether a payload semantic_cache_lookup served was right (its match's
+        hit_id). A wrong one stops that entry answering queries like this one, and may
+        raise the namespace's threshold to keep its error budget."""
+        tenant = caller(ctx, local, "cache:read").tenant
+        try:
+            await asyncio.to_thread(semantic().check_owner, namespace, tenant)
+            out: dict[str, Any] = await asyncio.to_thread(semantic().give_feedback,
+                                                          namespace, hit_id, correct)
+        except EmbedqError as exc:
+            raise ToolError(str(exc)) from exc
+        return out
 
     @server.tool()
     async def job_status(ctx: Context[Any, Any], job_id: str) -> dict[str, Any]:

@@ -7,12 +7,18 @@ from embedq.models.embedding import Embedding
 from embedq.models.engine import Database, map_db_errors, normalize_url
 from embedq.models.job import Job, JobChunk, JobItem
 from embedq.models.semantic import SemanticChange, SemanticEntry, SemanticNamespace
+from embedq.models.semantic_feedback import (
+    SemanticBudget,
+    SemanticFeedback,
+    SemanticHit,
+    SemanticNegative,
+)
 from embedq.models.states import ChunkStatus, JobStatus, Lane, Priority
 
 __all__ = [
     "DEFAULT_TENANT", "ApiKey", "Base", "Batch", "ChunkStatus", "Database", "Embedding",
-    "File", "FilePurpose", "Job",
-    "JobChunk", "JobItem", "JobStatus", "Lane", "Priority", "SemanticChange", "SemanticEntry",
-    "SemanticNamespace",
+    "File", "FilePurpose", "Job", "JobChunk", "JobItem", "JobStatus", "Lane", "Priority",
+    "SemanticBudget", "SemanticChange", "SemanticEntry", "SemanticFeedback", "SemanticHit",
+    "SemanticNamespace", "SemanticNegative",
     "map_db_errors", "normalize_url",
 ]

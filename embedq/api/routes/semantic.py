@@ -8,7 +8,11 @@
                                                             "considered" (with explain)}
     DELETE /v1/semantic-cache/{namespace}/{entry_id}    one entry (404 if absent)
     DELETE /v1/semantic-cache/{namespace}               the whole namespace
-    GET    /v1/semantic-cache/{namespace}/stats         entries, hits, misses, index, sync
+    GET    /v1/semantic-cache/{namespace}/stats         entries, hits, misses, index, sync,
+                                                        the threshold it runs at, feedback
+    PUT    /v1/semantic-cache/{namespace}/config        {"max_false_hit_rate"?, "threshold"?}
+                                                        creates the namespace if new
+    POST   /v1/semantic-cache/{namespace}/feedback      {"id": hit_id, "correct": bool}
 
 The process's SemanticCache is built in this router's lifespan (merged into the app's),
 so its indexes are loaded before the first request and its sync thread stops at shutdown.
@@ -85,6 +89,25 @@ class LookupRequest(BaseModel):
         "(below_threshold, guard, verifier, filter, expired, beyond_k)"))
 
 
+class ConfigRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_false_hit_rate: float | None = Field(default=None, description=(
+        "error budget: the largest share of served hits that may be wrong, in [0, 1); "
+        "feedback raises the namespace's threshold to keep it; none = no budget"),
+        json_schema_extra={"minimum": 0, "exclusiveMaximum": 1})
+    threshold: float | None = Field(
+        default=None, description="the namespace's base threshold; none = the default")
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Strict: `"correct": "no"` or an id sent as a number is a 422, not a guess.
+    id: str = Field(strict=True, description="the hit_id of a match a lookup returned")
+    correct: bool = Field(strict=True, description="was the served payload right?")
+
+
 @router.put("/{namespace}", summary="Store a (query, payload) entry")
 def put_entry(namespace: str, body: PutRequest, cache: Cache, caller: CacheWriter
               ) -> dict[str, Any]:
@@ -100,6 +123,21 @@ def lookup(namespace: str, body: LookupRequest, cache: Cache, caller: CacheReade
     result = cache.lookup(namespace, body.query, threshold=body.threshold, k=body.k,
                           filter=body.filter, explain=body.explain)
     return result.to_json()
+
+
+@router.put("/{namespace}/config", summary="Set a namespace's threshold and error budget")
+def configure(namespace: str, body: ConfigRequest, cache: Cache, caller: CacheWriter
+              ) -> dict[str, Any]:
+    return cache.configure(namespace, max_false_hit_rate=body.max_false_hit_rate,
+                           threshold=body.threshold, tenant=caller.tenant)
+
+
+@router.post("/{namespace}/feedback", summary="Say whether a served hit was right")
+def feedback(namespace: str, body: FeedbackRequest, cache: Cache, caller: CacheReader
+             ) -> dict[str, Any]:
+    # cache:read is enough: whoever was served a hit (its unguessable hit_id) may judge it.
+    cache.check_owner(namespace, caller.tenant)
+    return cache.give_feedback(namespace, body.id, body.correct)
 
 
 @router.delete("/{namespace}/{entry_id}", summary="Delete one entry")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -155,16 +155,7 @@ class SemanticStore:
                 existing.payload, existing.meta = payload, metadata
                 existing.ttl_s, existing.sliding, existing.expires_at = ttl_s, sliding, expires
                 return PutResult(existing.id, False, [])
-            if owner is None:
-                known = s.scalar(select(func.count()).select_from(SemanticNamespace)) or 0
-                if known >= max_namespaces:
-                    raise NamespaceLimitReached(
-                        f"namespace {namespace!r} would be new, and {known} namespaces exist, "
-                        f"the limit (EMBEDQ_SEMANTIC_MAX_NAMESPACES={max_namespaces}): delete "
-                        "one no longer used (DELETE /v1/semantic-cache/{namespace}) or raise "
-                        "the limit", "namespace",
-                    )
-                s.add(SemanticNamespace(namespace=namespace, tenant=tenant, hits=0, misses=0))
+            self.ensure_namespace(s, namespace, max_namespaces, tenant)
             row = SemanticEntry(
                 namespace=namespace, model=model, space=space, query=query,
                 query_sha256=digest, vector=vector, payload=payload, meta=metadata,
@@ -176,6 +167,31 @@ class SemanticStore:
             self._log(s, "put", [(row.id, namespace, space)])
             evicted = self._evict(s, namespace, max_entries, now)
             return PutResult(row.id, True, evicted)
+
+    def writing(self) -> contextlib.AbstractContextManager[Session]:
+        """A transaction holding the writers' lock, for writes made next to these."""
+        return self._writing()
+
+    def ensure_namespace(self, s: Session, namespace: str, max_namespaces: int,
+                         tenant: str = DEFAULT_TENANT) -> None:
+        """Create the namespace for `tenant` unless it exists, within `s` (which holds the
+        writers' lock, so the count is exact); NamespaceLimitReached past `max_namespaces`,
+        NotFound when another tenant holds the name."""
+        known_ns = s.get(SemanticNamespace, namespace)
+        if known_ns is not None:
+            if known_ns.tenant not in (tenant, None):
+                raise NotFound(f"namespace {namespace!r} is not one of this tenant's: names "
+                               "are unique across tenants, so choose another name")
+            return
+        known = s.scalar(select(func.count()).select_from(SemanticNamespace)) or 0
+        if known >= max_namespaces:
+            raise NamespaceLimitReached(
+                f"namespace {namespace!r} would be new, and {known} namespaces exist, "
+                f"the limit (EMBEDQ_SEMANTIC_MAX_NAMESPACES={max_namespaces}): delete "
+                "one no longer used (DELETE /v1/semantic-cache/{namespace}) or raise "
+                "the limit", "namespace",
+            )
+        s.add(SemanticNamespace(namespace=namespace, tenant=tenant, hits=0, misses=0))
 
     def _evict(self, s: Session, namespace: str, max_entries: int, now: datetime) -> list[int]:
         """Keep the namespace at `max_entries`: expired first, then least recently hit."""
@@ -281,9 +297,13 @@ class SemanticStore:
             ))
             return _entry(row) if row is not None else None
 
-    def record_lookup(self, namespace: str, hit_ids: list[int], now: datetime) -> None:
-        """Count a hit or a miss; hits refresh recency and sliding expiry."""
+    def record_lookup(self, namespace: str, hit_ids: list[int], now: datetime,
+                      also: Callable[[Session], None] | None = None) -> None:
+        """Count a hit or a miss; hits refresh recency and sliding expiry. `also` writes
+        more in the same transaction (the served hits: one commit, not two)."""
         with self.db.session() as s:
+            if also is not None:
+                also(s)
             column = SemanticNamespace.hits if hit_ids else SemanticNamespace.misses
             s.execute(update(SemanticNamespace).where(SemanticNamespace.namespace == namespace)
                       .values({column: column + 1}))
