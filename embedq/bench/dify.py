@@ -153,9 +153,14 @@ def threaded(target: Target, parts: list[list[str]],
                 raise
 
     started = time.perf_counter()
-    with ThreadPoolExecutor(len(parts), "embedq-bench-dify") as pool:
+    pool = ThreadPoolExecutor(len(parts), "embedq-bench-dify")
+    try:
         futures = [pool.submit(one, part) for part in parts]
         errors = [f.exception() for f in futures]
+    finally:
+        # On Ctrl-C too: the threads stop at their next request instead of finishing.
+        tally.stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
     seconds = time.perf_counter() - started
     first = next((e for e in errors if e is not None and not isinstance(e, _Stopped)), None)
     if first is not None:
