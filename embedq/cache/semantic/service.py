@@ -18,8 +18,10 @@ Bounds, so no caller can make one request (or the table) unboundedly large:
              is bounded by the payload limit), and `truncated` says when some were left off
   JSON       payload, metadata and filter nest at most MAX_JSON_DEPTH levels
   text       no NUL (Postgres text and jsonb cannot hold it), no lone surrogate (not text)
-  namespaces at most EMBEDQ_SEMANTIC_MAX_NAMESPACES (store.py), entries per namespace at
-             most EMBEDQ_SEMANTIC_MAX_ENTRIES (least recently hit evicted first)
+  namespaces at most EMBEDQ_SEMANTIC_MAX_NAMESPACES in all and EMBEDQ_TENANT_MAX_NAMESPACES
+             per tenant (store.py), entries per namespace at most
+             EMBEDQ_SEMANTIC_MAX_ENTRIES (least recently hit evicted first), live entries
+             per tenant at most EMBEDQ_TENANT_MAX_ENTRIES (refused, nothing evicted)
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import numpy.typing as npt
 
 from embedq.cache.semantic.guard import contrast
 from embedq.cache.semantic.index import IndexConfig, Matrix, unit_rows
-from embedq.cache.semantic.store import Entry, SemanticStore, utcnow
+from embedq.cache.semantic.store import Entry, SemanticStore, TenantCaps, utcnow
 from embedq.cache.semantic.sync import IndexSync, SyncConfig
 from embedq.cache.semantic.verify import Verifier
 from embedq.config import Settings
@@ -139,7 +141,7 @@ class Embedder(Protocol):
 
     def spec(self) -> EncodeSpec: ...
 
-    def embed(self, texts: list[str]) -> Embedded: ...
+    def embed(self, texts: list[str], *, tenant: str | None = None) -> Embedded: ...
 
 
 def check_text(value: str, name: str) -> str:
@@ -244,8 +246,10 @@ class SemanticCache:
                 "(EMBEDQ_SEMANTIC_MAX_PAYLOAD_BYTES): store a reference instead", name,
             )
 
-    def _vector(self, query: str) -> Matrix:
-        vector = self.service.embed([query]).vectors()[0]
+    def _vector(self, query: str, tenant: str | None) -> Matrix:
+        """The query's vector, fingerprinted for `tenant` (strict isolation: the
+        tenant's own exact cache; shared: everyone's)."""
+        vector = self.service.embed([query], tenant=tenant).vectors()[0]
         return unit_rows(vector.reshape(1, -1))
 
     # --- the calls
@@ -269,7 +273,7 @@ class SemanticCache:
                 f"ttl_s {ttl_s!r} must be a positive integer of seconds, at most {MAX_TTL_S} "
                 "(ten years): omit it for an entry that never expires", "ttl_s",
             )
-        vector = self._vector(query)
+        vector = self._vector(query, tenant)
         result = self.store.put(
             namespace=namespace, model=self.model, space=self.space, query=query,
             vector=np.ascontiguousarray(vector, dtype="<f4").tobytes(), payload=payload,
@@ -277,6 +281,8 @@ class SemanticCache:
             sliding=self.settings.semantic_sliding_ttl if sliding is None else bool(sliding),
             max_entries=self.settings.semantic_max_entries,
             max_namespaces=self.settings.semantic_max_namespaces, tenant=tenant,
+            caps=TenantCaps(self.settings.tenant_max_namespaces,
+                            self.settings.tenant_max_entries),
         )
         self.sync.catch_up()  # this process reads its own writes at once
         return result.id
@@ -284,8 +290,10 @@ class SemanticCache:
     def lookup(
         self, namespace: str, query: str, *, threshold: float | None = None, k: int = 1,
         filter: dict[str, Any] | None = None, explain: bool = False,
+        tenant: str | None = None,
     ) -> LookupResult:
         """Matches at or above the threshold, best first; an unknown namespace is a miss.
+        The query is embedded for `tenant` (the caller; see `_vector`).
 
         With `explain`, the result also lists every candidate the index returned, with
         its score and why it was refused (Considered)."""
@@ -305,7 +313,7 @@ class SemanticCache:
             rows = {entry.id: entry} if entry is not None else {}
         else:
             fetch = k + 4 if not filter else max(4 * k, 32)
-            candidates = self.sync.search(namespace, self._vector(query), fetch)
+            candidates = self.sync.search(namespace, self._vector(query, tenant), fetch)
             rows = self.store.live_entries([i for i, s in candidates if s >= threshold], now)
         matches: list[Match] = []
         for entry_id, score in candidates:
