@@ -246,7 +246,7 @@ class SemanticCache:
                 "(EMBEDQ_SEMANTIC_MAX_PAYLOAD_BYTES): store a reference instead", name,
             )
 
-    def _vector(self, query: str, tenant: str | None) -> Matrix:
+    def _vector(self, query: str, tenant: str | None = None) -> Matrix:
         """The query's vector, fingerprinted for `tenant` (strict isolation: the
         tenant's own exact cache; shared: everyone's)."""
         vector = self.service.embed([query], tenant=tenant).vectors()[0]
