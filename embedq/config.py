@@ -133,6 +133,14 @@ class Settings:
     api_batch_wait_ms: float = 2.0  # linger for more requests while a call is in flight
     api_batch_max_texts: int = 1024  # texts per coalesced call
 
+    # --- tenants: caps on what one tenant keeps, each counted over its own resources
+    tenant_max_namespaces: int = 100  # semantic-cache namespaces a tenant owns (409 past)
+    tenant_max_entries: int = 1_000_000  # live semantic-cache entries in all its namespaces
+    tenant_max_queued_inputs: int = 5_000_000  # inputs of its unfinished jobs (429 past)
+    # shared: one exact cache for all tenants (a text is embedded once, whoever sends it);
+    # strict: the tenant enters every fingerprint, so each tenant's cache is its own.
+    tenant_isolation: str = "shared"
+
     # --- semantic cache
     semantic_threshold: float = 0.70  # cosine; `embedq bench threshold` (tune split + margin)
     semantic_contrast_guard: bool = True  # refuse matches one word apart (semantic/guard.py)
@@ -257,6 +265,9 @@ class Settings:
                 f"EMBEDQ_ENCODER={self.encoder!r} is unknown: "
                 "use sentence-transformers, hashing, faulty or upstream"
             )
+        if self.tenant_isolation not in {"shared", "strict"}:
+            raise ConfigError(f"EMBEDQ_TENANT_ISOLATION={self.tenant_isolation!r} is unknown: "
+                              "use shared (one exact cache) or strict (one per tenant)")
         if self.backend not in {"torch", "onnx"}:
             raise ConfigError(f"EMBEDQ_BACKEND={self.backend!r} is unknown: use torch or onnx")
         unknown = [t for t in self.tiers if t not in {"fp32", "int8"}]

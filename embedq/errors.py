@@ -7,7 +7,9 @@
     │   ├── InputTooLarge      past a documented limit (HTTP 413)
     │   ├── MalformedRequest   the body is not UTF-8 JSON (HTTP 400)
     │   │   └── UnsupportedMediaType  the body is not sent as application/json (HTTP 415)
-    │   └── BadInputFile       a bulk input file; names the line
+    │   ├── BadInputFile       a bulk input file; names the line
+    │   └── LimitReached       the tenant is at a cap on what it keeps (HTTP 409); names
+    │                          the limit and the setting that raises it
     ├── Unauthorized           no or a wrong API key (HTTP 401)
     ├── Forbidden              the key lacks the scope the route needs (HTTP 403)
     ├── NotFound               a job or entry that does not exist (HTTP 404)
@@ -16,6 +18,8 @@
     │   ├── BrokerUnavailable
     │   ├── Overloaded         too much queued online work (HTTP 429, Retry-After)
     │   └── RateLimited        the key's request or text rate (HTTP 429, Retry-After)
+    │       ├── DailyLimitReached  the key's texts a UTC day; Retry-After: the next day
+    │       └── QueueLimitReached  the tenant's queued job inputs are at their cap
     ├── EmbeddingFailed        one text could not be embedded; carries its fingerprint
     │   ├── InvalidVector      the encoder produced NaN/Inf or the wrong dimension
     │   └── PoisonText         the worker died encoding it max_attempts times
@@ -135,3 +139,21 @@ class Unauthorized(EmbedqError):
 
 class Forbidden(EmbedqError):
     """The key is accepted but lacks the scope the request needs."""
+
+
+class LimitReached(InvalidInput):
+    """The tenant keeps as many of something as its cap allows; `setting` raises the cap.
+    Retrying as is cannot help until something is deleted (HTTP 409)."""
+
+    def __init__(self, message: str, param: str | None = None, setting: str = "") -> None:
+        super().__init__(message, param)
+        self.setting = setting
+
+
+class DailyLimitReached(RateLimited):
+    """The key sent as many texts this UTC day as it may; Retry-After: the next day."""
+
+
+class QueueLimitReached(RateLimited):
+    """The tenant's unfinished jobs hold as many inputs as its cap allows; retry once
+    some of them finished (HTTP 429)."""

@@ -108,13 +108,21 @@ class EmbeddingService:
     def spec(
         self, model: str | None = None, dimensions: int | None = None,
         normalize: bool | None = None, precision: str | None = None,
+        tenant: str | None = None,
     ) -> EncodeSpec:
         """The spec a request is fingerprinted with. A model name suffix
-        (`all-MiniLM-L6-v2:int8`) or `precision` picks the tier; default the first."""
+        (`all-MiniLM-L6-v2:int8`) or `precision` picks the tier; default the first.
+        `tenant` enters it only with EMBEDQ_TENANT_ISOLATION=strict (`isolated`)."""
         tier = self.tier_of(model, precision)
         dims = dimensions if dimensions is not None else self.settings.dimensions
         norm = self.settings.normalize if normalize is None else normalize
-        return EncodeSpec(self.model, self.revisions[tier], dims, norm)
+        return EncodeSpec(self.model, self.revisions[tier], dims, norm,
+                          tenant=self.isolated(tenant))
+
+    def isolated(self, tenant: str | None) -> str | None:
+        """The tenant as fingerprints carry it: itself in strict isolation, else None
+        (one exact cache shared by every tenant)."""
+        return tenant if self.settings.tenant_isolation == "strict" else None
 
     def model_name(self, tier: str) -> str:
         """How clients name `tier`: the bare model for the default, else `<model>:<tier>`."""
@@ -165,8 +173,9 @@ class EmbeddingService:
         timeout_s: float | None = None,
         requests: int = 1,
         precision: str | None = None,
+        tenant: str | None = None,
     ) -> EmbedResult:
-        spec = self.spec(model, dimensions, normalize, precision)
+        spec = self.spec(model, dimensions, normalize, precision, tenant)
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InvalidInput(f"input {i} is not a string", "input")

@@ -34,6 +34,7 @@ from embedq.config import Settings
 from embedq.deployment import Deployment
 from embedq.encoders.tokens import load_token_counter
 from embedq.tenants import Authenticator, KeyStore
+from embedq.tenants.quota import TextQuota
 from embedq.tenants.ratelimit import RateLimiter
 from embedq.version import __version__
 
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         authenticator = Authenticator(settings.api_keys, KeyStore(service.db))
         app.state.authenticator = authenticator
         app.state.limiter = RateLimiter(getattr(service.hot, "client", None))
+        app.state.quota = TextQuota(getattr(service.hot, "client", None))
         if not await run_in_threadpool(authenticator.required):
             log.warning("EMBEDQ_API_KEYS is unset: the API is open to anyone who can reach "
                         "it; set EMBEDQ_API_KEYS=key1,key2 or create keys with `embedq keys "

@@ -30,6 +30,7 @@ from embedq.api.errors import embedq_error_response
 from embedq.errors import EmbedqError, Forbidden, Unauthorized, Unavailable
 from embedq.tenants import SCOPES, Authenticator, Principal
 from embedq.tenants.authenticator import match_index
+from embedq.tenants.quota import TextQuota
 from embedq.tenants.ratelimit import RateLimiter
 
 # Documents the scheme in OpenAPI; the check itself is the middleware's.
@@ -159,6 +160,32 @@ def principal_of(request: Request) -> Principal | None:
     """The caller of this request (None: anonymous, on a public path)."""
     principal: Principal | None = request.scope.get("state", {}).get("principal")
     return principal
+
+
+def tenant_of(request: Request) -> str | None:
+    """The tenant this request acts for (None: anonymous)."""
+    principal = principal_of(request)
+    return principal.tenant if principal is not None else None
+
+
+def charge_texts(request: Request, texts: int) -> None:
+    """Note `texts` for the audit line and count them against the caller's texts a day
+    (DailyLimitReached past `texts_per_day`, nothing counted). It may ask Redis: call it
+    from a thread (`admit_texts` does, when the key has a daily limit)."""
+    request.state.inputs = texts
+    principal = principal_of(request)
+    quota: TextQuota | None = getattr(request.app.state, "quota", None)
+    if principal is not None and quota is not None:
+        quota.charge(principal, texts)
+
+
+async def admit_texts(request: Request, texts: int) -> None:
+    """`charge_texts` from the event loop: in a thread only for a key with a daily limit."""
+    principal = principal_of(request)
+    if principal is None or principal.texts_per_day is None:
+        request.state.inputs = texts
+        return
+    await run_in_threadpool(charge_texts, request, texts)
 
 
 def require_scope(scope: str | None) -> Callable[..., Any]:

@@ -45,3 +45,9 @@ WORKERS = f"{PREFIX}:workers"
 def rate_bucket(limiter_id: str) -> str:
     """An API key's token bucket (tokens, last refill), shared by every API process."""
     return f"{PREFIX}:rate:{limiter_id}"
+
+
+def daily_texts(limiter_id: str, day: str) -> str:
+    """How many texts an API key sent on one UTC day (`YYYY-MM-DD`), shared by every API
+    process; it expires a day after that day ends."""
+    return f"{PREFIX}:texts:{limiter_id}:{day}"

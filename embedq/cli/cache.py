@@ -120,7 +120,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
                                   threshold=args.threshold, tenant=tenant or DEFAULT_TENANT)
         elif args.cache_action == "feedback":
             cache.check_owner(args.namespace, tenant)
-            out = cache.give_feedback(args.namespace, args.hit_id, args.correct)
+            out = cache.give_feedback(args.namespace, args.hit_id, args.correct, tenant)
         else:
             cache.check_owner(args.namespace, tenant)
             out = cache.stats(args.namespace)

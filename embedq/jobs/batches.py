@@ -74,8 +74,13 @@ class BatchService:
     # --- creating
     def create(self, input_file_id: str, endpoint: str, completion_window: str,
                metadata: dict[str, str] | None, dimensions: Dimensions,
-               tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
-        """A batch of `tenant` over its uploaded file; the batch's job is `tenant`'s."""
+               tenant: str = DEFAULT_TENANT,
+               admit: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """A batch of `tenant` over its uploaded file; the batch's job is `tenant`'s.
+
+        Its texts are counted before anything is stored: past the room of the tenant's
+        queue (EMBEDQ_TENANT_MAX_QUEUED_INPUTS) the batch is refused (QueueLimitReached),
+        and `admit(texts)` may refuse it too (the API charges the key's texts a day)."""
         if endpoint != ENDPOINT:
             raise MalformedRequest(f"endpoint {endpoint!r} is not served here: batches run "
                                    f"{ENDPOINT} only", "endpoint")
@@ -87,7 +92,12 @@ class BatchService:
         if source.purpose != FilePurpose.BATCH:
             raise MalformedRequest(f"file {input_file_id!r} has purpose {source.purpose!r}: "
                                    "upload request lines with purpose=batch", "input_file_id")
-        requests = parse_requests(self.files.content(input_file_id), self.settings)
+        content = self.files.content(input_file_id)
+        texts = sum(len(request.texts) for request in parse_requests(content, self.settings))
+        self.jobs.check_room(tenant, texts)
+        if admit is not None:
+            admit(texts)
+        requests = parse_requests(content, self.settings)
         first = next(requests)
         batch_id = f"batch_{uuid.uuid4().hex}"
         count = 0

@@ -24,7 +24,7 @@ from celery import Celery
 
 from embedq.config import Settings
 from embedq.encoders.tiers import TIERS
-from embedq.errors import BadInputFile, EmbedqError, InvalidInput
+from embedq.errors import BadInputFile, EmbedqError, InvalidInput, QueueLimitReached
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.jobs.callbacks import check_url
 from embedq.jobs.dispatch import Clock, Dispatcher, job_window
@@ -51,7 +51,8 @@ class Producer(Protocol):
     app: Celery
 
     def spec(self, model: str | None = None, dimensions: int | None = None,
-             normalize: bool | None = None, precision: str | None = None) -> EncodeSpec: ...
+             normalize: bool | None = None, precision: str | None = None,
+             tenant: str | None = None) -> EncodeSpec: ...
 
 
 # Runs one chunk in this process: the embedded deployment's worker (see run_here).
@@ -95,7 +96,11 @@ class JobService:
         server may not call is refused before anything is stored. The tier is `precision`,
         or the model's suffix (`all-MiniLM-L6-v2:int8`), else EMBEDQ_JOB_PRECISION, else
         the deployment's default; the job's revision names it. The job belongs to
-        `tenant`: reads that name another tenant answer NotFound.
+        `tenant`: reads that name another tenant answer NotFound, and its inputs count
+        towards the tenant's EMBEDQ_TENANT_MAX_QUEUED_INPUTS while it is unfinished
+        (QueueLimitReached past it: inputs held in memory are refused before anything is
+        stored, a stream when it passes the cap; its job is then failed, and no other
+        job is touched).
         """
         if callback_url is not None:
             check_url(callback_url, self.settings)
@@ -105,7 +110,7 @@ class JobService:
         check_not_before(not_before, self.clock())
         if precision is None and (model or "").rpartition(":")[2] not in TIERS:
             precision = self.settings.job_precision  # None: the deployment's default tier
-        spec = self.service.spec(model, dimensions, precision=precision)
+        spec = self.service.spec(model, dimensions, precision=precision, tenant=tenant)
         if timezone is not None and not window:
             raise InvalidInput(
                 f"timezone {timezone!r} was given without a window; it only says when an "
@@ -117,6 +122,7 @@ class JobService:
             # Inputs held in memory are all checked before the job exists: a bad one is
             # refused with no job row left behind. A stream is checked line by line.
             records = [checked_record(r, n) for n, r in enumerate(records)]
+        room = self.check_room(tenant, len(records) if isinstance(records, list) else 1)
         job_id = uuid.uuid4().hex
         self.store.create(Job(
             id=job_id, tenant=tenant, status=JobStatus.QUEUED, priority=priority, model=spec.model,
@@ -128,10 +134,15 @@ class JobService:
         ))
         if on_saved is not None:
             on_saved(job_id)
-        loader = _Loader(self, job_id, spec)
+        loader = _Loader(self, job_id, spec, tenant, room)
         try:
             for n, record in enumerate(records):
                 loader.add(record, n)
+        except QueueLimitReached as exc:
+            loader.seal(error=str(exc))
+            self.store.transition(job_id, JobStatus.active(), None, status=JobStatus.FAILED,
+                                  finished_at=self.clock())
+            raise
         except BadInputFile as exc:
             loader.seal(error=str(exc))
             if start and loader.count:
@@ -141,6 +152,16 @@ class JobService:
         if start:
             self.start(job_id)
         return job_id
+
+    def check_room(self, tenant: str, inputs: int) -> int:
+        """How many inputs `tenant`'s unfinished jobs may still take; QueueLimitReached
+        when that is fewer than `inputs`. Concurrent submissions of one tenant each see
+        the room before the others load, so together they may pass the cap once."""
+        cap = self.settings.tenant_max_queued_inputs
+        queued = self.store.queued_inputs(tenant)
+        if queued + inputs > cap:
+            raise queue_full(tenant, queued, inputs, cap)
+        return cap - queued
 
     def start(self, job_id: str) -> bool:
         """Dispatch the job's first wave if it may run now. Inline (embedded: no worker
@@ -214,8 +235,11 @@ class JobService:
 class _Loader:
     """Streams records into items and chunk rows, one transaction per page."""
 
-    def __init__(self, jobs: JobService, job_id: str, spec: Any) -> None:
+    def __init__(self, jobs: JobService, job_id: str, spec: Any, tenant: str,
+                 room: int) -> None:
         self.jobs = jobs
+        self.tenant = tenant
+        self.room = room  # inputs the tenant's queue takes (EMBEDQ_TENANT_MAX_QUEUED_INPUTS)
         self.job_id = job_id
         self.spec = spec
         self.items: list[dict[str, Any]] = []
@@ -234,6 +258,9 @@ class _Loader:
             raise BadInputFile(
                 f"a job holds at most {self.limit} inputs (EMBEDQ_MAX_JOB_INPUTS): split "
                 "the file", record.line)
+        if self.count >= self.room:
+            cap = self.jobs.settings.tenant_max_queued_inputs
+            raise queue_full(self.tenant, cap - self.room, self.count + 1, cap)
         try:
             fp = fingerprint(self.spec, record.text)
         except InvalidInput as exc:
@@ -269,6 +296,14 @@ class _Loader:
             self._close_chunk()
         self._flush()
         self.jobs.store.seal(self.job_id, self.count, self.chunk_no, error)
+
+
+def queue_full(tenant: str, queued: int, inputs: int, cap: int) -> QueueLimitReached:
+    return QueueLimitReached(
+        f"tenant {tenant!r} has {queued} inputs in unfinished jobs, and {inputs} more would "
+        f"pass its limit (EMBEDQ_TENANT_MAX_QUEUED_INPUTS={cap}): retry once some of its "
+        "jobs finished (GET /v1/jobs shows them), cancel one no longer needed, or have the "
+        "operator raise EMBEDQ_TENANT_MAX_QUEUED_INPUTS", retry_after_s=60)
 
 
 def checked_record(record: Record | str, n: int) -> Record:

@@ -91,6 +91,18 @@ class JobStore:
             s.execute(update(Job).where(Job.id == job_id).values(**values))
 
     # --- reading
+    def queued_inputs(self, tenant: str) -> int:
+        """Inputs of `tenant`'s unfinished jobs (queued or running): a loaded job's total,
+        and the items stored so far of one still loading."""
+        active = (Job.tenant == tenant, Job.status.in_(JobStatus.active()))
+        with self.db.session() as s:
+            loaded = s.scalar(select(func.coalesce(func.sum(Job.total), 0))
+                              .where(*active, Job.loaded.is_(True))) or 0
+            loading = s.scalar(select(func.count()).select_from(JobItem)
+                               .join(Job, Job.id == JobItem.job_id)
+                               .where(*active, Job.loaded.is_(False))) or 0
+        return int(loaded) + int(loading)
+
     def get(self, job_id: str, tenant: str | None = None) -> Job:
         """The job; NotFound when there is none, or it is not `tenant`'s (None: any).
         Another tenant's job is answered exactly like a missing one."""

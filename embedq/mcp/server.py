@@ -11,6 +11,9 @@ Every tool acts for a Principal: over HTTP the caller of the request (`embedq mc
 checks its Bearer key in front of the transport and puts it on the request), over stdio
 `local` (the user who started the process). A tool needs the scope its HTTP route needs
 (embed, cache:read, cache:write, jobs); another tenant's job or namespace is "not found".
+Over HTTP the transport sits behind the API's middleware (`embedq mcp`): the key's
+request rate, one audit line a request with the texts a tool took as its `inputs`, and
+the key's texts a day for the embedding tools (`quota`), as on the HTTP API.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from embedq.errors import EmbedqError
 from embedq.mcp.pipeline import AsyncPipeline
 from embedq.service import EmbeddingService
 from embedq.tenants import SCOPES, Principal
+from embedq.tenants.quota import TextQuota
 
 MAX_TEXTS = 256
 
@@ -44,10 +48,18 @@ def caller(ctx: Context[Any, Any], local: Principal, scope: str) -> Principal:
     return principal
 
 
-def create_server(service: EmbeddingService,
-                  local: Principal | None = None) -> MCPServer:
+def count_inputs(ctx: Context[Any, Any], texts: int) -> None:
+    """Put how many texts this call takes on its HTTP request, for the audit line the
+    middleware writes when the request ends (over stdio there is no request and no line)."""
+    request = ctx.request_context.request
+    if request is not None:
+        getattr(request, "scope", {}).setdefault("state", {})["inputs"] = texts
+
+
+def create_server(service: EmbeddingService, local: Principal | None = None,
+                  quota: TextQuota | None = None) -> MCPServer:
     """The server; `local` is who stdio callers act as (default: tenant "default", every
-    scope)."""
+    scope); `quota` counts the embedding tools' texts against each key's texts a day."""
     local = local or Principal.everything("local")
     pipeline = AsyncPipeline(service)
     server: MCPServer = MCPServer(
@@ -74,7 +86,9 @@ def create_server(service: EmbeddingService,
             state["jobs"] = JobService(service)
         return state["jobs"]
 
-    async def embed(texts: list[str], model: str | None) -> list[list[float]]:
+    async def embed(ctx: Context[Any, Any], texts: list[str], model: str | None
+                    ) -> list[list[float]]:
+        principal = caller(ctx, local, "embed")
         if not texts:
             raise ToolError("texts is empty: pass at least one non-empty string")
         if len(texts) > MAX_TEXTS:
@@ -82,8 +96,11 @@ def create_server(service: EmbeddingService,
         for i, t in enumerate(texts):
             if not isinstance(t, str) or not t:
                 raise ToolError(f"text {i} is empty or not a string: pass non-empty strings")
+        count_inputs(ctx, len(texts))
         try:
-            outcomes = await pipeline.embed(texts, model)
+            if quota is not None and principal.texts_per_day is not None:
+                await asyncio.to_thread(quota.charge, principal, len(texts))
+            outcomes = await pipeline.embed(texts, model, principal.tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         errors = [f"text {i}: {o}" for i, o in enumerate(outcomes)
@@ -96,16 +113,14 @@ def create_server(service: EmbeddingService,
     async def embed_text(ctx: Context[Any, Any], text: str, model: str | None = None
                          ) -> dict[str, Any]:
         """Embed one text; returns its vector (float32 values as JSON numbers)."""
-        caller(ctx, local, "embed")
-        vector = (await embed([text], model))[0]
+        vector = (await embed(ctx, [text], model))[0]
         return {"model": service.model, "dimensions": len(vector), "embedding": vector}
 
     @server.tool()
     async def embed_texts(ctx: Context[Any, Any], texts: list[str], model: str | None = None
                           ) -> dict[str, Any]:
         """Embed several texts; vectors come back in input order."""
-        caller(ctx, local, "embed")
-        vectors = await embed(texts, model)
+        vectors = await embed(ctx, texts, model)
         return {"model": service.model,
                 "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
 
@@ -114,10 +129,11 @@ def create_server(service: EmbeddingService,
                                     threshold: float | None = None) -> dict[str, Any]:
         """Find a stored payload whose query means the same (cosine score in [-1, 1])."""
         tenant = caller(ctx, local, "cache:read").tenant
+        count_inputs(ctx, 1)
         try:
             await asyncio.to_thread(semantic().check_owner, namespace, tenant)
             result = await asyncio.to_thread(semantic().lookup, namespace, query,
-                                             threshold=threshold)
+                                             threshold=threshold, tenant=tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         out: dict[str, Any] = result.to_json()
@@ -128,6 +144,7 @@ def create_server(service: EmbeddingService,
                                    payload: Any, ttl_s: int | None = None) -> dict[str, Any]:
         """Store a payload (any JSON) under a query; returns the entry id."""
         tenant = caller(ctx, local, "cache:write").tenant
+        count_inputs(ctx, 1)
         try:
             entry_id = await asyncio.to_thread(semantic().put, namespace, query, payload,
                                                ttl_s=ttl_s, tenant=tenant)
@@ -145,7 +162,7 @@ def create_server(service: EmbeddingService,
         try:
             await asyncio.to_thread(semantic().check_owner, namespace, tenant)
             out: dict[str, Any] = await asyncio.to_thread(semantic().give_feedback,
-                                                          namespace, hit_id, correct)
+                                                          namespace, hit_id, correct, tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         return out

@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
-from embedq.api.auth import JOBS, JobsCaller
+from embedq.api.auth import JOBS, JobsCaller, charge_texts
 from embedq.api.routes.embeddings import resolve_dimensions
 from embedq.api.routes.jobs import job_service
 from embedq.api.state import get_state
@@ -139,8 +139,10 @@ def create_batch(body: BatchRequest, batches: Batches, caller: JobsCaller, reque
     def dimensions(requested: int | None) -> int | None:
         return resolve_dimensions(requested, state.tokens.dimension, state.settings.dimensions)
 
+    # The file's texts: the audit line's inputs and the key's texts a day.
     return batches.create(body.input_file_id, body.endpoint, body.completion_window,
-                          body.metadata, dimensions, caller.tenant)
+                          body.metadata, dimensions, caller.tenant,
+                          admit=lambda texts: charge_texts(request, texts))
 
 
 @router.get("/v1/batches")

@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.auth import admit_texts, tenant_of
 from embedq.api.errors import error_responses
 from embedq.api.schemas import (
     EmbeddingCall,
@@ -64,7 +65,10 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         raw_tokens = await count_tokens(state.tokens, call.texts)
         truncated = _over_window(raw_tokens, state.tokens.window, state.settings.truncate)
         await refuse_when_overloaded(state)
-        outcomes = await state.batcher.embed(call.texts, dimensions, precision=tier)
+        # Counted (audit line, the key's texts a day) once the request is known valid.
+        await admit_texts(request, len(call.texts))
+        outcomes = await state.batcher.embed(call.texts, dimensions, precision=tier,
+                                             tenant=tenant_of(request))
         raise_first_failure(outcomes)
         if truncated:
             state.metrics.truncated.inc(truncated)

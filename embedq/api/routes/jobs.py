@@ -28,7 +28,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from embedq.api.auth import JOBS, JobsCaller
+from embedq.api.auth import JOBS, JobsCaller, charge_texts
 from embedq.errors import InputTooLarge, InvalidInput, Unavailable
 from embedq.jobs.callbacks import MAX_URL_CHARS
 from embedq.jobs.readers import Record
@@ -108,6 +108,10 @@ def submit_job(body: JobRequest, jobs: Jobs, caller: JobsCaller, request: Reques
         Record(n + 1, None, item) if isinstance(item, str) else Record(n + 1, item.id, item.text)
         for n, item in enumerate(body.input)
     ]
+    # The tenant's queue before the key's texts a day, so a job refused for a full queue
+    # does not use up the day.
+    jobs.check_room(caller.tenant, len(records))
+    charge_texts(request, len(records))
     try:
         job_id = jobs.submit(
             records, model=body.model, precision=body.precision, priority=body.priority,

@@ -109,19 +109,21 @@ class FeedbackRequest(BaseModel):
 
 
 @router.put("/{namespace}", summary="Store a (query, payload) entry")
-def put_entry(namespace: str, body: PutRequest, cache: Cache, caller: CacheWriter
-              ) -> dict[str, Any]:
+def put_entry(namespace: str, body: PutRequest, cache: Cache, caller: CacheWriter,
+              request: Request) -> dict[str, Any]:
+    request.state.inputs = 1  # for the audit line (auth.py)
     entry_id = cache.put(namespace, body.query, body.payload, ttl_s=body.ttl_s,
                          sliding=body.sliding, metadata=body.metadata, tenant=caller.tenant)
     return {"id": entry_id, "namespace": namespace}
 
 
 @router.post("/{namespace}/lookup", summary="Find entries whose query means the same")
-def lookup(namespace: str, body: LookupRequest, cache: Cache, caller: CacheReader
-           ) -> dict[str, Any]:
+def lookup(namespace: str, body: LookupRequest, cache: Cache, caller: CacheReader,
+           request: Request) -> dict[str, Any]:
+    request.state.inputs = 1  # for the audit line (auth.py)
     cache.check_owner(namespace, caller.tenant)
     result = cache.lookup(namespace, body.query, threshold=body.threshold, k=body.k,
-                          filter=body.filter, explain=body.explain)
+                          filter=body.filter, explain=body.explain, tenant=caller.tenant)
     return result.to_json()
 
 
@@ -137,7 +139,7 @@ def feedback(namespace: str, body: FeedbackRequest, cache: Cache, caller: CacheR
              ) -> dict[str, Any]:
     # cache:read is enough: whoever was served a hit (its unguessable hit_id) may judge it.
     cache.check_owner(namespace, caller.tenant)
-    return cache.give_feedback(namespace, body.id, body.correct)
+    return cache.give_feedback(namespace, body.id, body.correct, caller.tenant)
 
 
 @router.delete("/{namespace}/{entry_id}", summary="Delete one entry")

@@ -26,6 +26,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.auth import admit_texts, tenant_of
 from embedq.api.errors import AsciiJSONResponse, kind_of
 from embedq.api.routes.embeddings import (
     TRUNCATED_HEADER,
@@ -323,12 +324,15 @@ async def _embed(request: Request) -> Response:
     state = get_state(request)
     payload = read_json_body(request.headers.get("content-type"), await request.body())
     call = parse_embed(payload, state)
+    request.state.inputs = len(call.texts)  # for the audit line (auth.py)
     dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,
                                     state.settings.dimensions)
     raw_tokens = await count_tokens(state.tokens, call.texts)
     truncated = _check_window(call, raw_tokens, state.tokens.window, state.settings.truncate)
     await refuse_when_overloaded(state)
-    outcomes = await state.batcher.embed(call.texts, dimensions, call.normalize)
+    await admit_texts(request, len(call.texts))  # audit line, the key's texts a day
+    outcomes = await state.batcher.embed(call.texts, dimensions, call.normalize,
+                                         tenant=tenant_of(request))
     raise_first_failure(outcomes)
     if truncated:
         state.metrics.truncated.inc(truncated)

@@ -24,8 +24,10 @@ Bounds, so no caller can make one request (or the table) unboundedly large:
              is bounded by the payload limit), and `truncated` says when some were left off
   JSON       payload, metadata and filter nest at most MAX_JSON_DEPTH levels
   text       no NUL (Postgres text and jsonb cannot hold it), no lone surrogate (not text)
-  namespaces at most EMBEDQ_SEMANTIC_MAX_NAMESPACES (store.py), entries per namespace at
-             most EMBEDQ_SEMANTIC_MAX_ENTRIES (least recently hit evicted first)
+  namespaces at most EMBEDQ_SEMANTIC_MAX_NAMESPACES in all and EMBEDQ_TENANT_MAX_NAMESPACES
+             per tenant (store.py), entries per namespace at most
+             EMBEDQ_SEMANTIC_MAX_ENTRIES (least recently hit evicted first), live entries
+             per tenant at most EMBEDQ_TENANT_MAX_ENTRIES (refused, nothing evicted)
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import numpy.typing as npt
 from embedq.cache.semantic.feedback import FeedbackStore, Policy, new_hit_id
 from embedq.cache.semantic.guard import contrast
 from embedq.cache.semantic.index import IndexConfig, Matrix, unit_rows
-from embedq.cache.semantic.store import Entry, SemanticStore, utcnow
+from embedq.cache.semantic.store import Entry, SemanticStore, TenantCaps, utcnow
 from embedq.cache.semantic.sync import IndexSync, SyncConfig
 from embedq.cache.semantic.verify import Verifier
 from embedq.config import Settings
@@ -148,7 +150,7 @@ class Embedder(Protocol):
 
     def spec(self) -> EncodeSpec: ...
 
-    def embed(self, texts: list[str]) -> Embedded: ...
+    def embed(self, texts: list[str], *, tenant: str | None = None) -> Embedded: ...
 
 
 def check_text(value: str, name: str) -> str:
@@ -256,8 +258,10 @@ class SemanticCache:
                 "(EMBEDQ_SEMANTIC_MAX_PAYLOAD_BYTES): store a reference instead", name,
             )
 
-    def _vector(self, query: str) -> Matrix:
-        vector = self.service.embed([query]).vectors()[0]
+    def _vector(self, query: str, tenant: str | None = None) -> Matrix:
+        """The query's vector, fingerprinted for `tenant` (strict isolation: the
+        tenant's own exact cache; shared: everyone's)."""
+        vector = self.service.embed([query], tenant=tenant).vectors()[0]
         return unit_rows(vector.reshape(1, -1))
 
     # --- the calls
@@ -281,7 +285,7 @@ class SemanticCache:
                 f"ttl_s {ttl_s!r} must be a positive integer of seconds, at most {MAX_TTL_S} "
                 "(ten years): omit it for an entry that never expires", "ttl_s",
             )
-        vector = self._vector(query)
+        vector = self._vector(query, tenant)
         result = self.store.put(
             namespace=namespace, model=self.model, space=self.space, query=query,
             vector=np.ascontiguousarray(vector, dtype="<f4").tobytes(), payload=payload,
@@ -289,6 +293,8 @@ class SemanticCache:
             sliding=self.settings.semantic_sliding_ttl if sliding is None else bool(sliding),
             max_entries=self.settings.semantic_max_entries,
             max_namespaces=self.settings.semantic_max_namespaces, tenant=tenant,
+            caps=TenantCaps(self.settings.tenant_max_namespaces,
+                            self.settings.tenant_max_entries),
         )
         self.sync.catch_up()  # this process reads its own writes at once
         return result.id
@@ -296,8 +302,10 @@ class SemanticCache:
     def lookup(
         self, namespace: str, query: str, *, threshold: float | None = None, k: int = 1,
         filter: dict[str, Any] | None = None, explain: bool = False,
+        tenant: str | None = None,
     ) -> LookupResult:
         """Matches at or above the threshold, best first; an unknown namespace is a miss.
+        The query is embedded for `tenant` (the caller; see `_vector`).
 
         With `explain`, the result also lists every candidate the index returned, with
         its score and why it was refused (Considered)."""
@@ -316,7 +324,7 @@ class SemanticCache:
         check_json(filter, "filter")
         now = utcnow()
         considered: list[Considered] = []
-        asked = _Asked(query, self._vector)
+        asked = _Asked(query, lambda text: self._vector(text, tenant))
         if threshold >= EXACT:
             entry = self.store.exact_entry(namespace, self.space, query, now)
             candidates = [(entry.id, 1.0)] if entry is not None else []
@@ -401,8 +409,10 @@ class SemanticCache:
                 f"max_false_hit_rate {rate!r} must be a share in [0, 1), e.g. 0.01 for at "
                 "most 1 wrong hit in 100; omit it (null) for no budget", "max_false_hit_rate")
         with self.store.writing() as s:
-            self.store.ensure_namespace(s, namespace, self.settings.semantic_max_namespaces,
-                                       tenant)
+            self.store.ensure_namespace(
+                s, namespace, self.settings.semantic_max_namespaces, tenant,
+                caps=TenantCaps(self.settings.tenant_max_namespaces,
+                                self.settings.tenant_max_entries))
             policy = self.feedback.configure(
                 s, namespace, base_threshold=base,
                 max_false_hit_rate=None if rate is None else float(rate), now=utcnow())
@@ -414,7 +424,8 @@ class SemanticCache:
                                    else policy.base_threshold),
                 "max_false_hit_rate": policy.max_false_hit_rate}
 
-    def give_feedback(self, namespace: str, hit_id: str, correct: bool) -> dict[str, Any]:
+    def give_feedback(self, namespace: str, hit_id: str, correct: bool,
+                      tenant: str | None = None) -> dict[str, Any]:
         """Record whether a served hit was right. A wrong one stops its entry matching
         queries near the one asked, and under a budget may raise the namespace's
         threshold. NotFound for an unknown or expired hit id."""
@@ -427,7 +438,7 @@ class SemanticCache:
         def negative(hit: Any) -> bytes | None:
             if hit.space != self.space:  # served by another model: its vector cannot apply
                 return None
-            return np.ascontiguousarray(self._vector(hit.query), dtype="<f4").tobytes()
+            return np.ascontiguousarray(self._vector(hit.query, tenant), dtype="<f4").tobytes()
 
         done = self.feedback.apply(namespace, hit_id, correct, negative, utcnow())
         return {"id": hit_id, "namespace": namespace, "entry_id": done.hit.entry_id,

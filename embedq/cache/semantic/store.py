@@ -22,7 +22,7 @@ from sqlalchemy import case, delete, func, select, text, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from embedq.errors import DatabaseUnavailable, InvalidInput, NotFound
+from embedq.errors import DatabaseUnavailable, LimitReached, NotFound
 from embedq.models import (
     DEFAULT_TENANT,
     Database,
@@ -37,8 +37,17 @@ SWEEP_BATCH = 1000
 LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a wait past lock_timeout
 
 
-class NamespaceLimitReached(InvalidInput):
-    """A put would create a namespace past EMBEDQ_SEMANTIC_MAX_NAMESPACES (HTTP 409)."""
+class NamespaceLimitReached(LimitReached):
+    """A put would create a namespace past EMBEDQ_SEMANTIC_MAX_NAMESPACES, or past the
+    tenant's EMBEDQ_TENANT_MAX_NAMESPACES (HTTP 409)."""
+
+
+@dataclass(frozen=True)
+class TenantCaps:
+    """What one tenant may keep: namespaces it owns, live entries in all of them."""
+
+    namespaces: int
+    entries: int
 
 
 def utcnow() -> datetime:
@@ -132,12 +141,16 @@ class SemanticStore:
         self, *, namespace: str, model: str, space: str, query: str, vector: bytes,
         payload: Any, metadata: dict[str, Any], ttl_s: int | None, sliding: bool,
         max_entries: int, max_namespaces: int, tenant: str = DEFAULT_TENANT,
+        caps: TenantCaps | None = None,
     ) -> PutResult:
         """Insert, or replace the payload of the same query text; evict past `max_entries`.
 
-        A new namespace past `max_namespaces` raises NamespaceLimitReached; the count is
-        read under the write lock, so concurrent puts cannot pass it together. A new
-        namespace belongs to `tenant`; another tenant's raises NotFound."""
+        A new namespace past `max_namespaces` (all tenants) or `caps.namespaces` (this
+        tenant's) raises NamespaceLimitReached; a new entry past `caps.entries` live
+        entries of the tenant raises LimitReached, unless it evicts one of its namespace's
+        (at `max_entries`). Nothing stored is evicted to make room for a tenant's cap.
+        Counts are read under the write lock, so concurrent puts cannot pass a cap
+        together. A new namespace belongs to `tenant`; another tenant's raises NotFound."""
         now = utcnow()
         expires = now + timedelta(seconds=ttl_s) if ttl_s else None
         digest = query_digest(query)
@@ -155,6 +168,10 @@ class SemanticStore:
                 existing.payload, existing.meta = payload, metadata
                 existing.ttl_s, existing.sliding, existing.expires_at = ttl_s, sliding, expires
                 return PutResult(existing.id, False, [])
+            if caps is not None:
+                self._check_caps(s, namespace, tenant, caps, new_namespace=owner is None,
+                                 adds_entry=owner is None or self._count(
+                                     s, namespace) < max_entries, now=now)
             self.ensure_namespace(s, namespace, max_namespaces, tenant)
             row = SemanticEntry(
                 namespace=namespace, model=model, space=space, query=query,
@@ -173,30 +190,64 @@ class SemanticStore:
         return self._writing()
 
     def ensure_namespace(self, s: Session, namespace: str, max_namespaces: int,
-                         tenant: str = DEFAULT_TENANT) -> None:
+                         tenant: str = DEFAULT_TENANT, caps: TenantCaps | None = None) -> None:
         """Create the namespace for `tenant` unless it exists, within `s` (which holds the
-        writers' lock, so the count is exact); NamespaceLimitReached past `max_namespaces`,
-        NotFound when another tenant holds the name."""
+        writers' lock, so the counts are exact); NamespaceLimitReached past
+        `max_namespaces` (all tenants) or `caps.namespaces` (this tenant's), NotFound when
+        another tenant holds the name."""
         known_ns = s.get(SemanticNamespace, namespace)
         if known_ns is not None:
             if known_ns.tenant not in (tenant, None):
                 raise NotFound(f"namespace {namespace!r} is not one of this tenant's: names "
                                "are unique across tenants, so choose another name")
             return
+        if caps is not None:
+            self._check_caps(s, namespace, tenant, caps, new_namespace=True, adds_entry=False,
+                             now=utcnow())
         known = s.scalar(select(func.count()).select_from(SemanticNamespace)) or 0
         if known >= max_namespaces:
             raise NamespaceLimitReached(
                 f"namespace {namespace!r} would be new, and {known} namespaces exist, "
                 f"the limit (EMBEDQ_SEMANTIC_MAX_NAMESPACES={max_namespaces}): delete "
                 "one no longer used (DELETE /v1/semantic-cache/{namespace}) or raise "
-                "the limit", "namespace",
+                "the limit", "namespace", setting="EMBEDQ_SEMANTIC_MAX_NAMESPACES",
             )
         s.add(SemanticNamespace(namespace=namespace, tenant=tenant, hits=0, misses=0))
 
+    def _count(self, s: Session, namespace: str) -> int:
+        return s.scalar(select(func.count()).where(SemanticEntry.namespace == namespace)) or 0
+
+    def _check_caps(self, s: Session, namespace: str, tenant: str, caps: TenantCaps, *,
+                    new_namespace: bool, adds_entry: bool, now: datetime) -> None:
+        """LimitReached when one more entry (in a new namespace: one more namespace) would
+        pass the tenant's caps; only the tenant's own namespaces and entries count."""
+        if new_namespace:
+            owned = s.scalar(select(func.count()).select_from(SemanticNamespace)
+                             .where(SemanticNamespace.tenant == tenant)) or 0
+            if owned >= caps.namespaces:
+                raise NamespaceLimitReached(
+                    f"namespace {namespace!r} would be new, and tenant {tenant!r} owns "
+                    f"{owned} namespaces, its limit (EMBEDQ_TENANT_MAX_NAMESPACES="
+                    f"{caps.namespaces}): delete one no longer used (DELETE "
+                    "/v1/semantic-cache/{namespace}) or have the operator raise "
+                    "EMBEDQ_TENANT_MAX_NAMESPACES", "namespace",
+                    setting="EMBEDQ_TENANT_MAX_NAMESPACES")
+        if not adds_entry:
+            return  # no entry, or one that evicts another of a full namespace: the count holds
+        live = s.scalar(
+            select(func.count()).select_from(SemanticEntry)
+            .join(SemanticNamespace, SemanticNamespace.namespace == SemanticEntry.namespace)
+            .where(SemanticNamespace.tenant == tenant, _live(now))) or 0
+        if live >= caps.entries:
+            raise LimitReached(
+                f"tenant {tenant!r} keeps {live} live semantic-cache entries, its limit "
+                f"(EMBEDQ_TENANT_MAX_ENTRIES={caps.entries}): delete entries or namespaces "
+                "no longer used, put with a ttl_s so entries expire, or have the operator "
+                "raise EMBEDQ_TENANT_MAX_ENTRIES", "query", setting="EMBEDQ_TENANT_MAX_ENTRIES")
+
     def _evict(self, s: Session, namespace: str, max_entries: int, now: datetime) -> list[int]:
         """Keep the namespace at `max_entries`: expired first, then least recently hit."""
-        count = s.scalar(select(func.count()).where(SemanticEntry.namespace == namespace)) or 0
-        excess = count - max_entries
+        excess = self._count(s, namespace) - max_entries
         if excess <= 0:
             return []
         expired_first = case((_live(now), 1), else_=0)
