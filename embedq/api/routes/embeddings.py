@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.disconnect import CLIENT_CLOSED, unless_disconnected
 from embedq.api.errors import error_responses
 from embedq.api.schemas import (
     EmbeddingCall,
@@ -63,7 +64,10 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         raw_tokens = await count_tokens(state.tokens, call.texts)
         truncated = _over_window(raw_tokens, state.tokens.window, state.settings.truncate)
         await refuse_when_overloaded(state)
-        outcomes = await state.batcher.embed(call.texts, dimensions, precision=tier)
+        outcomes = await unless_disconnected(
+            request, state.batcher.embed(call.texts, dimensions, precision=tier))
+        if outcomes is None:
+            return Response(status_code=CLIENT_CLOSED)
         raise_first_failure(outcomes)
         if truncated:
             state.metrics.truncated.inc(truncated)
