@@ -178,7 +178,7 @@ def await_outcomes(
     wake: Waiters | None = None,
     ride_out_outages: bool = False,
     event: threading.Event | None = None,
-    stop: Callable[[], bool] | None = None,
+    keep: Callable[[list[str]], list[str]] | None = None,
 ) -> Outcomes:
     """Wait until every fingerprint has an outcome, or its holder is gone, or `deadline`.
 
@@ -190,10 +190,12 @@ def await_outcomes(
     `adopt` every orphan is taken back. `wake` (the process's "done" subscription) cuts
     the poll short. With `ride_out_outages` a store error is retried until the deadline.
     `event` is what the wait sleeps on (another thread may set it to wake the wait);
-    `stop` is called each time the wait wakes, and True ends it (the rest stay pending).
+    `keep(pending)`, called each time the wait wakes, returns the fingerprints still
+    worth waiting for: the others end their wait at once, in `pending`.
     """
     out = Outcomes()
     pending = list(dict.fromkeys(fps))
+    given_up: list[str] = []
     event = event if event is not None else threading.Event()
     if wake is not None:
         wake.register(pending, event)
@@ -201,6 +203,10 @@ def await_outcomes(
     try:
         while pending:
             event.clear()
+            if keep is not None:
+                pending = _kept(pending, keep, given_up)
+                if not pending:
+                    break
             try:
                 vectors, failures, pending = read_outcomes(hot, pending)
                 out.vectors.update(vectors)
@@ -218,7 +224,7 @@ def await_outcomes(
                     log.warning("waiting through an outage: %s", exc)
                 out.outage = exc
                 next_check = time.monotonic()
-            if not pending or (stop is not None and stop()):
+            if not pending:
                 break
             now = time.monotonic()
             if deadline is not None and now >= deadline:
@@ -228,8 +234,18 @@ def await_outcomes(
     finally:
         if wake is not None:
             wake.unregister(fps, event)
-    out.pending = pending
+    out.pending = pending + given_up
     return out
+
+
+def _kept(pending: list[str], keep: Callable[[list[str]], list[str]],
+          given_up: list[str]) -> list[str]:
+    kept = keep(pending)
+    if len(kept) == len(pending):
+        return pending
+    still = set(kept)
+    given_up += [fp for fp in pending if fp not in still]
+    return [fp for fp in pending if fp in still]
 
 
 def _check_holders(hot: HotStore, pending: list[str], holder: Callable[[str], str],
@@ -262,9 +278,9 @@ class Callers:
 
     The API calls `leave(k)` when request k's client disconnects: safe from any thread,
     no I/O, it wakes the call's wait (`wake`), whose own thread then withdraws request
-    k's interest (`departed`). A fingerprint stays wanted while any request still here
-    wants it, until the call's deadline (`bind`); a caller that timed out needs no
-    withdrawal: its interest ends with its deadline.
+    k's interest and stops waiting for what no request still here wants
+    (`still_wanted`). A caller that timed out needs no withdrawal: its interest ends
+    with its deadline (`bind`).
     """
 
     def __init__(self, sizes: list[int]) -> None:
@@ -292,11 +308,6 @@ class Callers:
                 self._unsettled.append(k)
         self.wake.set()
 
-    @property
-    def all_gone(self) -> bool:
-        with self._lock:
-            return len(self._gone) == len(self.ids)
-
     def ttl_ms(self) -> int:
         """Milliseconds until the deadline: how long registered interest lives."""
         return max(1, int((self._deadline - time.monotonic()) * 1000))
@@ -304,6 +315,14 @@ class Callers:
     def wants(self, fps: list[str]) -> dict[str, list[str]]:
         """Of `fps`, each one's callers still here (fingerprint -> caller ids)."""
         return self._wants(set(fps), lambda k: k not in self._gone)
+
+    def wanted(self, fps: list[str]) -> list[str]:
+        """Those of `fps` some request still here wants, in order."""
+        with self._lock:
+            if not self._gone:
+                return fps
+        wants = self.wants(fps)
+        return [fp for fp in fps if fp in wants]
 
     def departed(self) -> dict[str, list[str]]:
         """The interest of the requests that left since the last call, to withdraw."""
@@ -335,16 +354,17 @@ def claim_wanted(hot: HotStore, fps: list[str], callers: Callers, ttl_ms: int
     return won, lost
 
 
-def withdraw_departed(hot: HotStore, callers: Callers) -> bool:
-    """Withdraw the interest of the requests that left; True once every one has left.
-    A store error is logged, not raised: the interest still ends at the deadline."""
+def still_wanted(hot: HotStore, callers: Callers, fps: list[str]) -> list[str]:
+    """Withdraw the interest of the requests that left since the last call; return those
+    of `fps` some request still here wants (`await_outcomes`'s `keep`). A store error is
+    logged, not raised: the interest still ends at the deadline."""
     gone = callers.departed()
     if gone:
         try:
             hot.unwant(gone)
         except Unavailable as exc:
             log.warning("could not withdraw the interest of departed callers: %s", exc)
-    return callers.all_gone
+    return callers.wanted(fps)
 
 
 def drop_unwanted(hot: HotStore, owners: list[tuple[str, str]]) -> list[str]:

@@ -290,13 +290,14 @@ class EmbeddingService:
     ) -> dict[str, bytes | EmbedqError]:
         """Wait for each fingerprint's outcome. A store outage is ridden out until the
         deadline; a claim that vanished with no vector (dead leader, a restarted empty
-        broker) is claimed and queued again. A caller that leaves has its interest
-        withdrawn; once every caller left, the wait ends (the rest count as timed out)."""
+        broker) is claimed and queued again, unless no caller still here wants it. A caller
+        that leaves has its interest withdrawn, and what no caller still here wants is
+        no longer waited for (answered as timed out: nobody reads it)."""
         if not fps:
             return {}
 
         def requeue(orphans: list[str]) -> list[str]:
-            won, _ = self._claim(orphans, callers)
+            won, _ = self._claim(callers.wanted(orphans), callers)
             if won:
                 log.warning("re-queueing %d fingerprints whose claim expired", len(won))
                 self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner)
@@ -305,7 +306,8 @@ class EmbeddingService:
         got = coordination.await_outcomes(
             self.hot, fps, deadline=deadline, adopt=requeue, durable=self.durable,
             poll_s=POLL_S, check_s=CLAIM_CHECK_S, wake=self.waiters, ride_out_outages=True,
-            event=callers.wake, stop=lambda: coordination.withdraw_departed(self.hot, callers),
+            event=callers.wake,
+            keep=lambda pending: coordination.still_wanted(self.hot, callers, pending),
         )
         answers: dict[str, bytes | EmbedqError] = {**got.vectors, **got.failures}
         for fp in got.pending:
