@@ -24,6 +24,7 @@
     │   ├── InvalidVector      the encoder produced NaN/Inf or the wrong dimension
     │   └── PoisonText         the worker died encoding it max_attempts times
     ├── EmbeddingTimeout       no answer within the request timeout (retryable)
+    ├── Abandoned              a worker dropped a text nobody waits for any more
     └── UpstreamError          the remote embeddings API failed after its retries
 
 Foreign exceptions (SQLAlchemy, redis, kombu) are translated where they enter, with
@@ -117,6 +118,11 @@ class EmbeddingTimeout(EmbedqError):
     """No vector arrived within the request timeout."""
 
     retryable = True
+
+
+class Abandoned(EmbedqError):
+    """Every caller of a text went away (timed out, disconnected) before a worker encoded
+    it, so it was not encoded. Only the worker sees it: nobody is left to tell."""
 
 
 class UpstreamError(EmbedqError):

@@ -13,6 +13,8 @@ tenants) never share a group.
 
 Per-input outcomes stay per input: one request's failed text never fails another
 request. A call that raises (a server down) fails exactly the requests of its group.
+A request that is cancelled (its client disconnected) leaves its call: what no other
+request of the group wants is not encoded, and the call ends once all have left.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
+from embedq.coordination import Callers
 from embedq.service import EmbeddingService, Outcome
 
 log = logging.getLogger("embedq.api")
@@ -119,12 +124,16 @@ class RequestBatcher:
                     group: list[_Waiting]) -> None:
         dimensions, normalize, precision, tenant = key
         texts = [t for item in group for t in item.texts]
+        callers = Callers([len(item.texts) for item in group])
+        for k, item in enumerate(group):
+            item.future.add_done_callback(_leave_when_cancelled(callers, k))
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(
                 self._executor, lambda: self.service.embed(texts, dimensions=dimensions,
                                            normalize=normalize, requests=len(group),
-                                           precision=precision, tenant=tenant)
+                                           precision=precision, tenant=tenant,
+                                           callers=callers)
             )
         except Exception as exc:
             for item in group:
@@ -137,3 +146,11 @@ class RequestBatcher:
             start += len(item.texts)
             if not item.future.done():
                 item.future.set_result(part)
+
+
+def _leave_when_cancelled(callers: Callers, k: int) -> Callable[[asyncio.Future[Any]], None]:
+    def leave(future: asyncio.Future[Any]) -> None:
+        if future.cancelled():  # its client went away: request k leaves the call
+            callers.leave(k)
+
+    return leave

@@ -25,6 +25,12 @@ def run_lease(fp: str) -> str:
     return f"{PREFIX}:run:{fp}"
 
 
+def interest(fp: str) -> str:
+    """Callers still waiting for a fingerprint (sorted set: caller id scored by the epoch ms
+    its wait ends); work nobody waits for any more is not encoded."""
+    return f"{PREFIX}:want:{fp}"
+
+
 def attempts(fp: str) -> str:
     """How many times a worker started encoding a fingerprint (dead-letter count)."""
     return f"{PREFIX}:attempts:{fp}"

@@ -10,7 +10,8 @@ names a revision, which names its tier: its texts go to the encoder of that revi
   2. texts that died with their process `max_attempts` times are dead-lettered (fencing);
   3. a run lease per fingerprint fences concurrent deliveries of the same work (fencing);
   4. the rest go through the batcher; the writer persists each batch and resolves each
-     item on its own.
+     item on its own. An online message's texts that nobody waits for any more when
+     their batch is about to encode are left out (`workers.interest`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
 from embedq.workers.batcher import BULK, ONLINE, Batcher, Item, Room
 from embedq.workers.fencing import Fencing
+from embedq.workers.interest import KeepWanted
 from embedq.workers.writer import BatchWriter
 
 log = logging.getLogger("embedq.worker")
@@ -113,6 +115,7 @@ class WorkerRuntime:
             on_attempt=self.fencing.count_attempt,
             parallel=settings.upstream_concurrency if settings.encoder == "upstream" else 1,
             bulk_step_ms=settings.bulk_step_ms,
+            keep=KeepWanted(self.hot),
         )
         return Served(tier, enc, writer, batcher)
 
@@ -176,14 +179,18 @@ class WorkerRuntime:
                             str(fp)[:12], spec.model)
         if refused:
             self.hot.incr({"refused": refused})
-        counts = self.embed_pairs(spec, pairs, lane) if pairs else \
-            {"done": 0, "failed": 0, "reused": 0}
+        owner = payload.get("owner")  # set: its producer tracks its callers' interest
+        counts = self.embed_pairs(spec, pairs, lane,
+                                  owner=owner if isinstance(owner, str) else None) \
+            if pairs else {"done": 0, "failed": 0, "reused": 0}
         return {**counts, "refused": refused}
 
     def embed_pairs(self, spec: EncodeSpec, pairs: dict[str, str], lane: int,
-                    room: Room | None = None) -> dict[str, int]:
+                    room: Room | None = None, owner: str | None = None) -> dict[str, int]:
         """Embed (fingerprint -> text) pairs; `room` is batcher room the caller reserved
-        (filled by the first submit; the caller releases it if nothing was submitted)."""
+        (filled by the first submit; the caller releases it if nothing was submitted);
+        `owner`: the claim owner of an online message, whose texts are not encoded once
+        nobody waits for them (None: always encoded)."""
         fps = list(pairs)
         served = self.serving(spec)
         if served is None:
@@ -207,16 +214,17 @@ class WorkerRuntime:
         todo = [fp for fp in todo if fp not in dead]
 
         def encode(mine: dict[str, str]) -> int:
-            return self._encode(served.batcher, spec, mine, suspects, lane, room)
+            return self._encode(served.batcher, spec, mine, suspects, lane, room, owner)
 
         done = self.fencing.run_leased({fp: pairs[fp] for fp in todo}, encode)
         return {"done": done + len(stored), "failed": len(fps) - done - len(stored),
                 "reused": len(stored)}
 
     def _encode(self, batcher: Batcher, spec: EncodeSpec, pairs: dict[str, str],
-                suspects: set[str], lane: int, room: Room | None = None) -> int:
+                suspects: set[str], lane: int, room: Room | None = None,
+                owner: str | None = None) -> int:
         items = [
-            Item(fp=fp, text=text, spec=spec, lane=lane, alone=fp in suspects)
+            Item(fp=fp, text=text, spec=spec, lane=lane, alone=fp in suspects, owner=owner)
             for fp, text in pairs.items()
         ]
         batcher.submit(items, room)

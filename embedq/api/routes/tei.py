@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from embedq.api.auth import admit_texts, tenant_of
+from embedq.api.disconnect import CLIENT_CLOSED, unless_disconnected
 from embedq.api.errors import AsciiJSONResponse, kind_of
 from embedq.api.routes.embeddings import (
     TRUNCATED_HEADER,
@@ -331,8 +332,11 @@ async def _embed(request: Request) -> Response:
     truncated = _check_window(call, raw_tokens, state.tokens.window, state.settings.truncate)
     await refuse_when_overloaded(state)
     await admit_texts(request, len(call.texts))  # audit line, the key's texts a day
-    outcomes = await state.batcher.embed(call.texts, dimensions, call.normalize,
-                                         tenant=tenant_of(request))
+    outcomes = await unless_disconnected(
+        request, state.batcher.embed(call.texts, dimensions, call.normalize,
+                                     tenant=tenant_of(request)))
+    if outcomes is None:
+        return Response(status_code=CLIENT_CLOSED)
     raise_first_failure(outcomes)
     if truncated:
         state.metrics.truncated.inc(truncated)
