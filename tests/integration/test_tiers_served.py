@@ -90,9 +90,12 @@ def test_an_unserved_tier_is_refused_before_anything_is_queued(tiered: Tiered) -
     assert refused.value.param == "precision"
     with pytest.raises(UnknownModel, match="EMBEDQ_TIERS=fp32"):
         service.embed(["never queued"], model=f"{MODEL}:int8")
-    for unknown in ("fp16", ""):
+    for unknown in ("bf16", ""):
         with pytest.raises(InvalidInput, match=f"'{unknown}' is unknown: use one of fp32"):
             service.embed(["never queued"], precision=unknown)
+    # fp16 is a tier embedq knows, but this deployment does not list it.
+    with pytest.raises(InvalidInput, match=r"'fp16' is not served here .*add fp16"):
+        service.embed(["never queued"], precision="fp16")
     with pytest.raises(InvalidInput, match="disagree"):
         tiered.service().spec(f"{MODEL}:int8", precision="fp32")
     service.close()
