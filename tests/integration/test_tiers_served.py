@@ -116,6 +116,21 @@ def test_a_tier_no_worker_serves_fails_fast_naming_what_the_worker_serves(
     service.close()
 
 
+def test_fp16_no_worker_serves_fails_fast_saying_it_needs_a_cuda_worker(
+    cluster: Cluster, salt: str
+) -> None:
+    # This producer (on a CPU machine) lists fp16; the cluster's worker loads fp32 only.
+    service = cluster.service(tiers=("fp32", "fp16"))
+    started = time.monotonic()
+    result = service.embed([f"{salt} fp16 nobody serves"], precision="fp16", timeout_s=60)
+    error = result.outcomes[0].error
+    assert type(error) is EmbeddingFailed, error
+    assert "'hashing-v1+fp16.torch-half.1'" in str(error)
+    assert "fp16 tier is served only by workers on a CUDA GPU" in str(error)
+    assert time.monotonic() - started < 30  # refused by the worker, not timed out
+    service.close()
+
+
 def test_jobs_run_on_EMBEDQ_JOB_PRECISION_unless_they_name_a_tier(
     tiered: Tiered, salt: str
 ) -> None:
