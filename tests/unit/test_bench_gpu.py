@@ -100,3 +100,32 @@ def test_without_cuda_the_command_fails_clearly_and_keeps_the_report(tmp_path: P
     assert "embedq: error: no CUDA device: torch" in got.stderr
     assert "CUDA build of torch" in got.stderr and "left its report as it was" in got.stderr
     assert report.read_text("utf-8") == "not run\n"
+
+
+# What a GPU machine with only torch, sentence-transformers, numpy and FAISS lacks.
+SERVICE_MODULES = ("celery", "kombu", "redis", "sqlalchemy", "psycopg", "fastapi", "uvicorn",
+                   "alembic", "mcp")
+
+LIGHT_RUN = f"""
+import sys
+sys.modules.update(dict.fromkeys({SERVICE_MODULES!r}))  # any import of these now fails
+from embedq.bench import gpu
+from embedq.config import Settings
+from embedq.encoders.sentence import SentenceTransformerEncoder
+code = gpu.main(["--report", sys.argv[1]])
+index = gpu.measure_index(gpu.perturbed(gpu.np.eye(8, dtype="float32"), 300),
+                          gpu.np.eye(8, dtype="float32"), Settings())
+print("exit", code, "recall", index["recall_at_1"])
+"""
+
+
+@pytest.mark.skipif(cuda_missing() is None, reason="this machine has CUDA")
+def test_the_check_runs_without_the_services_dependencies(tmp_path: Path) -> None:
+    report = tmp_path / "gpu-report.md"
+    got = subprocess.run(
+        [sys.executable, "-c", LIGHT_RUN, str(report)], cwd=support.ROOT, capture_output=True,
+        text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "EMBEDQ_DATA_DIR": str(tmp_path)},
+    )
+    assert got.returncode == 0, got.stderr
+    assert "embedq: error: no CUDA device: torch" in got.stderr
+    assert "exit 2 recall 1.0" in got.stdout and not report.exists()
