@@ -97,6 +97,11 @@ def measure_speed(encoder: Encoder, texts: list[str], batch: int,
     }
 
 
+def encode_all(encoder: Encoder, texts: list[str], batch: int) -> Matrix:
+    """Raw vectors of `texts` in order, encoded `batch` at a time (bounded memory)."""
+    return np.vstack([encoder.encode(texts[i:i + batch]) for i in range(0, len(texts), batch)])
+
+
 def perturbed(base: Matrix, n: int, seed: int = 0) -> Matrix:
     """`n` unit vectors: the rows of `base` in turn, each plus Gaussian noise of norm about
     PERTURBATION (so each copy is at cosine ~0.89 to its row, and copies of one row ~0.8
@@ -211,7 +216,7 @@ def bench_gpu(settings: Settings, entries: int, queries: int,
     gpu = settings.with_overrides(backend="torch", tiers=("fp32", "fp16"),
                                   device=settings.device or "cuda")
     cpu = settings.with_overrides(backend="torch", tiers=("fp32",), device="cpu")
-    reference = load_encoder(cpu, "fp32").encode(heldout)
+    reference = encode_all(load_encoder(cpu, "fp32"), heldout, 64)
     base: Matrix | None = None
     asked: Matrix | None = None
     for tier in ("fp32", "fp16"):
@@ -219,11 +224,10 @@ def bench_gpu(settings: Settings, entries: int, queries: int,
         for batch in BATCHES:
             result.speed.append({"tier": tier, **measure_speed(encoder, tune + heldout,
                                                                  batch, min_s)})
-        result.fidelity[tier] = fidelity(reference, encoder.encode(heldout))
+        result.fidelity[tier] = fidelity(reference, encode_all(encoder, heldout, 256))
         if tier == "fp16":
-            base = np.vstack([encoder.encode(tune[i:i + 1024])
-                              for i in range(0, len(tune), 1024)])
-            asked = encoder.encode(heldout[:queries])
+            base = encode_all(encoder, tune, 1024)
+            asked = encode_all(encoder, heldout[:queries], 1024)
         del encoder
     assert base is not None and asked is not None
     result.index = measure_index(perturbed(base, entries), asked, settings)
