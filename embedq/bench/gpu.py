@@ -211,27 +211,38 @@ def bench_gpu(settings: Settings, entries: int, queries: int,
 
     require_cuda()
     result = GpuResult(environment=environment())
+    _stage(f"environment: {result.environment}")
     tune = load_texts(8000, split="tune")
     heldout = load_texts(2000, split="heldout")
     gpu = settings.with_overrides(backend="torch", tiers=("fp32", "fp16"),
                                   device=settings.device or "cuda")
     cpu = settings.with_overrides(backend="torch", tiers=("fp32",), device="cpu")
+    _stage("CPU fp32 reference vectors of the 2,000 held-out texts")
     reference = encode_all(load_encoder(cpu, "fp32"), heldout, 64)
     base: Matrix | None = None
     asked: Matrix | None = None
     for tier in ("fp32", "fp16"):
+        _stage(f"{tier} on {gpu.device}: speed at batches {BATCHES}, then fidelity")
         encoder = load_encoder(gpu, tier)
         for batch in BATCHES:
             result.speed.append({"tier": tier, **measure_speed(encoder, tune + heldout,
                                                                  batch, min_s)})
+            _stage(f"  {result.speed[-1]}")
         result.fidelity[tier] = fidelity(reference, encode_all(encoder, heldout, 256))
         if tier == "fp16":
             base = encode_all(encoder, tune, 1024)
             asked = encode_all(encoder, heldout[:queries], 1024)
         del encoder
     assert base is not None and asked is not None
+    _stage(f"semantic index: {entries:,} entries, {len(asked)} queries")
     result.index = measure_index(perturbed(base, entries), asked, settings)
+    _stage(f"  {result.index}")
     return result
+
+
+def _stage(message: str) -> None:
+    """Progress on stderr, so a run cut short still shows how far it got."""
+    print(f"bench gpu: {message}", file=sys.stderr, flush=True)
 
 
 def render(result: GpuResult) -> str:
