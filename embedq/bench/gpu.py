@@ -207,10 +207,12 @@ def require_cuda() -> None:
 def bench_gpu(settings: Settings, entries: int, queries: int,
               min_s: float = 2.0) -> GpuResult:
     """Every measurement in the module docstring, on CUDA device `settings.device`."""
-    from embedq.encoders import load_encoder
+    from embedq.encoders import load_encoder, model_identity
 
     require_cuda()
     result = GpuResult(environment=environment())
+    name, revision = model_identity(settings, "fp32")
+    result.environment["model"] = f"{name} ({revision})"
     _stage(f"environment: {result.environment}")
     tune = load_texts(8000, split="tune")
     heldout = load_texts(2000, split="heldout")
