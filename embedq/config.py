@@ -84,9 +84,9 @@ class Settings:
     encoder: str = "sentence-transformers"  # or "hashing", "faulty" (tests), "upstream"
     model: str = DEFAULT_MODEL
     model_revision: str | None = None  # None: derived from the model's files
-    device: str | None = None  # None: cuda when present, else cpu
+    device: str | None = None  # None: cuda when present, else cpu (fp16: cuda only)
     backend: str = "torch"  # or "onnx": ONNX Runtime on CPU, exported once (docs/backends.md)
-    tiers: tuple[str, ...] = ("fp32",)  # precision tiers served; the first is the default
+    tiers: tuple[str, ...] = ("fp32",)  # fp32, int8 (onnx), fp16 (CUDA); the first is default
     normalize: bool = True
     dimensions: int | None = None
     truncate: bool = True
@@ -228,6 +228,25 @@ class Settings:
             "(its 40-character hash), or set EMBEDQ_MODEL to a model folder"
         )
 
+    def _validate_fp16(self) -> None:
+        """fp16 is computed by torch on a CUDA device. Whether this machine has one is
+        checked where the model loads (a worker's start), not here: an API or a client on
+        a CPU machine lists fp16 to fingerprint the work of GPU workers elsewhere."""
+        if "fp16" not in self.tiers:
+            return
+        if self.encoder == "upstream":
+            raise ConfigError(
+                "EMBEDQ_TIERS with fp16 is computed by a local model on a CUDA GPU, but "
+                "EMBEDQ_ENCODER=upstream computes vectors remotely: remove fp16 from "
+                "EMBEDQ_TIERS (the upstream API's precision is its own)"
+            )
+        if self.device is not None and not self.device.startswith("cuda"):
+            raise ConfigError(
+                f"EMBEDQ_TIERS with fp16 runs only on a CUDA device, but EMBEDQ_DEVICE="
+                f"{self.device!r}: unset EMBEDQ_DEVICE (cuda when present) or set it to "
+                "cuda (or cuda:N), or remove fp16 from EMBEDQ_TIERS"
+            )
+
     def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
@@ -270,15 +289,16 @@ class Settings:
                               "use shared (one exact cache) or strict (one per tenant)")
         if self.backend not in {"torch", "onnx"}:
             raise ConfigError(f"EMBEDQ_BACKEND={self.backend!r} is unknown: use torch or onnx")
-        unknown = [t for t in self.tiers if t not in {"fp32", "int8"}]
+        unknown = [t for t in self.tiers if t not in {"fp32", "int8", "fp16"}]
         if unknown or not self.tiers or len(set(self.tiers)) != len(self.tiers):
             raise ConfigError(
-                f"EMBEDQ_TIERS={','.join(self.tiers)!r} must list fp32 and/or int8 once each, "
-                "the default first (e.g. fp32,int8)"
+                f"EMBEDQ_TIERS={','.join(self.tiers)!r} must list tiers among fp32, int8 "
+                "(ONNX Runtime) and fp16 (CUDA), each once, the default first (e.g. fp32,int8)"
             )
         if "int8" in self.tiers and self.backend != "onnx":
             raise ConfigError("EMBEDQ_TIERS with int8 runs on ONNX Runtime: set "
                               "EMBEDQ_BACKEND=onnx (and pip install 'embedq[onnx]')")
+        self._validate_fp16()
         if self.job_precision is not None and self.job_precision not in self.tiers:
             raise ConfigError(
                 f"EMBEDQ_JOB_PRECISION={self.job_precision!r} is not a served tier: use one "

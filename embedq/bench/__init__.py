@@ -7,6 +7,7 @@
     coalesce.py  `embedq bench coalesce`: a slow upstream, with and without embedq
     semantic.py  `embedq bench semantic`: the semantic cache's index at size
     backends.py  `embedq bench backends`: torch against ONNX Runtime fp32 and int8
+    gpu.py       `embedq bench gpu`: fp16 and fp32 on a CUDA GPU, the index at 1M entries
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
     cluster.py   the serve (and worker) a bench starts for itself, and stops
     stats.py     the percentile they all report with
@@ -25,9 +26,14 @@ from typing import Any
 def add_parser(sub: Any, handler: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)")
     p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce", "threshold",
-                                          "backends", "dify"])
+                                          "backends", "dify", "gpu"])
     p.add_argument("--entries", type=int, default=100_000, help="semantic: cache entries")
-    p.add_argument("--queries", type=int, default=1000, help="semantic: lookups measured")
+    p.add_argument("--queries", type=int, default=1000,
+                   help="semantic, gpu: lookups measured")
+    p.add_argument("--index-entries", type=int, default=1_000_000,
+                   help="gpu: entries in the semantic index built on the GPU")
+    p.add_argument("--report", default="docs/gpu-report.md",
+                   help="gpu: the report written (only after a run on a CUDA device)")
     p.add_argument("--n", type=int, default=5000)
     p.add_argument("--file", default=None,
                    help="JSONL(.gz) with a 'text' field (default: the bundled corpus)")
@@ -82,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
         from embedq.bench.backends import bench_backends
 
         report = bench_backends(args.n, args.file)
+    elif args.kind == "gpu":
+        from embedq.bench import gpu
+        report = gpu.run(args)
     elif args.kind == "threshold":
         from embedq.bench import threshold
 

@@ -28,7 +28,8 @@ from typing import Any
 from embedq import coordination
 from embedq.cache import DurableStore, HotStore, make_hot_store
 from embedq.config import Settings
-from embedq.encoders import Encoder, load_encoder
+from embedq.encoders import Encoder, check_device, load_encoder
+from embedq.encoders.tiers import CUDA_TIERS, tier_of_revision
 from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
@@ -73,6 +74,10 @@ class WorkerRuntime:
         self.db = db if db is not None else Database.from_settings(settings)
         self.durable = DurableStore(self.db)
         self.fencing = Fencing(self.hot, settings, self.worker_id)
+        # Every tier's device first: a worker that cannot serve fp16 (no CUDA) stops
+        # before it spends a minute loading the tiers it can.
+        for tier in settings.tiers:
+            check_device(settings, tier)
         # By revision, in EMBEDQ_TIERS order: the first is the default tier.
         self.served: dict[str, Served] = {}
         for tier in settings.tiers:
@@ -195,10 +200,13 @@ class WorkerRuntime:
         served = self.serving(spec)
         if served is None:
             offered = ", ".join(f"{s.tier} ({r!r})" for r, s in self.served.items())
+            asked = tier_of_revision(spec.revision)
+            gpu_hint = (f"(the {asked} tier is served only by workers on a CUDA GPU with "
+                        f"{asked} in EMBEDQ_TIERS) " if asked in CUDA_TIERS else "")
             err = EmbeddingFailed(
                 f"this worker serves model {self.encoder.name!r} at revisions {offered}, "
                 f"but the request was made for model {spec.model!r} revision "
-                f"{spec.revision!r}; nothing was computed or stored. "
+                f"{spec.revision!r}; nothing was computed or stored. {gpu_hint}"
                 "Give the producer (API, client) and the workers on its queues the same "
                 "EMBEDQ_MODEL, EMBEDQ_MODEL_REVISION and EMBEDQ_TIERS, or give each "
                 "revision its own EMBEDQ_ONLINE_QUEUE and EMBEDQ_BULK_QUEUE"

@@ -58,7 +58,7 @@ class JobRequest(BaseModel):
     input: list[str | JobInput] = Field(min_length=1)
     model: str | None = None
     precision: str | None = Field(
-        default=None, description="the tier (fp32, int8: one of EMBEDQ_TIERS); default "
+        default=None, description="the tier (fp32, int8, fp16: one of EMBEDQ_TIERS); default "
         "EMBEDQ_JOB_PRECISION, else the deployment's default tier")
     priority: Priority = Priority.ONLINE
     not_before: datetime | None = Field(
