@@ -16,6 +16,7 @@ from embedq.corpus import load_texts
 from embedq.encoders import load_encoder
 from embedq.encoders.export import ExportedModel, export_model
 from embedq.encoders.onnx_runtime import OnnxEncoder
+from tests.conftest import OnnxExports
 
 pytestmark = pytest.mark.model
 
@@ -24,8 +25,8 @@ QUERIES = 200
 
 
 @pytest.fixture(scope="module")
-def onnx_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    data_dir = tmp_path_factory.mktemp("onnx-exports")
+def onnx_settings(onnx_exports: OnnxExports) -> Settings:
+    data_dir = onnx_exports.empty_dir()  # later modules reuse what this one exports
     return Settings.from_env({"EMBEDQ_DATA_DIR": str(data_dir), "EMBEDQ_BACKEND": "onnx",
                               "EMBEDQ_TIERS": "fp32,int8"})
 
