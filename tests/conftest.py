@@ -79,6 +79,16 @@ def model_client(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return Client(settings)
 
 
+@pytest.fixture(scope="session")
+def model_encoder(model_client: Any) -> Any:
+    """The torch encoder of `model_client`'s in-process worker: the session's one load of
+    the real default model, for tests that call an encoder directly."""
+    model_client.deployment.ensure_worker()
+    runtime = model_client.deployment.worker_runtime
+    assert runtime is not None
+    return runtime.encoder
+
+
 class OnnxExports:
     """One data dir per session for ONNX exports of the default model.
 

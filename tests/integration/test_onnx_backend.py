@@ -51,9 +51,10 @@ def racing_exports(onnx_settings: Settings) -> list[ExportedModel]:
 
 
 @pytest.fixture(scope="module")
-def encoders(onnx_settings: Settings, racing_exports: list[ExportedModel]) -> dict[str, Any]:
-    torch_settings = onnx_settings.with_overrides(backend="torch", tiers=("fp32",))
-    return {"torch fp32": load_encoder(torch_settings),
+def encoders(onnx_settings: Settings, racing_exports: list[ExportedModel],
+             model_encoder: Any) -> dict[str, Any]:
+    # torch fp32 is the session's default model (backend torch, tier fp32), loaded once.
+    return {"torch fp32": model_encoder,
             "onnx fp32": load_encoder(onnx_settings, "fp32"),
             "onnx int8": load_encoder(onnx_settings, "int8")}
 
