@@ -26,7 +26,7 @@ from embedq.jobs.service import JobService
 from embedq.models import JobStatus
 from embedq.service import EmbeddingService
 from tests import support
-from tests.conftest import Cluster
+from tests.conftest import Cluster, OnnxExports
 from tests.integration.test_api_support import ApiServer
 
 pytestmark = pytest.mark.integration
@@ -239,12 +239,13 @@ def _wait_for(jobs: JobService, job_id: str, timeout_s: float = 120) -> None:
 # --- the real model on ONNX Runtime, fp32 and int8 in one worker
 
 @pytest.fixture(scope="module")
-def onnx_api(redis_url: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[ApiServer]:
+def onnx_api(redis_url: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory,
+             onnx_exports: OnnxExports) -> Iterator[ApiServer]:
     tmp = tmp_path_factory.mktemp("tiers-onnx")
+    # The session's exports: the worker exports only when no earlier module has.
     env = support.cluster_env(
         redis_url, pg_url, encoder="sentence-transformers", backend="onnx",
-        tiers="fp32,int8", data_dir=tmp, online_queue="online-onnx",
+        tiers="fp32,int8", data_dir=onnx_exports.shared, online_queue="online-onnx",
         bulk_queue="bulk-onnx",
     )
     worker = support.WorkerProcess(env, tmp / "worker.log").start(timeout_s=600)
