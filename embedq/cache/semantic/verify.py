@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import pairwise
 
 from embedq.cache.semantic.align import (
     DEFAULT_MIN_WORD_SIMILARITY,
@@ -53,11 +54,12 @@ def _closed(words: str) -> frozenset[str]:
 # content slot's word embeddings are cached, and minimal edits score up to 0.99.
 DEFAULT_BAND = 0.4
 
-_NUMBER_VALUES = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-    "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
+_NUMBER_VALUES = {w: str(i) for i, w in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+    "eighteen", "nineteen", "twenty"))}
 _NUMBER_VALUES.update({w: str(10 * i) for i, w in enumerate(
-    "thirty forty fifty sixty seventy eighty ninety".split(), 3)})
+    ["thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 3)})
 _NUMBER_WORDS = frozenset(_NUMBER_VALUES) | _closed("hundred thousand million billion half "
                                                     "dozen")
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
@@ -115,7 +117,7 @@ def _negations(ws: list[str]) -> int:
 def _times(ws: list[str]) -> set[str]:
     """The time words of `ws`: "am" only after a number ("7 am", not "I am")."""
     found = {_singular(w) for w in ws if _singular(w) in _TIME and w != "am"}
-    found.update("am" for before, w in zip(ws, ws[1:], strict=False)
+    found.update("am" for before, w in pairwise(ws)
                  if w == "am" and (before.isdigit() or before in _NUMBER_WORDS))
     return found
 
