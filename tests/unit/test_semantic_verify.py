@@ -124,3 +124,19 @@ def test_calendar_words_on_one_side_and_hyphenated_numbers_conflict(
         asked: str, stored: str, slot: str) -> None:
     conflict = TABLE.conflict(asked, stored, content=False)
     assert conflict is not None and conflict.slot == slot, conflict
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("how many steps should I walk daily", "how many steps should I walk a day"),
+    ("what is the weekly limit on transfers", "how much can I transfer per week"),
+    ("what does the annual plan cost", "how much is the plan for a year"),
+])
+def test_a_frequency_word_reads_as_its_unit(asked: str, stored: str) -> None:
+    conflict = TABLE.conflict(asked, stored, content=False)
+    assert conflict is None, conflict
+
+
+def test_frequency_words_of_different_units_conflict() -> None:
+    conflict = TABLE.conflict("how many steps should I walk daily",
+                              "how many steps should I walk weekly", content=False)
+    assert conflict is not None and conflict.slot == "time", conflict

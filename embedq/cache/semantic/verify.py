@@ -14,7 +14,8 @@ conflict:
   time       an edit changes a date or time: a calendar word (today, tomorrow, Monday,
              May) on one side only, or different time words on both (morning /
              afternoon); a time word only one side adds ("at night", "right now") is a
-             rewording, as is "am" after anything but a number
+             rewording, as is "am" after anything but a number; a frequency word is
+             its unit ("daily" / "a day" agree)
   content    a minimal edit (the texts share most of their words in order) replaces a
              content word that has no counterpart on the other side: embedded alone by
              the cache's own embedder, it scores below `min_word_similarity` with every
@@ -82,7 +83,8 @@ _CALENDAR = _closed(
 # Other time words change it only against another time word ("morning" / "afternoon").
 _TIME = _CALENDAR | _closed(
     "now morning afternoon evening night noon midnight week weekend month year day hour "
-    "minute second next last ago later earlier weekly monthly yearly daily hourly")
+    "minute second next last ago later earlier weekly monthly yearly daily hourly nightly "
+    "annual annually")
 _FUNCTION = _closed(
     "i me my mine you your yours we our us he him his she her it its they them their this "
     "that these those is are was were be been being am do does did can could will would "
@@ -114,9 +116,20 @@ def _negations(ws: list[str]) -> int:
     return sum(w in _NEGATORS or w.endswith("n't") for w in ws)
 
 
+# A frequency word names its unit: "daily" asks what "a day" / "per day" asks, as "five"
+# reads as "5" in the number slot.
+_UNIT_OF = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year",
+            "annual": "year", "annually": "year", "hourly": "hour", "nightly": "night"}
+
+
+def _time_word(word: str) -> str:
+    return _UNIT_OF.get(word, _singular(word))
+
+
 def _times(ws: list[str]) -> set[str]:
-    """The time words of `ws`: "am" only after a number ("7 am", not "I am")."""
-    found = {_singular(w) for w in ws if _singular(w) in _TIME and w != "am"}
+    """The time words of `ws`, frequency words as their unit ("daily" is "day"); "am"
+    only after a number ("7 am", not "I am")."""
+    found = {_time_word(w) for w in ws if _time_word(w) in _TIME and w != "am"}
     found.update("am" for before, w in pairwise(ws)
                  if w == "am" and (before.isdigit() or before in _NUMBER_WORDS))
     return found
