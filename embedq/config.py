@@ -142,10 +142,10 @@ class Settings:
     tenant_isolation: str = "shared"
 
     # --- semantic cache
-    semantic_threshold: float = 0.70  # cosine; `embedq bench threshold` (tune split + margin)
+    semantic_threshold: float = 0.62  # cosine; `embedq bench threshold` (tune split + margin)
     semantic_contrast_guard: bool = True  # refuse matches one word apart (semantic/guard.py)
     semantic_verify: bool = True  # slot checks in the band (semantic/verify.py)
-    semantic_verify_band: float = 0.2  # candidates in [threshold, threshold + band) verified
+    semantic_verify_band: float = 0.4  # candidates in [threshold, threshold + band) verified
     semantic_max_entries: int = 100_000  # per namespace; least recently hit evicted first
     semantic_max_payload_bytes: int = 256 * 1024  # payload and metadata, as JSON
     semantic_max_namespaces: int = 1000  # a put creating one more is refused (409)

@@ -13,7 +13,8 @@ conflict and, in the band, no content conflict (verify.py). The texts are embedd
 with the configured model (embedded: the default all-MiniLM-L6-v2, no servers), through the
 same `Client.embed` the cache's queries go through; so are the verifier's spans.
 
-Printed: the tune table in three modes (guard off, guard on, verifier on), the held-out
+Printed: the tune table in three modes (guard off, guard on, verifier on) and the rule's
+pick, the tune split by kind at that pick, the held-out
 figures at the default per mode and per kind, the held-out false hits and refused
 paraphrases, the verifier's cost per verified candidate (p50/p99 ms, spans cached), and
 the cost of a whole lookup with the verifier on and off (`lookup_cost`).
@@ -156,8 +157,8 @@ def figures(scored: list[Scored], threshold: float, guard: bool,
 
 
 def verify_cost(pairs: list[Pair], verifier: Verifier) -> dict[str, float]:
-    """p50/p99 milliseconds one verification adds to a lookup in the band, its spans'
-    embeddings already in the exact cache (score_pairs embedded them once)."""
+    """p50/p99 milliseconds one verification adds to a lookup in the band, its words'
+    embeddings already in the exact cache (score_pairs verified every pair once)."""
     took = []
     for p in pairs:
         started = time.perf_counter()
@@ -236,6 +237,7 @@ def threshold_report(tune_pairs: list[Pair], heldout_pairs: list[Pair], embed: E
         "heldout": {mode: figures(heldout, default, *_mode(mode)) for mode in MODES},
         "heldout_at_chosen": figures(heldout, chosen, *_mode("verifier_on")),
         "heldout_by_kind": by_kind(heldout, default),
+        "tune_by_kind": by_kind(tune, chosen),
         "heldout_false_hits_at_default": [
             {"score": round(s.score, 4), "stored": s.pair.stored, "query": s.pair.query}
             for s in heldout
@@ -261,6 +263,12 @@ def _heldout_line(name: str, row: dict[str, Any]) -> str:
             f"in {row['near_misses']} near-misses")
 
 
+def _kind_rows(rows: dict[str, dict[str, Any]]) -> None:
+    for kind, row in rows.items():
+        print(f"  {kind:<11} {row['pairs']:>4}  " + "  ".join(
+            f"{row[m]:>{len(m)}}" for m in MODES))
+
+
 def print_report(report: dict[str, Any], model: str) -> None:
     print(f"bench threshold: {model}, tune split {report['tune_pairs']} pairs, "
           f"held-out split {report['heldout_pairs']} pairs")
@@ -271,16 +279,17 @@ def print_report(report: dict[str, Any], model: str) -> None:
         cells = " | ".join(_cell(row[m]) + "    " for m in MODES)
         print(f"  {row['guard_on']['threshold']:.2f}     {cells}{mark}")
     print(f"rule: {report['rule']} -> {report['chosen']:.2f}")
+    print(f"tune split at {report['chosen']:.2f} by kind (paraphrases found, or near-misses "
+          "let through): kind pairs " + " ".join(MODES))
+    _kind_rows(report["tune_by_kind"])
     print(_heldout_line("verifier on", report["heldout_at_chosen"]))
     for mode in MODES:
         print(_heldout_line(mode.replace("_", " "), report["heldout"][mode]))
     print(f"held-out at the default {report['default']:.2f} by kind (paraphrases found, or "
           "near-misses let through): kind pairs " + " ".join(MODES))
-    for kind, row in report["heldout_by_kind"].items():
-        print(f"  {kind:<11} {row['pairs']:>4}  " + "  ".join(
-            f"{row[m]:>{len(m)}}" for m in MODES))
+    _kind_rows(report["heldout_by_kind"])
     cost = report["verify_ms"]
-    print(f"verifier cost per lookup in the band (span embeddings cached): "
+    print(f"verifier cost per verified candidate (word embeddings cached): "
           f"p50 {cost['p50']:.2f} ms, p99 {cost['p99']:.2f} ms")
     for mode, row in report.get("lookup_ms", {}).items():
         print(f"whole lookup, {mode.replace('_', ' ')} ({row['lookups']} lookups of the "

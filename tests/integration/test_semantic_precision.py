@@ -21,18 +21,16 @@ from embedq.cache.semantic.verify import Verifier
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
-# `embedq bench threshold` at the default 0.70, guard and verifier on, on the held-out
-# split: 59/77 paraphrases found, and these 2 near-misses hit. The model scores
-# "living room" / "bedroom" as close as synonyms, and "remove ... from" / "find ... in" is
-# two edits, which the content slot leaves to the score (verify.py, MAX_EDITS). A new
-# false hit fails here.
+# `embedq bench threshold` at the default 0.62, guard and verifier on, on the held-out
+# split: 68/77 paraphrases found, and this 1 near-miss hits: two spans replaced around
+# a particle and a time word ("fall asleep faster" / "wake up earlier"), which is neither
+# a minimal edit by word overlap nor one all-content span, so the content slot leaves it
+# to the score (align.py). A new false hit fails here.
 KNOWN_FALSE_HITS = {
-    ("turn off the living room lights", "turn off the bedroom lights"),
-    ("how to remove duplicates from a list in Python",
-     "how to find duplicates in a list in Python"),
+    ("how can I fall asleep faster", "how can I wake up earlier"),
 }
-# Measured 59/77 = 0.766; the floor leaves 3 pairs for numeric drift across CPUs/torch.
-RECALL_FLOOR = 0.72
+# Measured 68/77 = 0.883; the floor leaves 4 pairs for numeric drift across CPUs/torch.
+RECALL_FLOOR = 0.83
 
 
 @pytest.fixture(scope="module")

@@ -1,83 +1,90 @@
-"""The verifier: a borderline candidate must agree with the asked query on its slots.
+"""The verifier: a candidate must agree with the asked query on its slots.
 
 A sentence embedding scores "turn off the living room lights" / "... bedroom lights" 0.84
 and "send an email to John" / "read my emails from John" 0.79: what differs is one slot
-of the request, and the rest of the sentence outweighs it. So a candidate whose score is
-in the band [threshold, threshold + band) is compared slot by slot with the asked query,
-and refused on the first conflict:
+of the request, and the rest of the sentence outweighs it. So a candidate at or above the
+threshold is compared slot by slot with the asked query, and refused on the first
+conflict:
 
-  number     the numbers (digits or number words) differ: 5 / 50, five / fifty
-  negation   one side negates and the other does not (not, no, never, n't)
+  number     the numbers differ: 5 / 50, five / fifty (number words read as digits, so
+             five / 5 agree; "two-factor" holds "two")
+  negation   one side negates and the other does not (not, no, never, n't, unable)
   order      the same words in another order (arguments swapped)
   direction  an edit swaps a word for its opposite (to / from, on / off, more / less)
-  time       an edit changes a date or time word (today / tomorrow, am / pm, Monday)
-  content    the texts are at most MAX_EDITS edits apart (a minimal edit, not a
-             rewording), and an edit replaces up to MAX_SPAN content words on each side
-             by words the model itself places apart: the two spans, embedded alone by
-             the cache's own embedder, score below `min_span_similarity` ("remove" /
-             "find"). Spellings that differ only by spaces or hyphens ("user name" /
-             "username") are the same span. Its limit: the model places co-hyponyms as
-             close as synonyms ("bedroom" / "living room" 0.77, "signs" / "symptoms"
-             0.58), so a threshold on span similarity refuses some synonyms and lets
-             some co-hyponyms through (docs/semantic-cache.md has the held-out figures).
+  time       an edit changes a date or time: a calendar word (today, tomorrow, Monday,
+             May) on one side only, or different time words on both (morning /
+             afternoon); a time word only one side adds ("at night", "right now") is a
+             rewording, as is "am" after anything but a number; a frequency word is
+             its unit ("daily" / "a day" agree)
+  content    a minimal edit (the texts share most of their words in order) replaces a
+             content word that has no counterpart on the other side: embedded alone by
+             the cache's own embedder, it scores below `min_word_similarity` with every
+             content word there ("remove" / "find", "living" of "living room" /
+             "bedroom"), while synonyms align ("reboot" / "restart"); align.py. Its
+             limit: the model places some co-hyponyms as close as synonyms ("dog" /
+             "cat" 0.66), so a replaced word whose counterpart is a sibling passes here;
+             the contrast guard refuses it when it is the only word replaced.
 
-The edits are the differences of a word alignment (difflib over case-folded, lightly
-stemmed words, articles dropped). Rewordings (long replaced spans, or words only added
-on one side) are left to the score. The closed word classes below are English function
-words (numbers, negators, opposite particles, time words), not topic lists: the content
-slot, which decides most cases, uses the model's embeddings and no word list.
-
-The lexical slots (number to time) cost microseconds and are checked on every candidate
-at or above the threshold. The content slot costs one embedding call of the short edited
-spans (served from the exact cache when seen before) and is checked only in the band
-[threshold, threshold + band): above it the score alone says paraphrase.
+The lexical slots (number to time) cost microseconds. The content slot costs one
+embedding call of the pair's content words (served from the exact cache when seen
+before) and is checked in the band [threshold, threshold + band), which the default
+makes cover every score above the threshold.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
-import numpy as np
-import numpy.typing as npt
-
-from embedq.cache.semantic.guard import stem, words
-
-EmbedTexts = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
-
+from embedq.cache.semantic.align import (
+    DEFAULT_MIN_WORD_SIMILARITY,
+    EmbedTexts,
+    substitutions,
+    unaligned,
+)
+from embedq.cache.semantic.guard import words
 
 
 def _closed(words: str) -> frozenset[str]:
     return frozenset(words.split())
 
 
-MAX_SPAN = 2
-MAX_EDITS = 1
-DEFAULT_BAND = 0.2
-DEFAULT_MIN_SPAN_SIMILARITY = 0.3
+# Wide enough that every candidate at or above a threshold from 0.6 up is verified: the
+# content slot's word embeddings are cached, and minimal edits score up to 0.99.
+DEFAULT_BAND = 0.4
 
-_NUMBER_WORDS = _closed(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-    "fourteen fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty "
-    "seventy eighty ninety hundred thousand million billion half dozen")
+_NUMBER_VALUES = {w: str(i) for i, w in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+    "eighteen", "nineteen", "twenty"))}
+_NUMBER_VALUES.update({w: str(10 * i) for i, w in enumerate(
+    ["thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 3)})
+_NUMBER_WORDS = frozenset(_NUMBER_VALUES) | _closed("hundred thousand million billion half "
+                                                    "dozen")
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
-_NEGATORS = _closed("not no never none nothing nobody cannot can't don't doesn't "
-                      "didn't isn't aren't wasn't won't shouldn't couldn't")
+_NEGATORS = _closed("not no never none nothing nobody nowhere neither nor unable cannot "
+                    "can't don't doesn't didn't isn't aren't wasn't won't shouldn't "
+                    "couldn't")
 _OPPOSITES = {
     _closed(p) for p in (
         "to from", "in out", "into out", "on off", "up down", "before after", "above below",
         "over under", "more less", "more fewer", "higher lower", "increase decrease",
         "max min", "maximum minimum", "most least", "first last", "next previous",
+        "left right",
     )
 }
-_TIME = _closed(
-    "today tomorrow yesterday tonight now morning afternoon evening night noon midnight "
-    "week weekend month year day hour minute second am pm next last ago later earlier "
-    "monday tuesday wednesday thursday friday saturday sunday january february march "
-    "april may june july august september october november december")
+# Calendar words name one date or time: one on one side only changes the request.
+_CALENDAR = _closed(
+    "today tomorrow yesterday tonight monday tuesday wednesday thursday friday saturday "
+    "sunday january february march april june july august september october november "
+    "december am pm")
+# Other time words change it only against another time word ("morning" / "afternoon").
+_TIME = _CALENDAR | _closed(
+    "now morning afternoon evening night noon midnight week weekend month year day hour "
+    "minute second next last ago later earlier weekly monthly yearly daily hourly nightly "
+    "annual annually")
 _FUNCTION = _closed(
     "i me my mine you your yours we our us he him his she her it its they them their this "
     "that these those is are was were be been being am do does did can could will would "
@@ -100,7 +107,8 @@ class Conflict:
 
 def _numbers(text: str) -> Counter[str]:
     found = Counter(_DIGITS.findall(text))
-    found.update(w for w in words(text) if w in _NUMBER_WORDS)
+    found.update(_NUMBER_VALUES.get(part, part) for w in words(text)
+                 for part in w.split("-") if part in _NUMBER_WORDS)
     return found
 
 
@@ -108,35 +116,49 @@ def _negations(ws: list[str]) -> int:
     return sum(w in _NEGATORS or w.endswith("n't") for w in ws)
 
 
-def _content(ws: list[str]) -> list[str]:
-    return [w for w in ws if w not in _FUNCTION]
+# A frequency word names its unit: "daily" asks what "a day" / "per day" asks, as "five"
+# reads as "5" in the number slot.
+_UNIT_OF = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year",
+            "annual": "year", "annually": "year", "hourly": "hour", "nightly": "night"}
+
+
+def _time_word(word: str) -> str:
+    return _UNIT_OF.get(word, _singular(word))
+
+
+def _times(ws: list[str]) -> set[str]:
+    """The time words of `ws`, frequency words as their unit ("daily" is "day"); "am"
+    only after a number ("7 am", not "I am")."""
+    found = {_time_word(w) for w in ws if _time_word(w) in _TIME and w != "am"}
+    found.update("am" for before, w in pairwise(ws)
+                 if w == "am" and (before.isdigit() or before in _NUMBER_WORDS))
+    return found
+
+
+def _time_conflict(a: list[str], b: list[str]) -> bool:
+    ta, tb = _times(a), _times(b)
+    if ta == tb:
+        return False
+    return bool(ta and tb) or (ta & _CALENDAR) != (tb & _CALENDAR)
+
+
+def _is_content(word: str) -> bool:
+    return not (word in _FUNCTION or word in _NEGATORS or word in _TIME
+                or word in _NUMBER_WORDS or _DIGITS.fullmatch(word) is not None)
 
 
 def _singular(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") else word
 
 
-def _squashed(span: list[str]) -> str:
-    return "".join(span).replace("-", "")
-
-
-def edits(asked: str, stored: str) -> list[tuple[list[str], list[str]]]:
-    """The (asked span, stored span) pairs a word alignment of the two texts leaves over."""
-    a, b = words(asked), words(stored)
-    matcher = difflib.SequenceMatcher(a=[stem(w) for w in a], b=[stem(w) for w in b],
-                                      autojunk=False)
-    return [(a[i1:i2], b[j1:j2]) for op, i1, i2, j1, j2 in matcher.get_opcodes()
-            if op != "equal"]
-
-
 class Verifier:
-    """Slot checks for candidates in the band; `embed` embeds short spans with the model."""
+    """Slot checks for candidates; `embed` embeds words alone with the model."""
 
     def __init__(self, embed: EmbedTexts, *, band: float = DEFAULT_BAND,
-                 min_span_similarity: float = DEFAULT_MIN_SPAN_SIMILARITY) -> None:
+                 min_word_similarity: float = DEFAULT_MIN_WORD_SIMILARITY) -> None:
         self.embed = embed
         self.band = band
-        self.min_span_similarity = min_span_similarity
+        self.min_word_similarity = min_word_similarity
 
     def in_band(self, score: float, threshold: float) -> bool:
         return threshold <= score < threshold + self.band
@@ -152,26 +174,17 @@ class Verifier:
             return Conflict("negation", " ".join(a), " ".join(b))
         if a != b and sorted(map(_singular, a)) == sorted(map(_singular, b)):
             return Conflict("order", " ".join(a), " ".join(b))
-        spans: list[tuple[list[str], list[str]]] = []
-        changes = edits(asked, stored)
-        for ea, eb in changes:
-            sa, sb = set(ea), set(eb)
-            for x in sa:
-                for y in sb:
-                    if frozenset((x, y)) in _OPPOSITES:
-                        return Conflict("direction", x, y)
-            if (sa & _TIME) != (sb & _TIME):
-                return Conflict("time", " ".join(ea), " ".join(eb))
-            wa, wb = _content(ea), _content(eb)
-            if len(changes) <= MAX_EDITS and wa and wb and len(wa) <= MAX_SPAN and (
-                    len(wb) <= MAX_SPAN and _squashed(wa) != _squashed(wb)):
-                spans.append((wa, wb))
-        if not spans or not content:
+        for x in set(a) - set(b):
+            for y in set(b) - set(a):
+                if frozenset((x, y)) in _OPPOSITES:
+                    return Conflict("direction", x, y)
+        if _time_conflict(a, b):
+            return Conflict("time", " ".join(sorted(_times(a) - _times(b))),
+                            " ".join(sorted(_times(b) - _times(a))))
+        if not content:
             return None
-        vectors = self.embed([" ".join(s) for pair in spans for s in pair])
-        for i, (wa, wb) in enumerate(spans):
-            va, vb = vectors[2 * i], vectors[2 * i + 1]
-            similarity = float(va @ vb) / float(np.linalg.norm(va) * np.linalg.norm(vb))
-            if similarity < self.min_span_similarity:
-                return Conflict("content", " ".join(wa), " ".join(wb))
-        return None
+        subs = substitutions(a, b, _is_content)
+        found = unaligned(subs, [w for w in a if _is_content(w)],
+                          [w for w in b if _is_content(w)], self.embed,
+                          self.min_word_similarity)
+        return None if found is None else Conflict("content", *found)

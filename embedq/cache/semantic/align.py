@@ -1,0 +1,102 @@
+"""Content-word alignment: which replaced words of a minimal edit have no counterpart.
+
+Two queries that keep one sentence frame and replace a few words in it ("turn off the
+living room lights" / "... the bedroom lights", "how to remove duplicates from a list" /
+"how to find duplicates in a list") ask two things unless every replaced content word
+has a counterpart on the other side ("restart" / "reboot", "shipment" / "delivery").
+
+`substitutions` finds the edits: a word alignment (difflib over case-folded, lightly
+stemmed words, articles dropped) whose matched words make up at least MIN_FRAME of both
+texts (a minimal edit, not a rewording: rewordings keep few words in order and are left
+to the score), and whose replaced spans hold content words on both sides. Function words
+and the words the lexical slots own (numbers, negators, time words) are not content
+words, so "from" / "in" beside "remove" / "find" neither counts as an edit nor hides one.
+
+`unaligned` then asks the model: each replaced content word is embedded alone (one call,
+through the cache's embedder, so a word seen before costs a lookup) and matched against
+every content word of the other text; a word whose best cosine is below
+`min_similarity` has no counterpart. One such word on either side is a conflict: in
+"living room" / "bedroom", "bedroom" finds "room" but "living" finds nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from embedq.cache.semantic.guard import stem
+
+EmbedTexts = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
+
+# Share of both texts' words the alignment must match for the pair to be a minimal edit
+# (difflib's ratio, 2 * matched / total words), tuned on the tune split.
+MIN_FRAME = 0.6
+# Cosine of two words embedded alone above which they are counterparts, tuned on the tune
+# split: synonyms and inflections score 0.6-0.9 ("int" / "integer" 0.61, "remove" /
+# "delete" 0.76); most different nouns and verbs below ("living" / "bedroom").
+DEFAULT_MIN_WORD_SIMILARITY = 0.6
+
+
+@dataclass(frozen=True)
+class Substitution:
+    """Content words one text has where the other has others, in the same frame."""
+
+    asked: tuple[str, ...]
+    stored: tuple[str, ...]
+
+
+def _squashed(span: Sequence[str]) -> str:
+    return "".join(span).replace("-", "")
+
+
+def substitutions(asked: list[str], stored: list[str],
+                  is_content: Callable[[str], bool]) -> list[Substitution]:
+    """The content-word substitutions of a minimal edit of `asked` into `stored` (word
+    lists, as `guard.words` gives), or [] when the pair is a rewording (frame below
+    MIN_FRAME). Spellings that differ only by spaces or hyphens are no substitution."""
+    matcher = difflib.SequenceMatcher(a=[stem(w) for w in asked],
+                                      b=[stem(w) for w in stored], autojunk=False)
+    edits = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    one_span = len(edits) == 1 and all(
+        is_content(w) for w in (*asked[edits[0][1]:edits[0][2]],
+                                *stored[edits[0][3]:edits[0][4]]))
+    if matcher.ratio() < MIN_FRAME and not one_span:
+        return []
+    out = []
+    for _, i1, i2, j1, j2 in edits:
+        wa = tuple(w for w in asked[i1:i2] if is_content(w))
+        wb = tuple(w for w in stored[j1:j2] if is_content(w))
+        if wa and wb and _squashed(wa) != _squashed(wb):
+            out.append(Substitution(wa, wb))
+    return out
+
+
+def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else vector
+
+
+def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
+              embed: EmbedTexts, min_similarity: float) -> tuple[str, str] | None:
+    """The first substitution with a word that has no counterpart among the other text's
+    content words (`asked`, `stored`), as its two spans; None when every word has one.
+    A word whose stem the other text holds (moved, not replaced) is its own counterpart."""
+    if not subs:
+        return None
+    vocabulary = sorted({w for s in subs for w in (*s.asked, *s.stored)}
+                        | set(asked) | set(stored))
+    at = {w: _unit(v) for w, v in zip(vocabulary, embed(vocabulary), strict=True)}
+
+    def orphan(word: str, other: list[str]) -> bool:
+        if any(stem(word) == stem(o) for o in other):
+            return False
+        return all(float(at[word] @ at[o]) < min_similarity for o in other)
+
+    for s in subs:
+        if any(orphan(w, stored) for w in s.asked) or any(orphan(w, asked) for w in s.stored):
+            return " ".join(s.asked), " ".join(s.stored)
+    return None
