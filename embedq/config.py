@@ -134,7 +134,7 @@ class Settings:
     api_batch_max_texts: int = 1024  # texts per coalesced call
 
     # --- tenants: caps on what one tenant keeps, each counted over its own resources
-    tenant_max_namespaces: int = 100  # semantic-cache namespaces a tenant owns (409 past)
+    tenant_max_namespaces: int = 1000  # semantic-cache namespaces a tenant owns (409 past)
     tenant_max_entries: int = 1_000_000  # live semantic-cache entries in all its namespaces
     tenant_max_queued_inputs: int = 5_000_000  # inputs of its unfinished jobs (429 past)
     # shared: one exact cache for all tenants (a text is embedded once, whoever sends it);

@@ -23,9 +23,13 @@ import pytest
 from embedq.cache.semantic import SemanticCache
 from embedq.cache.semantic.budget import just_above
 from embedq.client import Client
+from embedq.config import Settings
 from tests import support
 from tests.conftest import Cluster
 from tests.integration.test_api_support import ApiServer
+
+# The server default a namespace runs at until a budget raises it (`embedq bench threshold`).
+DEFAULT_THRESHOLD = Settings.semantic_threshold
 
 pytestmark = pytest.mark.integration
 
@@ -118,7 +122,7 @@ def test_a_wrong_hit_stops_its_entry_matching_that_query(
     assert {m["id"] for m in first} == {entry["id"], other["id"]}
     wrong = next(m for m in first if m["id"] == entry["id"])
     judged = _ok(api, "POST", f"{ns}/feedback", {"id": wrong["hit_id"], "correct": False})
-    assert judged["negative"] is True and judged["threshold"] == pytest.approx(0.70)
+    assert judged["negative"] is True and judged["threshold"] == pytest.approx(DEFAULT_THRESHOLD)
 
     got = _ok(api, "POST", f"{ns}/lookup", look | {"explain": True})
     assert [m["id"] for m in got["matches"]] == [other["id"]]
@@ -136,7 +140,7 @@ def test_a_wrong_hit_stops_its_entry_matching_that_query(
     finally:
         cache.close(save=False)
         cache.service.close()
-    assert _ok(api, "GET", f"{ns}/stats")["threshold"] == pytest.approx(0.70)
+    assert _ok(api, "GET", f"{ns}/stats")["threshold"] == pytest.approx(DEFAULT_THRESHOLD)
 
 
 def test_a_verdict_is_final(api: ApiServer, salt: str) -> None:
@@ -182,12 +186,12 @@ def test_bad_feedback_and_config_are_clear_4xx(api: ApiServer, path: str, body: 
 def test_stats_show_the_default_threshold_without_a_budget(api: ApiServer, salt: str) -> None:
     stats = _ok(api, "GET", f"fresh-{salt}/stats")
     assert (stats["threshold"], stats["base_threshold"], stats["max_false_hit_rate"],
-            stats["feedback"]) == (pytest.approx(0.70), pytest.approx(0.70), None,
+            stats["feedback"]) == (pytest.approx(DEFAULT_THRESHOLD), pytest.approx(DEFAULT_THRESHOLD), None,
                                    {"correct": 0, "wrong": 0})
     assert _ok(api, "PUT", f"fresh-{salt}/config", {"threshold": 0.8})["threshold"] == 0.8
     assert _ok(api, "GET", f"fresh-{salt}/stats")["threshold"] == pytest.approx(0.8)
     assert _ok(api, "DELETE", f"fresh-{salt}") == {"namespace": f"fresh-{salt}", "deleted": 0}
-    assert _ok(api, "GET", f"fresh-{salt}/stats")["threshold"] == pytest.approx(0.70)
+    assert _ok(api, "GET", f"fresh-{salt}/stats")["threshold"] == pytest.approx(DEFAULT_THRESHOLD)
 
 
 def test_client_and_cli_feedback(cluster: Cluster, tmp_path: Path, salt: str) -> None:
@@ -214,10 +218,10 @@ def test_client_and_cli_feedback(cluster: Cluster, tmp_path: Path, salt: str) ->
     assert code == 0 and out["recorded"] is True and out["entry_id"] == again.id
     code, out, _ = cli("config", ns, "--max-false-hit-rate", "0.02")
     assert code == 0 and out["max_false_hit_rate"] == 0.02
-    assert out["base_threshold"] == pytest.approx(0.70)  # the base went back to the default
+    assert out["base_threshold"] == pytest.approx(DEFAULT_THRESHOLD)  # the base went back to the default
     code, out, _ = cli("stats", ns)
     # The wrong hit scored below the new base: it no longer raises the threshold.
     assert out["feedback"] == {"correct": 1, "wrong": 1}
-    assert out["threshold"] == pytest.approx(0.70)
+    assert out["threshold"] == pytest.approx(DEFAULT_THRESHOLD)
     code, _, err = cli("feedback", ns, "0" * 32, "--wrong")
     assert code == 2 and "no served hit" in err
