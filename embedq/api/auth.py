@@ -24,8 +24,9 @@ from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from embedq.api.asgi import StatusRecorder
 from embedq.api.errors import embedq_error_response
 from embedq.errors import EmbedqError, Forbidden, Unauthorized, Unavailable
 from embedq.tenants import SCOPES, Authenticator, Principal
@@ -106,18 +107,11 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 500  # what the audit line says when the app raises before answering
-
-        async def recording_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
+        recorder = StatusRecorder(send)
         try:
-            await self.app(scope, receive, recording_send)
+            await self.app(scope, receive, recorder)
         finally:
-            audit(principal, scope, status, state.get("inputs"),
+            audit(principal, scope, recorder.status, state.get("inputs"),
                   (time.perf_counter() - started) * 1000)
 
     async def identify(self, scope: Scope, public: bool) -> Principal | None:

@@ -30,8 +30,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 from sqlalchemy import text
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from embedq.api.asgi import StatusRecorder
 from embedq.api.depth import QueueDepth
 from embedq.errors import EmbedqError
 from embedq.service import EmbeddingService
@@ -231,18 +232,11 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        status = 500
         started = time.perf_counter()
-
-        async def recording_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
+        recorder = StatusRecorder(send)
         try:
-            await self.app(scope, receive, recording_send)
+            await self.app(scope, receive, recorder)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            self.metrics.requests.labels(route, scope["method"], str(recorder.status)).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - started)

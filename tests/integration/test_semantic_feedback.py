@@ -186,7 +186,8 @@ def test_bad_feedback_and_config_are_clear_4xx(api: ApiServer, path: str, body: 
 def test_stats_show_the_default_threshold_without_a_budget(api: ApiServer, salt: str) -> None:
     stats = _ok(api, "GET", f"fresh-{salt}/stats")
     assert (stats["threshold"], stats["base_threshold"], stats["max_false_hit_rate"],
-            stats["feedback"]) == (pytest.approx(DEFAULT_THRESHOLD), pytest.approx(DEFAULT_THRESHOLD), None,
+            stats["feedback"]) == (pytest.approx(DEFAULT_THRESHOLD),
+                                   pytest.approx(DEFAULT_THRESHOLD), None,
                                    {"correct": 0, "wrong": 0})
     assert _ok(api, "PUT", f"fresh-{salt}/config", {"threshold": 0.8})["threshold"] == 0.8
     assert _ok(api, "GET", f"fresh-{salt}/stats")["threshold"] == pytest.approx(0.8)
@@ -218,7 +219,8 @@ def test_client_and_cli_feedback(cluster: Cluster, tmp_path: Path, salt: str) ->
     assert code == 0 and out["recorded"] is True and out["entry_id"] == again.id
     code, out, _ = cli("config", ns, "--max-false-hit-rate", "0.02")
     assert code == 0 and out["max_false_hit_rate"] == 0.02
-    assert out["base_threshold"] == pytest.approx(DEFAULT_THRESHOLD)  # the base went back to the default
+    # The base went back to the default.
+    assert out["base_threshold"] == pytest.approx(DEFAULT_THRESHOLD)
     code, out, _ = cli("stats", ns)
     # The wrong hit scored below the new base: it no longer raises the threshold.
     assert out["feedback"] == {"correct": 1, "wrong": 1}
