@@ -56,11 +56,10 @@ def claim(hot: HotStore, fps: list[str], owner: str, ttl_ms: int) -> tuple[list[
     `failure_ttl_s` so that computation's waiters learn it) is cleared, so this one's
     waiters wait for the new outcome instead of reading the old error.
     """
-    results = hot.acquire([keys.claim(fp) for fp in fps], owner, ttl_ms)
+    results = hot.acquire_clearing([keys.claim(fp) for fp in fps],
+                                   [keys.failure(fp) for fp in fps], owner, ttl_ms)
     won = [fp for fp, ok in zip(fps, results, strict=True) if ok]
     lost = [fp for fp, ok in zip(fps, results, strict=True) if not ok]
-    if won:
-        hot.release([keys.failure(fp) for fp in won])
     return won, lost
 
 

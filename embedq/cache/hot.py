@@ -78,6 +78,15 @@ class HotStore(ABC):
     def acquire(self, names: list[str], owner: str, ttl_ms: int) -> list[bool]:
         """Set each key to `owner` if absent; True where this call won it."""
 
+    def acquire_clearing(self, names: list[str], clear: list[str], owner: str,
+                         ttl_ms: int) -> list[bool]:
+        """`acquire`, and for each key won, delete the key at the same index of `clear`
+        (a claim won clears the failure an earlier computation left). Redis does both in
+        one round trip; this default calls the methods one by one."""
+        won = self.acquire(names, owner, ttl_ms)
+        self.release([c for c, ok in zip(clear, won, strict=True) if ok])
+        return won
+
     @abstractmethod
     def holders(self, names: list[str]) -> list[str | None]: ...
 

@@ -6,7 +6,10 @@ batcher and writer, warms them up, and then serves every task thread. A message'
 names a revision, which names its tier: its texts go to the encoder of that revision.
 `embed_pairs` is the whole life of one message's texts:
 
-  1. fingerprints already in the durable tier (a duplicate delivery) are answered from it;
+  1. fingerprints already computed (a duplicate delivery) are answered from the hot tier
+     (and persisted from it: a worker that died between its hot and its durable write
+     left them only there) or, for a delivery that may repeat a finished one, from the
+     durable tier;
   2. texts that died with their process `max_attempts` times are dead-lettered (fencing);
   3. a run lease per fingerprint fences concurrent deliveries of the same work (fencing);
   4. the rest go through the batcher; the writer persists each batch and resolves each
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from embedq import coordination
-from embedq.cache import DurableStore, HotStore, make_hot_store
+from embedq.cache import DurableStore, HotStore, StoredVector, make_hot_store
 from embedq.config import Settings
 from embedq.encoders import Encoder, load_encoder
 from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
@@ -154,8 +157,15 @@ class WorkerRuntime:
             served.batcher.stop()
 
     # --- one message
-    def handle_embed(self, payload: dict[str, Any], lane: int = ONLINE) -> dict[str, int]:
+    def handle_embed(self, payload: dict[str, Any], lane: int = ONLINE, *,
+                     first_delivery: bool = False) -> dict[str, int]:
         """Embed every (fingerprint, text) in `payload`; return counts, never vectors.
+
+        `first_delivery`: the broker delivers this message for the first time (neither
+        redelivered nor a retry). Its producer found its fingerprints in neither tier just
+        before publishing and claimed them, so the durable tier is not asked again (a
+        query on the answer's critical path); the hot tier still is, which holds every
+        vector computed since for `hot_ttl_s`.
 
         The fingerprint in a message is recomputed from its text and spec, never trusted:
         a message whose fingerprint does not match (forged, or from a producer with
@@ -176,14 +186,15 @@ class WorkerRuntime:
                             str(fp)[:12], spec.model)
         if refused:
             self.hot.incr({"refused": refused})
-        counts = self.embed_pairs(spec, pairs, lane) if pairs else \
-            {"done": 0, "failed": 0, "reused": 0}
+        counts = self.embed_pairs(spec, pairs, lane, durable=not first_delivery) if pairs \
+            else {"done": 0, "failed": 0, "reused": 0}
         return {**counts, "refused": refused}
 
     def embed_pairs(self, spec: EncodeSpec, pairs: dict[str, str], lane: int,
-                    room: Room | None = None) -> dict[str, int]:
+                    room: Room | None = None, *, durable: bool = True) -> dict[str, int]:
         """Embed (fingerprint -> text) pairs; `room` is batcher room the caller reserved
-        (filled by the first submit; the caller releases it if nothing was submitted)."""
+        (filled by the first submit; the caller releases it if nothing was submitted);
+        `durable`: look for vectors already stored in the durable tier too."""
         fps = list(pairs)
         served = self.serving(spec)
         if served is None:
@@ -199,7 +210,7 @@ class WorkerRuntime:
             self.writer.fail({fp: err for fp in fps})
             return {"done": 0, "failed": len(fps), "reused": 0}
 
-        stored = self.durable.get_many(fps)
+        stored = self._computed(spec, fps, durable)
         if stored:
             coordination.publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
         todo = [fp for fp in fps if fp not in stored]
@@ -212,6 +223,21 @@ class WorkerRuntime:
         done = self.fencing.run_leased({fp: pairs[fp] for fp in todo}, encode)
         return {"done": done + len(stored), "failed": len(fps) - done - len(stored),
                 "reused": len(stored)}
+
+    def _computed(self, spec: EncodeSpec, fps: list[str], durable: bool) -> dict[str, bytes]:
+        """Vectors already computed for `fps`: the durable tier's (when `durable`), then
+        the hot tier's for the rest, which are persisted here (the writer fills the hot
+        tier before the durable one; a worker that died in between left them only hot)."""
+        stored = self.durable.get_many(fps) if durable else {}
+        rest = [fp for fp in fps if fp not in stored]
+        hot = {fp: blob for fp, blob in zip(rest, self.hot.get_vectors(rest), strict=True)
+               if blob is not None}
+        if hot:
+            self.durable.put_many([
+                StoredVector(fp, spec.model, spec.revision, len(blob) // 4, blob, spec.dtype)
+                for fp, blob in hot.items()
+            ])
+        return {**stored, **hot}
 
     def _encode(self, batcher: Batcher, spec: EncodeSpec, pairs: dict[str, str],
                 suspects: set[str], lane: int, room: Room | None = None) -> int:
