@@ -7,9 +7,7 @@ names a revision, which names its tier: its texts go to the encoder of that revi
 `embed_pairs` is the whole life of one message's texts:
 
   1. fingerprints already computed (a duplicate delivery) are answered from the hot tier
-     (and persisted from it: a worker that died between its hot and its durable write
-     left them only there) or, for a delivery that may repeat a finished one, from the
-     durable tier;
+     or, for a delivery that may repeat a finished one, from the durable tier;
   2. texts that died with their process `max_attempts` times are dead-lettered (fencing);
   3. a run lease per fingerprint fences concurrent deliveries of the same work (fencing);
   4. the rest go through the batcher; the writer persists each batch and resolves each
@@ -28,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from embedq import coordination
-from embedq.cache import DurableStore, HotStore, StoredVector, make_hot_store
+from embedq.cache import DurableStore, HotStore, make_hot_store
 from embedq.config import Settings
 from embedq.encoders import Encoder, load_encoder
 from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
@@ -210,7 +208,7 @@ class WorkerRuntime:
             self.writer.fail({fp: err for fp in fps})
             return {"done": 0, "failed": len(fps), "reused": 0}
 
-        stored = self._computed(spec, fps, durable)
+        stored = self._computed(fps, durable)
         if stored:
             coordination.publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
         todo = [fp for fp in fps if fp not in stored]
@@ -224,19 +222,14 @@ class WorkerRuntime:
         return {"done": done + len(stored), "failed": len(fps) - done - len(stored),
                 "reused": len(stored)}
 
-    def _computed(self, spec: EncodeSpec, fps: list[str], durable: bool) -> dict[str, bytes]:
+    def _computed(self, fps: list[str], durable: bool) -> dict[str, bytes]:
         """Vectors already computed for `fps`: the durable tier's (when `durable`), then
-        the hot tier's for the rest, which are persisted here (the writer fills the hot
-        tier before the durable one; a worker that died in between left them only hot)."""
+        the hot tier's for the rest (the writer fills it after the durable tier, so a hot
+        vector is a stored one)."""
         stored = self.durable.get_many(fps) if durable else {}
         rest = [fp for fp in fps if fp not in stored]
         hot = {fp: blob for fp, blob in zip(rest, self.hot.get_vectors(rest), strict=True)
                if blob is not None}
-        if hot:
-            self.durable.put_many([
-                StoredVector(fp, spec.model, spec.revision, len(blob) // 4, blob, spec.dtype)
-                for fp, blob in hot.items()
-            ])
         return {**stored, **hot}
 
     def _encode(self, batcher: Batcher, spec: EncodeSpec, pairs: dict[str, str],

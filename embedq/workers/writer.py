@@ -1,13 +1,11 @@
 """The batch writer: what happens to a batch after the model ran (the writer thread).
 
 For each batch: finish every vector for its item's spec, reject NaN/Inf/wrong widths,
-fill the hot tier (online vectors for `hot_ttl_s`, bulk ones briefly), release claims,
-wake waiters and count in one round trip, then persist the batch in one statement (the
-fence against duplicate work), and resolve each item's future on its own (so the task,
-and its message's acknowledgement, ends only once the batch is durable). A failed batch
-of several texts is retried text by text, so one bad text never fails its batch-mates; a
-batch the upstream API failed is not (the upstream is at fault, not a text): its texts
-fail as a retryable UpstreamError.
+persist the batch in one statement (the fence against duplicate work), fill the hot tier
+(online vectors for `hot_ttl_s`, bulk ones briefly), release claims, wake waiters, count,
+and resolve each item's future on its own. A failed batch of several texts is retried
+text by text, so one bad text never fails its batch-mates; a batch the upstream API failed
+is not (the upstream is at fault, not a text): its texts fail as a retryable UpstreamError.
 """
 
 from __future__ import annotations
@@ -70,15 +68,17 @@ class BatchWriter:
                     item.fp, item.spec.model, item.spec.revision, int(vec.shape[0]),
                     to_bytes(vec), item.spec.dtype,
                 )
+        try:
+            self.durable.put_many(list(rows.values()))
+        except Unavailable as exc:
+            for item in items:
+                item.future.set_exception(exc)
+            return
         blobs = {fp: r.vector for fp, r in rows.items()}
         online = {i.fp for i in items if i.lane == ONLINE}
-        # The hot tier first: its waiters are answered as soon as it holds the vectors, and
-        # the durable write that follows is off their critical path. It is still durably
-        # queued: the message stays unacknowledged until its items' futures resolve, which
-        # is after the durable write, so a worker that dies between the two writes has its
-        # message delivered again, and that copy finds the vectors in the hot tier and
-        # persists them without encoding again (`WorkerRuntime.embed_pairs`).
-        record = BatchRecord(
+        # Bulk vectors stay hot only long enough for waiters to collect them: a million-row
+        # job must not fill Redis; Postgres answers later lookups. One round trip in all.
+        self.hot.record_batch(BatchRecord(
             vectors=[
                 ({fp: b for fp, b in blobs.items() if fp in online}, self.settings.hot_ttl_s),
                 ({fp: b for fp, b in blobs.items() if fp not in online},
@@ -90,24 +90,9 @@ class BatchWriter:
             counts={"encoded": len(batch.texts), "batches": 1, **self.usage()},
             observations={"batch_texts": len(batch.texts), "batch_tokens": batch.tokens,
                           "encode_seconds": elapsed_ms / 1000},
-        )
-        try:
-            # Bulk vectors stay hot only long enough for waiters to collect them: a
-            # million-row job must not fill Redis; Postgres answers later lookups.
-            self.hot.record_batch(record)
-        except Unavailable:
-            # The retried task answers from the durable tier instead of encoding again.
-            self.durable.put_many(list(rows.values()))
-            raise
+        ))
         if bad:
             self.fail(bad)
-        try:
-            self.durable.put_many(list(rows.values()))
-        except Unavailable as exc:
-            # Retried once the database is back: the vectors wait in the hot tier.
-            for item in items:
-                item.future.set_exception(exc)
-            return
         for item in items:
             if item.fp in blobs:
                 item.future.set_result(blobs[item.fp])
