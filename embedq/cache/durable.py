@@ -2,8 +2,7 @@
 
 Reads are one query per request (chunked only past `READ_CHUNK` fingerprints); writes are
 one `INSERT .. ON CONFLICT DO NOTHING` per batch, so a duplicate execution is harmless:
-the primary key on the fingerprint is the real fence. Vector writes commit asynchronously
-on Postgres (`ASYNC_COMMIT` says what that risks, and why it is safe).
+the primary key on the fingerprint is the real fence.
 """
 
 from __future__ import annotations
@@ -12,21 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from embedq.models import Database, Embedding
 
 READ_CHUNK = 5000
-
-# Vector rows commit without waiting for their WAL flush (an fsync: 4-12 ms on the online
-# answer's critical path on the development machine). The rows are visible to every other
-# session at once, as with a synchronous commit; only a crash of the Postgres server itself
-# can lose the last few hundred ms of them (3 x wal_writer_delay at most), consistently,
-# and a lost row is a cache entry: the next request for it computes it again. The next
-# synchronous commit (a job's chunk closing, any job or batch row) flushes every vector
-# row committed before it, so a job never counts an item whose vector a crash could lose.
-ASYNC_COMMIT = text("SET LOCAL synchronous_commit TO off")
 
 
 def to_bytes(vector: npt.NDArray[np.floating]) -> bytes:
@@ -87,8 +77,6 @@ class DurableStore:
             index_elements=["fingerprint"]
         )
         with self.db.session() as s:
-            if self.db.dialect == "postgresql":
-                s.execute(ASYNC_COMMIT)
             result = s.execute(stmt)
         return max(int(getattr(result, "rowcount", 0) or 0), 0)
 
