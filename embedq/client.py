@@ -84,7 +84,19 @@ class Client:
         return 1
 
     def cache_stats(self, namespace: str) -> dict[str, Any]:
+        """Entries, hits, misses, the index, and the threshold the namespace runs at."""
         return self.semantic.stats(namespace)
+
+    def cache_configure(self, namespace: str, *, max_false_hit_rate: float | None = None,
+                        threshold: float | None = None) -> dict[str, Any]:
+        """Set the namespace's error budget and base threshold (None: none, the default)."""
+        return self.semantic.configure(namespace, max_false_hit_rate=max_false_hit_rate,
+                                       threshold=threshold)
+
+    def cache_feedback(self, namespace: str, hit_id: str, correct: bool) -> dict[str, Any]:
+        """Say whether a served match (its `hit_id`) was right; returns the threshold the
+        namespace now runs at."""
+        return self.semantic.give_feedback(namespace, hit_id, correct)
 
     def close(self) -> None:
         if getattr(self, "_semantic", None) is not None:

@@ -84,9 +84,9 @@ class Settings:
     encoder: str = "sentence-transformers"  # or "hashing", "faulty" (tests), "upstream"
     model: str = DEFAULT_MODEL
     model_revision: str | None = None  # None: derived from the model's files
-    device: str | None = None  # None: cuda when present, else cpu
+    device: str | None = None  # None: cuda when present, else cpu (fp16: cuda only)
     backend: str = "torch"  # or "onnx": ONNX Runtime on CPU, exported once (docs/backends.md)
-    tiers: tuple[str, ...] = ("fp32",)  # precision tiers served; the first is the default
+    tiers: tuple[str, ...] = ("fp32",)  # fp32, int8 (onnx), fp16 (CUDA); the first is default
     normalize: bool = True
     dimensions: int | None = None
     truncate: bool = True
@@ -134,6 +134,14 @@ class Settings:
     api_batch_wait_ms: float = 2.0  # linger for more requests while a call is in flight
     api_batch_max_texts: int = 1024  # texts per coalesced call
 
+    # --- tenants: caps on what one tenant keeps, each counted over its own resources
+    tenant_max_namespaces: int = 100  # semantic-cache namespaces a tenant owns (409 past)
+    tenant_max_entries: int = 1_000_000  # live semantic-cache entries in all its namespaces
+    tenant_max_queued_inputs: int = 5_000_000  # inputs of its unfinished jobs (429 past)
+    # shared: one exact cache for all tenants (a text is embedded once, whoever sends it);
+    # strict: the tenant enters every fingerprint, so each tenant's cache is its own.
+    tenant_isolation: str = "shared"
+
     # --- semantic cache
     semantic_threshold: float = 0.70  # cosine; `embedq bench threshold` (tune split + margin)
     semantic_contrast_guard: bool = True  # refuse matches one word apart (semantic/guard.py)
@@ -154,6 +162,12 @@ class Settings:
     semantic_sweep_interval_s: float = 30.0  # expired-entry sweep and log pruning
     semantic_snapshot_interval_s: float = 300.0  # index snapshots under data_dir/semantic
     semantic_change_retention_s: float = 7 * 86_400.0  # change-log rows kept this long
+    # The error budget (docs/semantic-cache.md, Feedback): how long a served hit can be
+    # judged, how close a query must come to one an entry was marked wrong for to be
+    # refused that entry (cosine), and how many recent verdicts the threshold rule reads.
+    semantic_feedback_ttl_s: int = 86_400
+    semantic_negative_similarity: float = 0.95
+    semantic_feedback_window: int = 10_000
 
     # --- jobs and bulk vectorization
     job_chunk_tokens: int = 65_536  # estimated tokens per chunk task
@@ -215,6 +229,25 @@ class Settings:
             "(its 40-character hash), or set EMBEDQ_MODEL to a model folder"
         )
 
+    def _validate_fp16(self) -> None:
+        """fp16 is computed by torch on a CUDA device. Whether this machine has one is
+        checked where the model loads (a worker's start), not here: an API or a client on
+        a CPU machine lists fp16 to fingerprint the work of GPU workers elsewhere."""
+        if "fp16" not in self.tiers:
+            return
+        if self.encoder == "upstream":
+            raise ConfigError(
+                "EMBEDQ_TIERS with fp16 is computed by a local model on a CUDA GPU, but "
+                "EMBEDQ_ENCODER=upstream computes vectors remotely: remove fp16 from "
+                "EMBEDQ_TIERS (the upstream API's precision is its own)"
+            )
+        if self.device is not None and not self.device.startswith("cuda"):
+            raise ConfigError(
+                f"EMBEDQ_TIERS with fp16 runs only on a CUDA device, but EMBEDQ_DEVICE="
+                f"{self.device!r}: unset EMBEDQ_DEVICE (cuda when present) or set it to "
+                "cuda (or cuda:N), or remove fp16 from EMBEDQ_TIERS"
+            )
+
     def with_overrides(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
@@ -252,17 +285,21 @@ class Settings:
                 f"EMBEDQ_ENCODER={self.encoder!r} is unknown: "
                 "use sentence-transformers, hashing, faulty or upstream"
             )
+        if self.tenant_isolation not in {"shared", "strict"}:
+            raise ConfigError(f"EMBEDQ_TENANT_ISOLATION={self.tenant_isolation!r} is unknown: "
+                              "use shared (one exact cache) or strict (one per tenant)")
         if self.backend not in {"torch", "onnx"}:
             raise ConfigError(f"EMBEDQ_BACKEND={self.backend!r} is unknown: use torch or onnx")
-        unknown = [t for t in self.tiers if t not in {"fp32", "int8"}]
+        unknown = [t for t in self.tiers if t not in {"fp32", "int8", "fp16"}]
         if unknown or not self.tiers or len(set(self.tiers)) != len(self.tiers):
             raise ConfigError(
-                f"EMBEDQ_TIERS={','.join(self.tiers)!r} must list fp32 and/or int8 once each, "
-                "the default first (e.g. fp32,int8)"
+                f"EMBEDQ_TIERS={','.join(self.tiers)!r} must list tiers among fp32, int8 "
+                "(ONNX Runtime) and fp16 (CUDA), each once, the default first (e.g. fp32,int8)"
             )
         if "int8" in self.tiers and self.backend != "onnx":
             raise ConfigError("EMBEDQ_TIERS with int8 runs on ONNX Runtime: set "
                               "EMBEDQ_BACKEND=onnx (and pip install 'embedq[onnx]')")
+        self._validate_fp16()
         if self.job_precision is not None and self.job_precision not in self.tiers:
             raise ConfigError(
                 f"EMBEDQ_JOB_PRECISION={self.job_precision!r} is not a served tier: use one "

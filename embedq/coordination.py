@@ -12,7 +12,11 @@ Every process that computes or waits for a vector goes through this module:
   `{"type", "message"}` under `err:{fp}`), written by `publish_vectors` /
   `publish_failures` and read back by `read_outcomes` as bytes or a typed `EmbedqError`;
 - `await_outcomes` waits until each fingerprint has an outcome, and hands back those
-  whose holder (claim or lease) vanished without one, so the caller can take them over.
+  whose holder (claim or lease) vanished without one, so the caller can take them over;
+- **interest** (`want:{fp}`) says which callers still wait for a fingerprint, each until
+  its deadline: registered with the claim (`claim_wanted`), withdrawn when a caller goes
+  away (`Callers`), read by a worker just before it encodes (`drop_unwanted`). Work
+  nobody waits for any more is not encoded (counted as `abandoned`).
 
 Key names live in `embedq.cache.keys`; the stores' operations in `embedq.cache.hot`.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -171,6 +176,8 @@ def await_outcomes(
     check_s: float = 0.0,
     wake: Waiters | None = None,
     ride_out_outages: bool = False,
+    event: threading.Event | None = None,
+    keep: Callable[[list[str]], list[str]] | None = None,
 ) -> Outcomes:
     """Wait until every fingerprint has an outcome, or its holder is gone, or `deadline`.
 
@@ -181,16 +188,24 @@ def await_outcomes(
     wait, in `orphans`) and may re-queue the rest (they are awaited again). Without
     `adopt` every orphan is taken back. `wake` (the process's "done" subscription) cuts
     the poll short. With `ride_out_outages` a store error is retried until the deadline.
+    `event` is what the wait sleeps on (another thread may set it to wake the wait);
+    `keep(pending)`, called each time the wait wakes, returns the fingerprints still
+    worth waiting for: the others end their wait at once, in `pending`.
     """
     out = Outcomes()
     pending = list(dict.fromkeys(fps))
-    event = threading.Event()
+    given_up: list[str] = []
+    event = event if event is not None else threading.Event()
     if wake is not None:
         wake.register(pending, event)
     next_check = time.monotonic() + check_s
     try:
         while pending:
             event.clear()
+            if keep is not None:
+                pending = _kept(pending, keep, given_up)
+                if not pending:
+                    break
             try:
                 vectors, failures, pending = read_outcomes(hot, pending)
                 out.vectors.update(vectors)
@@ -218,8 +233,18 @@ def await_outcomes(
     finally:
         if wake is not None:
             wake.unregister(fps, event)
-    out.pending = pending
+    out.pending = pending + given_up
     return out
+
+
+def _kept(pending: list[str], keep: Callable[[list[str]], list[str]],
+          given_up: list[str]) -> list[str]:
+    kept = keep(pending)
+    if len(kept) == len(pending):
+        return pending
+    still = set(kept)
+    given_up += [fp for fp in pending if fp not in still]
+    return [fp for fp in pending if fp in still]
 
 
 def _check_holders(hot: HotStore, pending: list[str], holder: Callable[[str], str],
@@ -242,3 +267,108 @@ def _check_holders(hot: HotStore, pending: list[str], holder: Callable[[str], st
     out.orphans.extend(taken)
     done = set(out.vectors) | set(out.failures) | set(out.orphans)
     return [fp for fp in pending if fp not in done]
+
+
+# --- interest: who still waits for a fingerprint
+class Callers:
+    """The requests one service call answers (a coalesced group, or one caller), each
+    owning a run of its inputs; which of them went away while the call waits; and the
+    call's claim owner, which its queued messages name.
+
+    The API calls `leave(k)` when request k's client disconnects: safe from any thread,
+    no I/O, it wakes the call's wait (`wake`), whose own thread then withdraws request
+    k's interest and stops waiting for what no request still here wants
+    (`still_wanted`). A caller that timed out needs no withdrawal: its interest ends
+    with its deadline (`bind`).
+    """
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.ids = [f"caller-{uuid.uuid4().hex[:16]}" for _ in sizes]
+        self.owner = f"req-{uuid.uuid4().hex[:16]}"
+        self.wake = threading.Event()
+        self._of_input = [k for k, n in enumerate(sizes) for _ in range(n)]
+        self._fps: list[str] = []
+        self._deadline = 0.0
+        self._gone: set[int] = set()
+        self._unsettled: list[int] = []
+        self._lock = threading.Lock()
+
+    def bind(self, fps: list[str], deadline: float) -> None:
+        """The call's fingerprints, one per input in input order, and its deadline
+        (`time.monotonic()` seconds)."""
+        if len(fps) != len(self._of_input):
+            raise ValueError(f"{len(fps)} fingerprints for {len(self._of_input)} inputs")
+        self._fps, self._deadline = list(fps), deadline
+
+    def leave(self, k: int) -> None:
+        with self._lock:
+            if k not in self._gone:
+                self._gone.add(k)
+                self._unsettled.append(k)
+        self.wake.set()
+
+    def ttl_ms(self) -> int:
+        """Milliseconds until the deadline: how long registered interest lives."""
+        return max(1, int((self._deadline - time.monotonic()) * 1000))
+
+    def wants(self, fps: list[str]) -> dict[str, list[str]]:
+        """Of `fps`, each one's callers still here (fingerprint -> caller ids)."""
+        return self._wants(set(fps), lambda k: k not in self._gone)
+
+    def wanted(self, fps: list[str]) -> list[str]:
+        """Those of `fps` some request still here wants, in order."""
+        with self._lock:
+            if not self._gone:
+                return fps
+        wants = self.wants(fps)
+        return [fp for fp in fps if fp in wants]
+
+    def departed(self) -> dict[str, list[str]]:
+        """The interest of the requests that left since the last call, to withdraw."""
+        with self._lock:
+            left, self._unsettled = set(self._unsettled), []
+        return self._wants(set(self._fps), left.__contains__) if left else {}
+
+    def _wants(self, fps: set[str], keep: Callable[[int], bool]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        with self._lock:
+            for fp, k in zip(self._fps, self._of_input, strict=True):
+                if fp in fps and keep(k):
+                    ids = out.setdefault(fp, [])
+                    if self.ids[k] not in ids:
+                        ids.append(self.ids[k])
+        return out
+
+
+def claim_wanted(hot: HotStore, fps: list[str], callers: Callers, ttl_ms: int
+                 ) -> tuple[list[str], list[str]]:
+    """`claim` by `callers.owner`, registering in the same command the interest of each
+    caller still here in each fingerprint, won or lost, until the call's deadline."""
+    results = hot.acquire_wanted([keys.claim(fp) for fp in fps], callers.owner, ttl_ms,
+                                 callers.wants(fps), callers.ttl_ms())
+    won = [fp for fp, ok in zip(fps, results, strict=True) if ok]
+    lost = [fp for fp, ok in zip(fps, results, strict=True) if not ok]
+    if won:
+        hot.release([keys.failure(fp) for fp in won])
+    return won, lost
+
+
+def still_wanted(hot: HotStore, callers: Callers, fps: list[str]) -> list[str]:
+    """Withdraw the interest of the requests that left since the last call; return those
+    of `fps` some request still here wants (`await_outcomes`'s `keep`). A store error is
+    logged, not raised: the interest still ends at the deadline."""
+    gone = callers.departed()
+    if gone:
+        try:
+            hot.unwant(gone)
+        except Unavailable as exc:
+            log.warning("could not withdraw the interest of departed callers: %s", exc)
+    return callers.wanted(fps)
+
+
+def drop_unwanted(hot: HotStore, owners: list[tuple[str, str]]) -> list[str]:
+    """Of (fingerprint, claim owner) pairs about to be encoded, the fingerprints nobody
+    waits for any more: their claims (where that owner still holds them) are released
+    and they are counted as `abandoned`, in one round trip. Nothing is written for them:
+    whoever wants one later claims and computes it as usual."""
+    return hot.drop_unwanted(owners)

@@ -7,17 +7,24 @@
     │   ├── InputTooLarge      past a documented limit (HTTP 413)
     │   ├── MalformedRequest   the body is not UTF-8 JSON (HTTP 400)
     │   │   └── UnsupportedMediaType  the body is not sent as application/json (HTTP 415)
-    │   └── BadInputFile       a bulk input file; names the line
+    │   ├── BadInputFile       a bulk input file; names the line
+    │   └── LimitReached       the tenant is at a cap on what it keeps (HTTP 409); names
+    │                          the limit and the setting that raises it
     ├── Unauthorized           no or a wrong API key (HTTP 401)
+    ├── Forbidden              the key lacks the scope the route needs (HTTP 403)
     ├── NotFound               a job or entry that does not exist (HTTP 404)
     ├── Unavailable            a server is down; retry later (HTTP 503, Retry-After)
     │   ├── DatabaseUnavailable
     │   ├── BrokerUnavailable
-    │   └── Overloaded         too much queued online work (HTTP 429, Retry-After)
+    │   ├── Overloaded         too much queued online work (HTTP 429, Retry-After)
+    │   └── RateLimited        the key's request or text rate (HTTP 429, Retry-After)
+    │       ├── DailyLimitReached  the key's texts a UTC day; Retry-After: the next day
+    │       └── QueueLimitReached  the tenant's queued job inputs are at their cap
     ├── EmbeddingFailed        one text could not be embedded; carries its fingerprint
     │   ├── InvalidVector      the encoder produced NaN/Inf or the wrong dimension
     │   └── PoisonText         the worker died encoding it max_attempts times
     ├── EmbeddingTimeout       no answer within the request timeout (retryable)
+    ├── Abandoned              a worker dropped a text nobody waits for any more
     └── UpstreamError          the remote embeddings API failed after its retries
 
 Foreign exceptions (SQLAlchemy, redis, kombu) are translated where they enter, with
@@ -87,6 +94,10 @@ class Overloaded(Unavailable):
     """Too much online work is queued; the caller should back off."""
 
 
+class RateLimited(Unavailable):
+    """The key is past its rate limit; the caller should retry after `retry_after_s`."""
+
+
 class EmbeddingFailed(EmbedqError):
     """One text could not be embedded."""
 
@@ -109,6 +120,11 @@ class EmbeddingTimeout(EmbedqError):
     retryable = True
 
 
+class Abandoned(EmbedqError):
+    """Every caller of a text went away (timed out, disconnected) before a worker encoded
+    it, so it was not encoded. Only the worker sees it: nobody is left to tell."""
+
+
 class UpstreamError(EmbedqError):
     """The remote embeddings API failed after its bounded retries."""
 
@@ -125,3 +141,25 @@ class UnsupportedMediaType(MalformedRequest):
 
 class Unauthorized(EmbedqError):
     """The request carries no API key, or one this deployment does not accept."""
+
+
+class Forbidden(EmbedqError):
+    """The key is accepted but lacks the scope the request needs."""
+
+
+class LimitReached(InvalidInput):
+    """The tenant keeps as many of something as its cap allows; `setting` raises the cap.
+    Retrying as is cannot help until something is deleted (HTTP 409)."""
+
+    def __init__(self, message: str, param: str | None = None, setting: str = "") -> None:
+        super().__init__(message, param)
+        self.setting = setting
+
+
+class DailyLimitReached(RateLimited):
+    """The key sent as many texts this UTC day as it may; Retry-After: the next day."""
+
+
+class QueueLimitReached(RateLimited):
+    """The tenant's unfinished jobs hold as many inputs as its cap allows; retry once
+    some of them finished (HTTP 429)."""

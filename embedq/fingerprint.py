@@ -15,6 +15,12 @@ can never be mistaken for new ones):
 
 Everything that changes the vector is in it; nothing else is (no request ids, users or
 sources), so the same request built in any process on any machine gives the same key.
+
+One exception, by configuration: with EMBEDQ_TENANT_ISOLATION=strict the spec carries
+the tenant, and `fields` gains `"tenant": str`, so each tenant's texts have keys of their
+own (its own cache entries, claims and computations). A spec without a tenant encodes
+exactly as above: the shared fingerprints do not change. The tenant travels in the
+spec's JSON (`to_json`), so a worker recomputing a fingerprint gets the same key.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ class EncodeSpec:
     dimensions: int | None = None
     normalize: bool = True
     dtype: str = "float32"
+    tenant: str | None = None  # strict tenant isolation only; None: shared fingerprints
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -46,7 +53,12 @@ class EncodeSpec:
             raise InvalidInput("dimensions must be a positive integer", "dimensions")
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        """The spec as a message carries it; `tenant` only when set, so a shared spec's
+        JSON is what it was before tenants existed."""
+        data = asdict(self)
+        if self.tenant is None:
+            del data["tenant"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> EncodeSpec:
@@ -57,6 +69,7 @@ class EncodeSpec:
             dimensions=int(dims) if isinstance(dims, int) else None,
             normalize=bool(data.get("normalize", True)),
             dtype=str(data.get("dtype", "float32")),
+            tenant=str(data["tenant"]) if data.get("tenant") is not None else None,
         )
 
 
@@ -73,7 +86,7 @@ def text_digest(text: str) -> str:
 
 
 def canonical_encoding(spec: EncodeSpec, digest: str) -> bytes:
-    fields = {
+    fields: dict[str, object] = {
         "dimensions": spec.dimensions,
         "dtype": spec.dtype,
         "model": spec.model,
@@ -81,6 +94,8 @@ def canonical_encoding(spec: EncodeSpec, digest: str) -> bytes:
         "revision": spec.revision,
         "text_sha256": digest,
     }
+    if spec.tenant is not None:
+        fields["tenant"] = spec.tenant
     body = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return f"{SCHEME}\n{body}".encode("ascii")
 

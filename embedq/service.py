@@ -10,13 +10,16 @@
   4. wait for "done" notifications (polling as a fallback); a fingerprint whose claim
      vanished with no vector (dead leader, lost broker) is claimed and queued again;
   5. answer in input order, each text with its vector or its own error.
+
+Each caller's interest in its fingerprints is registered with the claims and lasts until
+its deadline (or until its client disconnects, `Callers.leave`): a worker does not encode
+what nobody waits for any more.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -108,13 +111,21 @@ class EmbeddingService:
     def spec(
         self, model: str | None = None, dimensions: int | None = None,
         normalize: bool | None = None, precision: str | None = None,
+        tenant: str | None = None,
     ) -> EncodeSpec:
         """The spec a request is fingerprinted with. A model name suffix
-        (`all-MiniLM-L6-v2:int8`) or `precision` picks the tier; default the first."""
+        (`all-MiniLM-L6-v2:int8`) or `precision` picks the tier; default the first.
+        `tenant` enters it only with EMBEDQ_TENANT_ISOLATION=strict (`isolated`)."""
         tier = self.tier_of(model, precision)
         dims = dimensions if dimensions is not None else self.settings.dimensions
         norm = self.settings.normalize if normalize is None else normalize
-        return EncodeSpec(self.model, self.revisions[tier], dims, norm)
+        return EncodeSpec(self.model, self.revisions[tier], dims, norm,
+                          tenant=self.isolated(tenant))
+
+    def isolated(self, tenant: str | None) -> str | None:
+        """The tenant as fingerprints carry it: itself in strict isolation, else None
+        (one exact cache shared by every tenant)."""
+        return tenant if self.settings.tenant_isolation == "strict" else None
 
     def model_name(self, tier: str) -> str:
         """How clients name `tier`: the bare model for the default, else `<model>:<tier>`."""
@@ -165,8 +176,12 @@ class EmbeddingService:
         timeout_s: float | None = None,
         requests: int = 1,
         precision: str | None = None,
+        tenant: str | None = None,
+        callers: coordination.Callers | None = None,
     ) -> EmbedResult:
-        spec = self.spec(model, dimensions, normalize, precision)
+        """`callers`: the requests `texts` came from (one by default), which the API tells
+        when one goes away; the call returns early once every one has gone."""
+        spec = self.spec(model, dimensions, normalize, precision, tenant)
         for i, t in enumerate(texts):
             if not isinstance(t, str):
                 raise InvalidInput(f"input {i} is not a string", "input")
@@ -177,12 +192,14 @@ class EmbeddingService:
         unique = list(text_of)
         found = self._lookup(unique)
         misses = [fp for fp in unique if fp not in found]
-        won, lost = self._claim(misses)
-        started = time.perf_counter()
-        if won and self._submit(spec, [(fp, text_of[fp]) for fp in won]):
-            log.info("leader start: queued %d fingerprints (first %s)", len(won), won[0][:12])
         deadline = time.monotonic() + (timeout_s or self.settings.request_timeout_s)
-        answers = self._collect(spec, won + lost, text_of, deadline)
+        callers = callers if callers is not None else coordination.Callers([len(texts)])
+        callers.bind(fps, deadline)
+        won, lost = self._claim(misses, callers)
+        started = time.perf_counter()
+        if won and self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner):
+            log.info("leader start: queued %d fingerprints (first %s)", len(won), won[0][:12])
+        answers = self._collect(spec, won + lost, text_of, deadline, callers)
         cost_ms = (time.perf_counter() - started) * 1000
         counts = self._record(fps, texts, found, won, lost, answers, requests, cost_ms)
         return EmbedResult(_outcomes(fps, found, won, answers), spec, counts)
@@ -234,15 +251,16 @@ class EmbeddingService:
             found.update({fp: ("durable", blob) for fp, blob in stored.items()})
         return found
 
-    def _claim(self, fps: list[str]) -> tuple[list[str], list[str]]:
+    def _claim(self, fps: list[str], callers: coordination.Callers
+               ) -> tuple[list[str], list[str]]:
         won: list[str] = []
         lost: list[str] = []
         if fps:
-            owner = f"req-{uuid.uuid4().hex[:16]}"
-            won, lost = coordination.claim(self.hot, fps, owner, self.settings.claim_ttl_ms)
+            won, lost = coordination.claim_wanted(self.hot, fps, callers,
+                                                  self.settings.claim_ttl_ms)
         return won, lost
 
-    def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]]) -> bool:
+    def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]], owner: str) -> bool:
         """Queue the work; True once published.
 
         A broker error frees the claims and is raised: the caller answers at once (503).
@@ -260,7 +278,7 @@ class EmbeddingService:
             for part in plan_messages(fps, self.settings.message_max_texts)
         ]
         try:
-            publish_embed(self.app, spec, groups, self.settings.online_queue)
+            publish_embed(self.app, spec, groups, self.settings.online_queue, owner=owner)
         except EmbedqError as exc:
             try:
                 coordination.release(self.hot, fps)  # do not block these for a claim ttl
@@ -277,23 +295,28 @@ class EmbeddingService:
         fps: list[str],
         text_of: dict[str, str],
         deadline: float,
+        callers: coordination.Callers,
     ) -> dict[str, bytes | EmbedqError]:
         """Wait for each fingerprint's outcome. A store outage is ridden out until the
         deadline; a claim that vanished with no vector (dead leader, a restarted empty
-        broker) is claimed and queued again."""
+        broker) is claimed and queued again, unless no caller still here wants it. A caller
+        that leaves has its interest withdrawn, and what no caller still here wants is
+        no longer waited for (answered as timed out: nobody reads it)."""
         if not fps:
             return {}
 
         def requeue(orphans: list[str]) -> list[str]:
-            won, _ = self._claim(orphans)
+            won, _ = self._claim(callers.wanted(orphans), callers)
             if won:
                 log.warning("re-queueing %d fingerprints whose claim expired", len(won))
-                self._submit(spec, [(fp, text_of[fp]) for fp in won])
+                self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner)
             return []  # every orphan is awaited again
 
         got = coordination.await_outcomes(
             self.hot, fps, deadline=deadline, adopt=requeue, durable=self.durable,
             poll_s=POLL_S, check_s=CLAIM_CHECK_S, wake=self.waiters, ride_out_outages=True,
+            event=callers.wake,
+            keep=lambda pending: coordination.still_wanted(self.hot, callers, pending),
         )
         answers: dict[str, bytes | EmbedqError] = {**got.vectors, **got.failures}
         for fp in got.pending:

@@ -77,3 +77,39 @@ def model_client(tmp_path_factory: pytest.TempPathFactory) -> Any:
     data_dir = tmp_path_factory.mktemp("model-client")
     settings = Settings.from_env({"EMBEDQ_DATA_DIR": str(data_dir)})
     return Client(settings)
+
+
+@pytest.fixture(scope="session")
+def model_encoder(model_client: Any) -> Any:
+    """The torch encoder of `model_client`'s in-process worker: the session's one load of
+    the real default model, for tests that call an encoder directly."""
+    model_client.deployment.ensure_worker()
+    runtime = model_client.deployment.worker_runtime
+    assert runtime is not None
+    return runtime.encoder
+
+
+class OnnxExports:
+    """One data dir per session for ONNX exports of the default model.
+
+    Exporting fp32 and int8 takes tens of seconds, so modules that need the exports share
+    them: tests/integration/test_onnx_backend.py exports into the shared dir while it is
+    still empty (it tests exporting on an empty dir), and a later module's worker finds the
+    exports there. A module that needs an empty dir gets a new one once the shared dir has
+    exports, so the order the modules run in changes no test.
+    """
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self._factory = factory
+        self.shared = factory.mktemp("onnx-exports")
+
+    def empty_dir(self) -> Path:
+        """A data dir with no exports yet: the shared one while nothing is in it."""
+        if not (self.shared / "models").exists():
+            return self.shared
+        return self._factory.mktemp("onnx-exports")
+
+
+@pytest.fixture(scope="session")
+def onnx_exports(tmp_path_factory: pytest.TempPathFactory) -> OnnxExports:
+    return OnnxExports(tmp_path_factory)

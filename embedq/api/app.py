@@ -3,7 +3,8 @@
 Routes: POST /v1/embeddings, GET /v1/models, GET /healthz, GET /readyz, GET /metrics,
 GET /openapi.json, GET /docs, text-embeddings-inference's (routes/tei.py), plus the
 feature routers of FEATURE_ROUTERS. Every route but /healthz, /readyz and /health needs an
-API key when EMBEDQ_API_KEYS is set; every error is answered in the OpenAI error shape
+API key once keys exist (auth.py: checked before the body is read; each router states
+the scope its routes need); every error is answered in the OpenAI error shape
 (errors.py; the TEI routes in TEI's); every request body is limited while it
 streams in (limits.py). Feature routers get all three without doing anything.
 """
@@ -21,7 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
-from embedq.api.auth import require_api_key
+from embedq.api.auth import ADMIN, ANY_KEY, EMBED, AuthMiddleware
 from embedq.api.batching import RequestBatcher
 from embedq.api.depth import QueueDepth
 from embedq.api.errors import error_responses, install_handlers
@@ -32,6 +33,9 @@ from embedq.api.state import ApiState, get_state
 from embedq.config import Settings
 from embedq.deployment import Deployment
 from embedq.encoders.tokens import load_token_counter
+from embedq.tenants import Authenticator, KeyStore
+from embedq.tenants.quota import TextQuota
+from embedq.tenants.ratelimit import RateLimiter
 from embedq.version import __version__
 
 log = logging.getLogger("embedq.api")
@@ -65,9 +69,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.service = service
         app.state.deployment = deployment
         app.state.embedq = ApiState(settings, service, tokens, batcher, depth, metrics)
-        if not settings.api_keys:
+        authenticator = Authenticator(settings.api_keys, KeyStore(service.db))
+        app.state.authenticator = authenticator
+        app.state.limiter = RateLimiter(getattr(service.hot, "client", None))
+        app.state.quota = TextQuota(getattr(service.hot, "client", None))
+        if not await run_in_threadpool(authenticator.required):
             log.warning("EMBEDQ_API_KEYS is unset: the API is open to anyone who can reach "
-                        "it; set EMBEDQ_API_KEYS=key1,key2 to require Bearer keys")
+                        "it; set EMBEDQ_API_KEYS=key1,key2 or create keys with `embedq keys "
+                        "create` to require Bearer keys")
         log.info("serving model=%s revision=%s window=%s dimension=%s", service.model,
                  service.revision, tokens.window, tokens.dimension)
         try:
@@ -94,13 +103,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     upload_limit = max(settings.max_body_bytes, settings.max_file_bytes + 64 * 1024)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes,
                        path_limits={"/v1/files": (upload_limit, "EMBEDQ_MAX_FILE_BYTES")})
+    # Outside the body limit: a caller without a key is refused before any body is read.
+    app.add_middleware(AuthMiddleware,
+                       authenticator=lambda: getattr(app.state, "authenticator", None),
+                       limiter=lambda: getattr(app.state, "limiter", None),
+                       renderers=dict.fromkeys(tei.PATHS, tei.tei_error_response))
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
-    protected = [Depends(require_api_key)]
+    # Every route but the probes needs an accepted key; routers add the scope they need.
+    protected = [Depends(ANY_KEY)]
+    embed = [Depends(EMBED)]
     app.include_router(health.router)
-    app.include_router(embeddings.build_router(settings, tokens.dimension), dependencies=protected)
+    app.include_router(embeddings.build_router(settings, tokens.dimension), dependencies=embed)
     app.include_router(models.router, dependencies=protected)
-    app.include_router(tei.router, dependencies=protected)  # text-embeddings-inference
+    app.include_router(tei.router, dependencies=embed)  # text-embeddings-inference
     app.include_router(tei.health_router)
     app.include_router(_meta_router(app), dependencies=protected)
     for router in _feature_routers():
@@ -115,10 +131,11 @@ def _feature_routers() -> list[APIRouter]:
 def _meta_router(app: FastAPI) -> APIRouter:
     router = APIRouter()
 
-    @router.get("/metrics", tags=["health"], summary="Prometheus metrics",
+    @router.get("/metrics", tags=["health"], summary="Prometheus metrics (scope admin)",
                 response_class=Response, responses={
                     200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {}}},
-                    **error_responses(401)})
+                    **error_responses(401, 403)},
+                dependencies=[Depends(ADMIN)])
     async def metrics(request: Request) -> Response:
         body = await run_in_threadpool(get_state(request).metrics.render)
         return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -1,50 +1,225 @@
-"""API keys: `Authorization: Bearer <key>`, compared in constant time.
+"""API keys: `Authorization: Bearer <key>`, checked before a byte of the body is read.
 
-With EMBEDQ_API_KEYS set (comma-separated), every route but /healthz and /readyz needs one
-of the keys; unset, the API is open (and `embedq serve` says so when it starts). Routers
-get the check by `dependencies=[Depends(require_api_key)]`; `create_app` adds it to every
-router it includes, so feature routers need not repeat it.
+`AuthMiddleware` wraps the app in front of body parsing: a request without an accepted
+key is answered 401 without reading its body, so an unauthenticated caller cannot make
+the server hold a 16 MB body. An accepted key's `Principal` (tenant, scopes, limits) is
+put on the request (`request.state.principal`); routes state the scope they need with
+`Depends(require_scope(...))` (403 without it) and act for `principal.tenant`.
+
+Keys are the bootstrap keys of EMBEDQ_API_KEYS (tenant "default", every scope) and the
+keys of `embedq keys create` (embedq.tenants). With neither, the API is open: every
+caller acts as the tenant "default" with every scope (`embedq serve` refuses to listen
+beyond loopback so, unless told --insecure-open). The public paths (probes) need no key;
+a valid key there still names its caller, so /readyz shows its checks to admin keys.
 """
 
 from __future__ import annotations
 
-import hmac
-from typing import Annotated
+import logging
+import time
+from collections.abc import Callable, Collection
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from embedq.errors import Unauthorized
+from embedq.api.errors import embedq_error_response
+from embedq.errors import EmbedqError, Forbidden, Unauthorized, Unavailable
+from embedq.tenants import SCOPES, Authenticator, Principal
+from embedq.tenants.authenticator import match_index
+from embedq.tenants.quota import TextQuota
+from embedq.tenants.ratelimit import RateLimiter
 
+# Documents the scheme in OpenAPI; the check itself is the middleware's.
 bearer = HTTPBearer(
     auto_error=False,
-    description="One of the keys in EMBEDQ_API_KEYS (not needed when it is unset).",
+    description="A key from `embedq keys create`, or one of EMBEDQ_API_KEYS.",
 )
+
+audit_log = logging.getLogger("embedq.audit")
+
+OPEN = Principal.everything("open")
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/health"})
+
+NO_KEY = ("this API needs a key: send the header `Authorization: Bearer <key>` with a key "
+          "from `embedq keys create` or one of the keys in the server's EMBEDQ_API_KEYS")
+BAD_KEY = ("the API key is not accepted (unknown or revoked): use a key from `embedq keys "
+           "create` (`embedq keys list` shows the active ones) or one of EMBEDQ_API_KEYS")
+
+
+def bearer_token(scope: Scope) -> str | None:
+    """The token of an `Authorization: Bearer` header; None when absent or another scheme."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            token = token.strip()
+            return token if scheme.lower() == "bearer" and token else None
+    return None
 
 
 def key_matches(given: str, keys: tuple[str, ...]) -> bool:
     """True if `given` equals one of `keys`; every key is compared, in constant time each."""
-    raw = given.encode("utf-8", "surrogatepass")
-    matched = False
-    for key in keys:
-        matched |= hmac.compare_digest(raw, key.encode("utf-8"))
-    return matched
+    return match_index(given, tuple(k.encode("utf-8") for k in keys)) > 0
 
 
-async def require_api_key(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> None:
-    """Raise Unauthorized (HTTP 401) unless the request carries an accepted key."""
-    keys: tuple[str, ...] = request.app.state.settings.api_keys
-    if not keys:
+ErrorRenderer = Callable[[EmbedqError], JSONResponse]
+
+
+class AuthMiddleware:
+    """401 before the body for any non-public path without an accepted key."""
+
+    def __init__(self, app: ASGIApp, authenticator: Callable[[], Authenticator | None],
+                 public: Collection[str] = PUBLIC_PATHS,
+                 renderers: dict[str, ErrorRenderer] | None = None,
+                 limiter: Callable[[], RateLimiter | None] = lambda: None) -> None:
+        """`authenticator()`: the process's Authenticator (None until the app started);
+        `renderers`: path -> the error shape of that path (TEI's routes have their own);
+        `limiter()`: the per-key request rate limiter (429 before the body is read)."""
+        self.app = app
+        self.authenticator = authenticator
+        self.limiter = limiter
+        self.public = frozenset(public)
+        self.renderers = dict(renderers or {})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = str(scope.get("path", ""))
+        public = path in self.public
+        try:
+            principal = await self.identify(scope, public=public)
+        except EmbedqError as exc:
+            if public:  # a probe answers whatever the key store's state: anonymously
+                scope.setdefault("state", {})["principal"] = None
+                await self.app(scope, receive, send)
+                return
+            render = self.renderers.get(path, embedq_error_response)
+            await render(exc)(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        state["principal"] = principal
+        if principal is None or principal is OPEN:
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what the audit line says when the app raises before answering
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            audit(principal, scope, status, state.get("inputs"),
+                  (time.perf_counter() - started) * 1000)
+
+    async def identify(self, scope: Scope, public: bool) -> Principal | None:
+        """The caller; None for an anonymous caller of a public path."""
+        authenticator = self.authenticator()
+        if authenticator is None:
+            return None if public else _starting()
+        token = bearer_token(scope)
+        if not await run_in_threadpool(authenticator.required):
+            return OPEN
+        if token is None:
+            if public:
+                return None
+            raise Unauthorized(NO_KEY)
+        principal = await run_in_threadpool(authenticator.authenticate, token)
+        if principal is None and not public:
+            raise Unauthorized(BAD_KEY)
+        limiter = self.limiter()
+        if principal is not None and not public and limiter is not None:
+            await run_in_threadpool(limiter.check, principal)
+        return principal
+
+
+def audit(principal: Principal, scope: Scope, status: int, inputs: int | None,
+          ms: float) -> None:
+    """One line per authenticated request: who, which route, the answer, how many inputs
+    (routes that take texts set `request.state.inputs`) and how long. Never a text, a
+    payload or the key: the route is the template (`/v1/jobs/{job_id}`)."""
+    route = getattr(scope.get("route"), "path", None) or scope.get("path", "")
+    audit_log.info("request tenant=%s key=%s method=%s route=%s status=%d inputs=%s ms=%.1f",
+                   principal.tenant, principal.key_name, scope.get("method", ""), route,
+                   status, "-" if inputs is None else inputs, ms)
+
+
+def _starting() -> Principal:
+    raise Unavailable("the server is still starting; retry in a moment", retry_after_s=1)
+
+
+def principal_of(request: Request) -> Principal | None:
+    """The caller of this request (None: anonymous, on a public path)."""
+    principal: Principal | None = request.scope.get("state", {}).get("principal")
+    return principal
+
+
+def tenant_of(request: Request) -> str | None:
+    """The tenant this request acts for (None: anonymous)."""
+    principal = principal_of(request)
+    return principal.tenant if principal is not None else None
+
+
+def charge_texts(request: Request, texts: int) -> None:
+    """Note `texts` for the audit line and count them against the caller's texts a day
+    (DailyLimitReached past `texts_per_day`, nothing counted). It may ask Redis: call it
+    from a thread (`admit_texts` does, when the key has a daily limit)."""
+    request.state.inputs = texts
+    principal = principal_of(request)
+    quota: TextQuota | None = getattr(request.app.state, "quota", None)
+    if principal is not None and quota is not None:
+        quota.charge(principal, texts)
+
+
+async def admit_texts(request: Request, texts: int) -> None:
+    """`charge_texts` from the event loop: in a thread only for a key with a daily limit."""
+    principal = principal_of(request)
+    if principal is None or principal.texts_per_day is None:
+        request.state.inputs = texts
         return
-    if credentials is None:
-        raise Unauthorized(
-            "this API needs a key: send the header `Authorization: Bearer <key>` with one "
-            "of the keys in the server's EMBEDQ_API_KEYS"
-        )
-    if not key_matches(credentials.credentials, keys):
-        raise Unauthorized(
-            "the API key is not accepted: use one of the keys in the server's EMBEDQ_API_KEYS"
-        )
+    await run_in_threadpool(charge_texts, request, texts)
+
+
+def require_scope(scope: str | None) -> Callable[..., Any]:
+    """A dependency: the caller, who must hold `scope` (None: any accepted key)."""
+    if scope is not None and scope not in SCOPES:
+        raise AssertionError(f"unknown scope {scope!r}")
+
+    def dependency(
+        request: Request,
+        _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> Principal:
+        principal = principal_of(request)
+        if principal is None:
+            raise Unauthorized(NO_KEY)  # a route behind no middleware: fail closed
+        if scope is not None and not principal.allows(scope):
+            raise Forbidden(
+                f"the key {principal.key_name!r} of tenant {principal.tenant!r} lacks the "
+                f"scope {scope!r} ({SCOPES[scope]}): create a key with it "
+                f"(`embedq keys create --tenant {principal.tenant} --scopes {scope},...`)")
+        return principal
+
+    dependency.embedq_scope = scope  # type: ignore[attr-defined]
+    return dependency
+
+
+# One dependency per scope, shared by routers (`dependencies=[Depends(JOBS)]`) and
+# handlers (`caller: JobsCaller`), so FastAPI runs the check once a request.
+EMBED = require_scope("embed")
+JOBS = require_scope("jobs")
+CACHE_READ = require_scope("cache:read")
+CACHE_WRITE = require_scope("cache:write")
+ADMIN = require_scope("admin")
+ANY_KEY = require_scope(None)
+
+JobsCaller = Annotated[Principal, Depends(JOBS)]
+CacheReader = Annotated[Principal, Depends(CACHE_READ)]
+CacheWriter = Annotated[Principal, Depends(CACHE_WRITE)]

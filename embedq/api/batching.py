@@ -8,10 +8,13 @@ no latency and a busy one forms large groups. One group (same `dimensions` and
 `normalize`, at most
 `api_batch_max_texts` texts) is one `EmbeddingService.embed` call in a thread: one MGET,
 one durable query, one claim pipeline and packed queue messages for the whole group;
-requests for different precision tiers never share a group.
+requests for different precision tiers (or, with strict tenant isolation, different
+tenants) never share a group.
 
 Per-input outcomes stay per input: one request's failed text never fails another
 request. A call that raises (a server down) fails exactly the requests of its group.
+A request that is cancelled (its client disconnected) leaves its call: what no other
+request of the group wants is not encoded, and the call ends once all have left.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
+from embedq.coordination import Callers
 from embedq.service import EmbeddingService, Outcome
 
 log = logging.getLogger("embedq.api")
@@ -36,6 +42,7 @@ class _Waiting:
     dimensions: int | None
     normalize: bool | None
     precision: str | None
+    tenant: str | None  # as fingerprints carry it: None unless isolation is strict
     future: asyncio.Future[list[Outcome]] = field(repr=False)
 
 
@@ -70,13 +77,14 @@ class RequestBatcher:
         return len(self._calls)
 
     async def embed(self, texts: list[str], dimensions: int | None,
-                    normalize: bool | None = None, precision: str | None = None
-                    ) -> list[Outcome]:
+                    normalize: bool | None = None, precision: str | None = None,
+                    tenant: str | None = None) -> list[Outcome]:
         """Outcomes for `texts`, in order, computed together with concurrent requests
         (`normalize` None: the deployment's EMBEDQ_NORMALIZE; `precision`: the tier,
-        None: the default)."""
+        None: the default; `tenant`: the caller's, for strict isolation)."""
         assert self._inbox is not None, "RequestBatcher.start() runs in the app's lifespan"
         waiting = _Waiting(texts, dimensions, normalize, precision,
+                           self.service.isolated(tenant),
                            asyncio.get_running_loop().create_future())
         self._inbox.put_nowait(waiting)
         return await waiting.future
@@ -101,27 +109,31 @@ class RequestBatcher:
                         break
                 taken.append(item)
                 size += len(item.texts)
-            Key = tuple[int | None, bool | None, str | None]
+            Key = tuple[int | None, bool | None, str | None, str | None]
             groups: dict[Key, list[_Waiting]] = {}
             for item in taken:
                 if not item.future.done():  # its client went away while it waited
-                    key = (item.dimensions, item.normalize, item.precision)
+                    key = (item.dimensions, item.normalize, item.precision, item.tenant)
                     groups.setdefault(key, []).append(item)
             for key, group in groups.items():
                 task = asyncio.create_task(self._call(key, group))
                 self._calls.add(task)
                 task.add_done_callback(self._calls.discard)
 
-    async def _call(self, key: tuple[int | None, bool | None, str | None],
+    async def _call(self, key: tuple[int | None, bool | None, str | None, str | None],
                     group: list[_Waiting]) -> None:
-        dimensions, normalize, precision = key
+        dimensions, normalize, precision, tenant = key
         texts = [t for item in group for t in item.texts]
+        callers = Callers([len(item.texts) for item in group])
+        for k, item in enumerate(group):
+            item.future.add_done_callback(_leave_when_cancelled(callers, k))
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(
                 self._executor, lambda: self.service.embed(texts, dimensions=dimensions,
                                            normalize=normalize, requests=len(group),
-                                           precision=precision)
+                                           precision=precision, tenant=tenant,
+                                           callers=callers)
             )
         except Exception as exc:
             for item in group:
@@ -134,3 +146,11 @@ class RequestBatcher:
             start += len(item.texts)
             if not item.future.done():
                 item.future.set_result(part)
+
+
+def _leave_when_cancelled(callers: Callers, k: int) -> Callable[[asyncio.Future[Any]], None]:
+    def leave(future: asyncio.Future[Any]) -> None:
+        if future.cancelled():  # its client went away: request k leaves the call
+            callers.leave(k)
+
+    return leave

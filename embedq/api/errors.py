@@ -24,17 +24,23 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from embedq.cache.semantic.feedback import FeedbackConflict
 from embedq.cache.semantic.store import NamespaceLimitReached
 from embedq.errors import (
     ConfigError,
+    DailyLimitReached,
     EmbeddingFailed,
     EmbeddingTimeout,
     EmbedqError,
+    Forbidden,
     InputTooLarge,
     InvalidInput,
+    LimitReached,
     MalformedRequest,
     NotFound,
     Overloaded,
+    QueueLimitReached,
+    RateLimited,
     Unauthorized,
     Unavailable,
     UnknownModel,
@@ -55,16 +61,26 @@ class ErrorKind:
 
 ERROR_TABLE: tuple[tuple[type[EmbedqError], ErrorKind], ...] = (
     (Unauthorized, ErrorKind(401, "authentication_error", "invalid_api_key")),
+    (Forbidden, ErrorKind(403, "permission_error", "missing_scope")),
     (UnknownModel, ErrorKind(404, "invalid_request_error", "model_not_found")),
     (InputTooLarge, ErrorKind(413, "invalid_request_error", "input_too_large")),
     # 409: the request is valid, the server's state (namespaces at the cap) refuses it
     # until a namespace is deleted; retrying as is cannot help, so neither 429 nor 422.
     (NamespaceLimitReached, ErrorKind(409, "invalid_request_error", "namespace_limit")),
+    # 409: a hit's verdict is final; the other verdict contradicts the recorded one
+    (FeedbackConflict, ErrorKind(409, "invalid_request_error", "feedback_conflict")),
+    # The same for the tenant's other caps (entries): delete some, or raise the setting.
+    (LimitReached, ErrorKind(409, "invalid_request_error", "limit_reached")),
     (UnsupportedMediaType, ErrorKind(415, "invalid_request_error", "unsupported_media_type")),
     (MalformedRequest, ErrorKind(400, "invalid_request_error", "malformed_request")),
     (InvalidInput, ErrorKind(422, "invalid_request_error", "invalid_input")),
     (NotFound, ErrorKind(404, "not_found_error", "not_found")),
     (Overloaded, ErrorKind(429, "rate_limit_error", "overloaded", 1)),
+    # Retry-After: the next UTC day (the exception's own), or a guess at when some of the
+    # tenant's queued job inputs will have run.
+    (DailyLimitReached, ErrorKind(429, "rate_limit_error", "daily_limit_exceeded")),
+    (QueueLimitReached, ErrorKind(429, "rate_limit_error", "queue_limit_exceeded", 60)),
+    (RateLimited, ErrorKind(429, "rate_limit_error", "rate_limit_exceeded", 1)),
     (Unavailable, ErrorKind(503, "service_unavailable", "unavailable", 5)),
     (EmbeddingTimeout, ErrorKind(503, "timeout_error", "embedding_timeout", 1)),
     (EmbeddingFailed, ErrorKind(422, "invalid_request_error", "embedding_failed")),

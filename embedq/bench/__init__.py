@@ -3,10 +3,13 @@
     bulk.py      `embedq bench bulk`: Client.embed over the corpus against bare encode
     jobs.py      `embedq bench bulk --via-jobs`: `embedq bulk` end to end, online latency
     http.py      `embedq bench http`: the HTTP API under 50 concurrent clients
+    dify.py      `embedq bench dify`: the requests Dify sends (OpenAI and TEI providers)
     coalesce.py  `embedq bench coalesce`: a slow upstream, with and without embedq
     semantic.py  `embedq bench semantic`: the semantic cache's index at size
     backends.py  `embedq bench backends`: torch against ONNX Runtime fp32 and int8
+    gpu.py       `embedq bench gpu`: fp16 and fp32 on a CUDA GPU, the index at 1M entries
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
+    cluster.py   the serve (and worker) a bench starts for itself, and stops
     stats.py     the percentile they all report with
 
 The top layer: it may import anything in embedq; only embedq.cli imports it. Texts come
@@ -23,9 +26,14 @@ from typing import Any
 def add_parser(sub: Any, handler: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)")
     p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce", "threshold",
-                                          "backends"])
+                                          "backends", "dify", "gpu"])
     p.add_argument("--entries", type=int, default=100_000, help="semantic: cache entries")
-    p.add_argument("--queries", type=int, default=1000, help="semantic: lookups measured")
+    p.add_argument("--queries", type=int, default=1000,
+                   help="semantic, gpu: lookups measured")
+    p.add_argument("--index-entries", type=int, default=1_000_000,
+                   help="gpu: entries in the semantic index built on the GPU")
+    p.add_argument("--report", default="docs/gpu-report.md",
+                   help="gpu: the report written (only after a run on a CUDA device)")
     p.add_argument("--n", type=int, default=5000)
     p.add_argument("--file", default=None,
                    help="JSONL(.gz) with a 'text' field (default: the bundled corpus)")
@@ -39,6 +47,15 @@ def add_parser(sub: Any, handler: Any) -> None:
                    help="bulk: through `embedq bulk` (jobs), e.g. --n 20000")
     p.add_argument("--online-rate", type=float, default=10.0,
                    help="bulk --via-jobs: online requests a second while a job runs")
+    p.add_argument("--texts", type=int, default=600,
+                   help="dify: texts of each indexing phase (OpenAI route, TEI routes)")
+    p.add_argument("--sequential", type=int, default=60,
+                   help="dify: one-text requests sent one at a time (query embedding)")
+    p.add_argument("--threads", type=int, default=10,
+                   help="dify: indexing threads (Dify's indexing runner uses 10)")
+    p.add_argument("--url", default=None,
+                   help="dify: a running server to target (then nothing is started)")
+    p.add_argument("--api-key", default=None, help="dify --url: the server's API key")
     p.set_defaults(func=handler)
 
 
@@ -55,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
         from embedq.bench import http
 
         report = http.run(args)
+    elif args.kind == "dify":
+        from embedq.bench import dify
+
+        report = dify.run(args)
     elif args.kind == "coalesce":
         from embedq.bench import coalesce
 
@@ -67,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
         from embedq.bench.backends import bench_backends
 
         report = bench_backends(args.n, args.file)
+    elif args.kind == "gpu":
+        from embedq.bench import gpu
+        report = gpu.run(args)
     elif args.kind == "threshold":
         from embedq.bench import threshold
 

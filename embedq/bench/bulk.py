@@ -17,10 +17,13 @@ from embedq.corpus import load_texts
 
 
 def bare_model(settings: Settings, command: str) -> Any:
-    """The configured model as a bare SentenceTransformer, loaded and warm: the baseline."""
+    """The configured model as a bare SentenceTransformer, loaded and warm: the baseline.
+
+    Always stock torch fp32, whatever EMBEDQ_BACKEND and EMBEDQ_TIERS say, so an ONNX or
+    int8 run of embedq is measured against the encode it replaces."""
     from embedq.encoders import load_encoder
 
-    encoder = load_encoder(settings)
+    encoder = load_encoder(settings.with_overrides(backend="torch", tiers=("fp32",)), "fp32")
     encoder.warm_up()
     model = getattr(encoder, "model", None)
     if model is None:

@@ -86,16 +86,29 @@ def _write_jsonl(path: Path, texts: list[str]) -> None:
             fh.write(json.dumps({"id": str(i), "text": text}) + "\n")
 
 
-def require_live_worker(settings: Settings) -> None:
-    """Refuse a cluster run with no live worker for this model: the job would wait forever."""
+def live_workers_serving(settings: Settings) -> tuple[int, int]:
+    """(live workers serving the configured model and revision, live workers in all), from
+    their heartbeats in the hot store (as /readyz counts them). The one detection every
+    bench that needs a cluster worker uses."""
     from embedq.cache import make_hot_store
     from embedq.encoders import model_identity
 
     model, revision = model_identity(settings)
     workers = make_hot_store(settings).live_workers()
-    if any((w.get("model"), w.get("revision")) == (model, revision) for w in workers.values()):
+    serving = sum((w.get("model"), w.get("revision")) == (model, revision)
+                  for w in workers.values())
+    return serving, len(workers)
+
+
+def require_live_worker(settings: Settings) -> None:
+    """Refuse a cluster run with no live worker for this model: the job would wait forever."""
+    from embedq.encoders import model_identity
+
+    serving, live = live_workers_serving(settings)
+    if serving:
         return
-    others = f" ({len(workers)} live for other models)" if workers else ""
+    model, revision = model_identity(settings)
+    others = f" ({live} live for other models)" if live else ""
     raise Unavailable(
         f"bench bulk --via-jobs needs a live worker serving {model}@{revision[:12]} and "
         f"none is running{others}: start `embedq worker` and `embedq beat` with this same "

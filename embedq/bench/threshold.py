@@ -15,7 +15,8 @@ same `Client.embed` the cache's queries go through; so are the verifier's spans.
 
 Printed: the tune table in three modes (guard off, guard on, verifier on), the held-out
 figures at the default per mode and per kind, the held-out false hits and refused
-paraphrases, and the verifier's cost per verified candidate (p50/p99 ms, spans cached).
+paraphrases, the verifier's cost per verified candidate (p50/p99 ms, spans cached), and
+the cost of a whole lookup with the verifier on and off (`lookup_cost`).
 
 The rule, printed with the table: the chosen threshold is the lowest on the grid at which
 the tune split has no false hit with the verifier on, plus MARGIN_STEPS grid steps, so a
@@ -31,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +59,10 @@ RULE = (f"lowest threshold with 0 false hits on the tune split, verifier on, "
         f"+ {MARGIN_STEPS} steps of {STEP}")
 
 Embed = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
+LOOKUP_ROUNDS = 3  # timed lookups per pair and mode
+
+if TYPE_CHECKING:
+    from embedq.client import Client
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,38 @@ def verify_cost(pairs: list[Pair], verifier: Verifier) -> dict[str, float]:
     return {"p50": round(percentile(took, 50), 3), "p99": round(percentile(took, 99), 3)}
 
 
+def lookup_cost(pairs: list[Pair], client: Client) -> dict[str, dict[str, float]]:
+    """p50/p99 milliseconds of a whole `SemanticCache.lookup` with the verifier on and off.
+
+    Each pair's stored query is an entry in a namespace of its own (the cache's table and
+    index, as configured: embedded, SQLite and FAISS); its query is looked up, so a
+    lookup pays everything a served one does: the query's embedding (from the exact cache:
+    each query is looked up once untimed first, as a repeated question is), the search,
+    the rows, the guard, the verifier where on (spans cached), the negatives, and the
+    hit's or miss's record. The two modes are two caches over the same table, timed
+    alternately, LOOKUP_ROUNDS times per pair."""
+    from embedq.cache.semantic import SemanticCache
+
+    on = client.semantic
+    off = SemanticCache(client.service, on.settings.with_overrides(semantic_verify=False))
+    try:
+        for i, p in enumerate(pairs):
+            on.put(f"bench-lookup-{i}", p.stored, {"pair": i})
+        off.sync.catch_up()
+        took: dict[str, list[float]] = {"verifier_on": [], "verifier_off": []}
+        for timed in (False, *[True] * LOOKUP_ROUNDS):
+            for i, p in enumerate(pairs):
+                for mode, cache in (("verifier_on", on), ("verifier_off", off)):
+                    started = time.perf_counter()
+                    cache.lookup(f"bench-lookup-{i}", p.query)
+                    if timed:
+                        took[mode].append((time.perf_counter() - started) * 1000)
+    finally:
+        off.close(save=False)
+    return {mode: {"p50": round(percentile(ms, 50), 3), "p99": round(percentile(ms, 99), 3),
+                   "lookups": len(ms)} for mode, ms in took.items()}
+
+
 def by_kind(scored: list[Scored], threshold: float) -> dict[str, dict[str, Any]]:
     """Per kind, per mode: paraphrases found (recall) or near-misses let through."""
     out: dict[str, dict[str, Any]] = {}
@@ -245,6 +282,9 @@ def print_report(report: dict[str, Any], model: str) -> None:
     cost = report["verify_ms"]
     print(f"verifier cost per lookup in the band (span embeddings cached): "
           f"p50 {cost['p50']:.2f} ms, p99 {cost['p99']:.2f} ms")
+    for mode, row in report.get("lookup_ms", {}).items():
+        print(f"whole lookup, {mode.replace('_', ' ')} ({row['lookups']} lookups of the "
+              f"held-out queries): p50 {row['p50']:.2f} ms, p99 {row['p99']:.2f} ms")
     for miss in report["heldout_false_hits_at_default"]:
         print(f"  held-out false hit: {miss['score']:.4f} {miss['stored']!r} / "
               f"{miss['query']!r}")
@@ -265,6 +305,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with Client(settings) as client:
             report = threshold_report(tune, heldout, client.embed,
                                       default=settings.semantic_threshold)
+            report["lookup_ms"] = lookup_cost(heldout, client)
     report["model"] = settings.model
     if not args.json:
         print_report(report, settings.model)

@@ -21,7 +21,7 @@ Listener = Callable[[list[str]], None]
 COUNTERS = (
     "requests", "texts", "cache_hits", "coalesced", "submitted", "encoded", "batches",
     "failed", "dead_lettered", "upstream_calls", "upstream_tokens", "tokens_saved",
-    "calls_saved", "lookups", "refused",
+    "calls_saved", "lookups", "refused", "abandoned",
 )
 
 
@@ -105,6 +105,32 @@ class HotStore(ABC):
 
     @abstractmethod
     def peek_attempts(self, fps: list[str]) -> list[int]: ...
+
+    # --- interest: which callers still wait for a fingerprint
+    @abstractmethod
+    def want(self, wants: dict[str, list[str]], ttl_ms: int) -> None:
+        """Register each caller's interest in its fingerprint (fingerprint -> caller ids)
+        for `ttl_ms` from now, by the store's clock; a caller registered again keeps the
+        later end. Interest past its end counts as withdrawn."""
+
+    @abstractmethod
+    def unwant(self, wants: dict[str, list[str]]) -> None:
+        """Withdraw these callers' interest (fingerprint -> caller ids) before its end."""
+
+    def acquire_wanted(self, names: list[str], owner: str, ttl_ms: int,
+                       wants: dict[str, list[str]], want_ttl_ms: int) -> list[bool]:
+        """`want(wants, want_ttl_ms)`, then `acquire(names, owner, ttl_ms)`. Redis does both
+        in one command; interest is registered first, so a worker can never see the claim
+        without the interest that came with it."""
+        self.want(wants, want_ttl_ms)
+        return self.acquire(names, owner, ttl_ms)
+
+    @abstractmethod
+    def drop_unwanted(self, owners: list[tuple[str, str]]) -> list[str]:
+        """Of these (fingerprint, claim owner) pairs, the fingerprints no caller wants any
+        more, each once. In the same atomic step each such fingerprint's claim is
+        released where that owner still holds it, and the counter `abandoned` grows by
+        the fingerprints returned."""
 
     # --- counters
     @abstractmethod
@@ -283,6 +309,49 @@ class MemoryHotStore(HotStore):
     def peek_attempts(self, fps: list[str]) -> list[int]:
         with self._mutex:
             return [int(self._get(keys.attempts(fp)) or 0) for fp in fps]  # type: ignore[call-overload]
+
+    def want(self, wants: dict[str, list[str]], ttl_ms: int) -> None:
+        with self._mutex:
+            now = time.monotonic()
+            until = now + ttl_ms / 1000
+            for fp, callers in wants.items():
+                held = self._interest(fp, now)
+                for caller in callers:
+                    held[caller] = max(held.get(caller, until), until)
+                if held:
+                    self._set(keys.interest(fp), held, max(held.values()) - now)
+
+    def unwant(self, wants: dict[str, list[str]]) -> None:
+        with self._mutex:
+            now = time.monotonic()
+            for fp, callers in wants.items():
+                held = self._interest(fp, now)
+                for caller in callers:
+                    held.pop(caller, None)
+                if held:
+                    self._set(keys.interest(fp), held, max(held.values()) - now)
+                else:
+                    self._data.pop(keys.interest(fp), None)
+
+    def drop_unwanted(self, owners: list[tuple[str, str]]) -> list[str]:
+        dropped: list[str] = []
+        with self._mutex:
+            now = time.monotonic()
+            for fp, owner in owners:
+                if self._interest(fp, now):
+                    continue
+                if self._get(keys.claim(fp)) == owner:
+                    self._data.pop(keys.claim(fp), None)
+                if fp not in dropped:
+                    dropped.append(fp)
+            if dropped:
+                self._stats["abandoned"] = self._stats.get("abandoned", 0) + len(dropped)
+        return dropped
+
+    def _interest(self, fp: str, now: float) -> dict[str, float]:
+        """The callers whose interest in `fp` has not ended (a copy; the lock is held)."""
+        held: dict[str, float] = self._get(keys.interest(fp)) or {}  # type: ignore[assignment]
+        return {caller: until for caller, until in held.items() if until > now}
 
     def incr(self, counts: dict[str, int]) -> None:
         with self._mutex:

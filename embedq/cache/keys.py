@@ -25,6 +25,12 @@ def run_lease(fp: str) -> str:
     return f"{PREFIX}:run:{fp}"
 
 
+def interest(fp: str) -> str:
+    """Callers still waiting for a fingerprint (sorted set: caller id scored by the epoch ms
+    its wait ends); work nobody waits for any more is not encoded."""
+    return f"{PREFIX}:want:{fp}"
+
+
 def attempts(fp: str) -> str:
     """How many times a worker started encoding a fingerprint (dead-letter count)."""
     return f"{PREFIX}:attempts:{fp}"
@@ -40,3 +46,14 @@ def histogram(name: str) -> str:
 
 DONE_CHANNEL = f"{PREFIX}:done"
 WORKERS = f"{PREFIX}:workers"
+
+
+def rate_bucket(limiter_id: str) -> str:
+    """An API key's token bucket (tokens, last refill), shared by every API process."""
+    return f"{PREFIX}:rate:{limiter_id}"
+
+
+def daily_texts(limiter_id: str, day: str) -> str:
+    """How many texts an API key sent on one UTC day (`YYYY-MM-DD`), shared by every API
+    process; it expires a day after that day ends."""
+    return f"{PREFIX}:texts:{limiter_id}:{day}"

@@ -62,6 +62,57 @@ end
 return won
 """
 
+# Interest is a sorted set per fingerprint: caller id -> the epoch ms its wait ends, by
+# Redis's clock (TIME), so API and worker hosts need no common clock. The key lives as
+# long as its latest caller; members past their end are pruned on the next registration.
+_NOW_MS = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+
+# KEYS: n claim keys, then one interest key per (fingerprint, caller).
+# ARGV: owner, claim ttl ms, n, interest ttl ms, then the caller of each interest key.
+_ACQUIRE_WANTED = _NOW_MS + """
+local n = tonumber(ARGV[3])
+local ttl = tonumber(ARGV[4])
+local ends = string.format('%d', now + ttl)
+for i = n + 1, #KEYS do
+  local key = KEYS[i]
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
+  redis.call('ZADD', key, 'GT', ends, ARGV[i - n + 4])
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+local won = {}
+for i = 1, n do
+  won[i] = redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0
+end
+return won
+"""
+
+# KEYS[1]: the stats hash; then per (fingerprint, owner) its interest key and claim key.
+# ARGV: the owner of each pair. Returns 1 per pair whose fingerprint nobody wants.
+_DROP_UNWANTED = _NOW_MS + """
+local live = string.format('(%d', now)
+local dropped = {}
+local seen = {}
+local n = 0
+for i = 1, #ARGV do
+  local want, claim = KEYS[2 * i], KEYS[2 * i + 1]
+  if redis.call('ZCOUNT', want, live, '+inf') == 0 then
+    dropped[i] = 1
+    if redis.call('GET', claim) == ARGV[i] then redis.call('DEL', claim) end
+    if not seen[want] then
+      seen[want] = true
+      n = n + 1
+    end
+  else
+    dropped[i] = 0
+  end
+end
+if n > 0 then redis.call('HINCRBY', KEYS[1], 'abandoned', n) end
+return dropped
+"""
+
 _EXTEND = """
 for i, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ARGV[1]) end
 return #KEYS
@@ -148,6 +199,8 @@ class RedisHotStore(HotStore):
         self._acquire_clearing = self.client.register_script(_ACQUIRE_CLEARING)
         self._extend = self.client.register_script(_EXTEND)
         self._add_attempts = self.client.register_script(_ADD_ATTEMPTS)
+        self._acquire_wanted = self.client.register_script(_ACQUIRE_WANTED)
+        self._drop_unwanted = self.client.register_script(_DROP_UNWANTED)
         self._listener_thread: threading.Thread | None = None
         self._closing = threading.Event()
 
@@ -245,6 +298,41 @@ class RedisHotStore(HotStore):
             return []
         with map_redis_errors():
             return [int(r or 0) for r in self.client.mget([keys.attempts(fp) for fp in fps])]
+
+    def want(self, wants: dict[str, list[str]], ttl_ms: int) -> None:
+        self.acquire_wanted([], "", 1, wants, ttl_ms)
+
+    def unwant(self, wants: dict[str, list[str]]) -> None:
+        if not wants:
+            return
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            for fp, callers in wants.items():
+                pipe.zrem(keys.interest(fp), *callers)
+            pipe.execute()
+
+    def acquire_wanted(self, names: list[str], owner: str, ttl_ms: int,
+                       wants: dict[str, list[str]], want_ttl_ms: int) -> list[bool]:
+        pairs = [(fp, caller) for fp, callers in wants.items() for caller in callers]
+        if not names and not pairs:
+            return []
+        with map_redis_errors():
+            won = self._acquire_wanted(
+                keys=[*names, *(keys.interest(fp) for fp, _ in pairs)],
+                args=[owner, ttl_ms, len(names), max(1, want_ttl_ms),
+                      *(caller for _, caller in pairs)],
+            )
+        return [bool(r) for r in won]
+
+    def drop_unwanted(self, owners: list[tuple[str, str]]) -> list[str]:
+        if not owners:
+            return []
+        names = [keys.STATS]
+        for fp, _ in owners:
+            names += [keys.interest(fp), keys.claim(fp)]
+        with map_redis_errors():
+            flags = self._drop_unwanted(keys=names, args=[owner for _, owner in owners])
+        return list(dict.fromkeys(fp for (fp, _), f in zip(owners, flags, strict=True) if f))
 
     def incr(self, counts: dict[str, int]) -> None:
         counts = {k: v for k, v in counts.items() if v}

@@ -32,6 +32,7 @@ FEATURE_COMMANDS = (
     "embedq.cli.cache",  # cache
     "embedq.cli.mcp",  # mcp
     "embedq.cli.model",  # model export
+    "embedq.cli.keys",  # keys
 )
 
 
@@ -240,6 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The processes that answer requests log who computed and who waited (leader and
         # waiter lines, INFO) by default, though everything else stays at warning there.
         logging.getLogger("embedq.service").setLevel(logging.INFO)
+    if args.command in (*SERVICE_COMMANDS, "keys") and not explicit:
+        # The audit trail: one line per authenticated request and per key change.
+        logging.getLogger("embedq.audit").setLevel(logging.INFO)
     try:
         code: int = args.func(args)
     except EmbedqError as exc:

@@ -1,9 +1,11 @@
-"""`embedq cache put|lookup|delete|stats`: the semantic cache from the command line.
+"""`embedq cache put|lookup|delete|stats|config|feedback`: the semantic cache from the command line.
 
     embedq cache put NAMESPACE QUERY PAYLOAD_JSON [--ttl-s N] [--sliding] [--metadata JSON]
     embedq cache lookup NAMESPACE QUERY [--threshold T] [-k K] [--filter JSON] [--explain]
     embedq cache delete NAMESPACE (ENTRY_ID | --all)
     embedq cache stats NAMESPACE
+    embedq cache config NAMESPACE [--max-false-hit-rate R] [--threshold T]
+    embedq cache feedback NAMESPACE HIT_ID (--correct | --wrong)
 Every command prints JSON. Lookups exit 0 on a hit and 1 on a miss, for scripts.
 """
 
@@ -43,8 +45,29 @@ def add_parser(sub: Any) -> None:
     rm.add_argument("entry_id", nargs="?", type=int)
     rm.add_argument("--all", action="store_true", help="delete the whole namespace")
 
-    st = actions.add_parser("stats", help="entries, hits, misses, index kind, last sync")
+    st = actions.add_parser("stats", help="entries, hits, misses, index kind, last sync, "
+                            "the threshold it runs at")
     st.add_argument("namespace")
+
+    cfg = actions.add_parser("config", help="set a namespace's error budget and base "
+                             "threshold (creates it if new)")
+    cfg.add_argument("namespace")
+    cfg.add_argument("--max-false-hit-rate", type=float, default=None,
+                     help="largest share of served hits that may be wrong, e.g. 0.01 "
+                          "(default: no budget)")
+    cfg.add_argument("--threshold", type=float, default=None,
+                     help="the namespace's base threshold (default: the server's)")
+
+    fb = actions.add_parser("feedback", help="say whether a served hit was right")
+    fb.add_argument("namespace")
+    fb.add_argument("hit_id", help="a match's hit_id from a lookup")
+    verdict = fb.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--correct", dest="correct", action="store_true")
+    verdict.add_argument("--wrong", dest="correct", action="store_false")
+    for action in (put, look, rm, st, cfg, fb):
+        action.add_argument("--tenant", default=None,
+                            help="act as this tenant (default: admin; a put creates "
+                                 "namespaces of the tenant default)")
     p.set_defaults(func=cmd_cache)
 
 
@@ -62,9 +85,11 @@ def _json(raw: str | None, name: str) -> Any:
 def cmd_cache(args: argparse.Namespace) -> int:
     from embedq.cache.semantic.service import SemanticCache
     from embedq.deployment import Deployment
+    from embedq.tenants import DEFAULT_TENANT, check_tenant
 
     if args.cache_action == "delete" and (args.entry_id is None) == (not args.all):
         raise InvalidInput("embedq cache delete needs an ENTRY_ID or --all (not both)")
+    tenant = None if args.tenant is None else check_tenant(args.tenant)
     service = Deployment.from_settings().service
     cache = SemanticCache(service)
     code = 0
@@ -73,9 +98,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
         if args.cache_action == "put":
             entry_id = cache.put(args.namespace, args.query, _json(args.payload, "payload"),
                                  ttl_s=args.ttl_s, sliding=args.sliding or None,
-                                 metadata=_json(args.metadata, "metadata"))
+                                 metadata=_json(args.metadata, "metadata"),
+                                 tenant=tenant or DEFAULT_TENANT)
             out = {"id": entry_id, "namespace": args.namespace}
         elif args.cache_action == "lookup":
+            cache.check_owner(args.namespace, tenant)
             result = cache.lookup(args.namespace, args.query, threshold=args.threshold,
                                   k=args.k, filter=_json(args.filter, "filter"),
                                   explain=args.explain)
@@ -83,11 +110,19 @@ def cmd_cache(args: argparse.Namespace) -> int:
             code = 0 if result.hit else 1
         elif args.cache_action == "delete":
             if args.all:
-                out = {"namespace": args.namespace, "deleted": cache.drop(args.namespace)}
+                out = {"namespace": args.namespace,
+                       "deleted": cache.drop(args.namespace, tenant)}
             else:
-                cache.delete(args.namespace, args.entry_id)
+                cache.delete(args.namespace, args.entry_id, tenant)
                 out = {"id": args.entry_id, "deleted": True}
+        elif args.cache_action == "config":
+            out = cache.configure(args.namespace, max_false_hit_rate=args.max_false_hit_rate,
+                                  threshold=args.threshold, tenant=tenant or DEFAULT_TENANT)
+        elif args.cache_action == "feedback":
+            cache.check_owner(args.namespace, tenant)
+            out = cache.give_feedback(args.namespace, args.hit_id, args.correct, tenant)
         else:
+            cache.check_owner(args.namespace, tenant)
             out = cache.stats(args.namespace)
         print(json.dumps(out, ensure_ascii=False))
     finally:

@@ -11,7 +11,7 @@ from typing import Any
 
 from embedq.config import Settings
 from embedq.errors import BadInputFile, InvalidInput
-from embedq.models import JobStatus, Priority
+from embedq.models import DEFAULT_TENANT, JobStatus, Priority
 
 FINAL = JobStatus.final()
 # A job that ended with failed items exits 1, like one that failed: the caller must look.
@@ -41,6 +41,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", default=None, help="export when done: .parquet, .npy or .jsonl")
     p.add_argument("--wait", action="store_true", help="show progress until the job ends")
     p.add_argument("--json", action="store_true", help="print the final state as JSON")
+    p.add_argument("--tenant", default=None,
+                   help="the tenant the job belongs to (default: default)")
     p.add_argument("--callback-url", default=None, metavar="URL",
                    help="POST the final state here, signed (needs EMBEDQ_CALLBACK_SECRET)")
     p.set_defaults(func=cmd_bulk)
@@ -51,18 +53,26 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--limit", type=int, default=20)
     q.add_argument("--status", default=None)
     q.add_argument("--json", action="store_true")
+    q.add_argument("--tenant", default=None,
+                   help="act as this tenant (default: admin, every tenant's jobs)")
     q.set_defaults(func=cmd_jobs_list)
     q = jobs_sub.add_parser("status", help="one job's status and progress")
     q.add_argument("id")
+    q.add_argument("--tenant", default=None,
+                   help="act as this tenant (default: admin, every tenant's jobs)")
     q.add_argument("--wait", action="store_true")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_jobs_status)
     q = jobs_sub.add_parser("cancel", help="cancel what has not run yet")
     q.add_argument("id")
+    q.add_argument("--tenant", default=None,
+                   help="act as this tenant (default: admin, every tenant's jobs)")
     q.set_defaults(func=cmd_jobs_cancel)
     q = jobs_sub.add_parser("export", help="write ids and vectors in input order")
     q.add_argument("id")
     q.add_argument("--out", required=True, help=".parquet, .npy (+ .ids.jsonl) or .jsonl")
+    q.add_argument("--tenant", default=None,
+                   help="act as this tenant (default: admin, every tenant's jobs)")
     q.set_defaults(func=cmd_jobs_export)
 
     p = sub.add_parser("beat", help="periodic job tick: windows, pauses, stalled jobs")
@@ -86,6 +96,13 @@ def _parse_moment(raw: str | None) -> datetime | None:
     return moment
 
 
+def _tenant(args: argparse.Namespace) -> str | None:
+    """--tenant, checked; None: act as admin over every tenant."""
+    from embedq.tenants import check_tenant
+
+    return None if args.tenant is None else check_tenant(args.tenant)
+
+
 def cmd_bulk(args: argparse.Namespace) -> int:
     from embedq.jobs.readers import read_records
 
@@ -100,6 +117,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
             window=None if args.now else args.off_peak, timezone=args.timezone,
             not_before=_parse_moment(args.not_before), source=path.name,
             on_saved=saved.append, callback_url=args.callback_url,
+            tenant=_tenant(args) or DEFAULT_TENANT,
         )
     except BadInputFile as exc:
         if not saved:
@@ -133,7 +151,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs_list(args: argparse.Namespace) -> int:
-    rows = _jobs().list(args.limit, args.status)
+    rows = _jobs().list(args.limit, args.status, _tenant(args))
     if args.json:
         print(json.dumps(rows))
         return 0
@@ -146,7 +164,7 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
 
 def cmd_jobs_status(args: argparse.Namespace) -> int:
     jobs = _jobs()
-    state = jobs.describe(args.id)
+    state = jobs.describe(args.id, _tenant(args))
     if args.wait:
         from embedq.cli.progress import wait
 
@@ -163,7 +181,7 @@ def cmd_jobs_status(args: argparse.Namespace) -> int:
 
 def cmd_jobs_cancel(args: argparse.Namespace) -> int:
     jobs = _jobs()
-    if jobs.cancel(args.id):
+    if jobs.cancel(args.id, _tenant(args)):
         print(f"job {args.id} cancelled; chunks already done keep their vectors")
         return 0
     print(f"job {args.id} is {jobs.get(args.id).status}: nothing to cancel", file=sys.stderr)
@@ -174,6 +192,7 @@ def cmd_jobs_export(args: argparse.Namespace) -> int:
     from embedq.jobs.export import export
 
     jobs = _jobs()
+    jobs.get(args.id, _tenant(args))  # another tenant's job: not found
     n = export(jobs.store, args.id, args.out)
     print(f"exported {n} rows to {args.out}", file=sys.stderr)
     return 0

@@ -1,4 +1,11 @@
-"""`embedq mcp [--transport stdio|http]`."""
+"""`embedq mcp [--transport stdio|http]`.
+
+Over HTTP every request needs a Bearer key (the API's keys, with the same scopes) once
+keys exist, checked before the body is read, and counts against the key's request rate
+(the API's Redis bucket) and texts a day; each request leaves an audit line on stderr.
+With no key configured the server listens on loopback only. Over stdio the tools act for
+`--tenant` with every scope: whoever can start the process can already read its database.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +14,13 @@ import logging
 import sys
 from typing import Any
 
+from embedq.errors import ConfigError
+
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from embedq.deployment import Deployment
     from embedq.mcp.server import create_server
+    from embedq.tenants import Principal, check_tenant
 
     # stdout carries the protocol on stdio: every log line goes to stderr.
     root = logging.getLogger()
@@ -18,12 +28,42 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         root.removeHandler(handler)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = create_server(Deployment.from_settings().service)
+    if args.transport == "http":
+        # One audit line per authenticated request, as `embedq serve` writes them.
+        logging.getLogger("embedq.audit").setLevel(logging.INFO)
+    from embedq.tenants.quota import TextQuota
+
+    service = Deployment.from_settings().service
+    quota = TextQuota(getattr(service.hot, "client", None))
+    server = create_server(service, Principal.everything("local", check_tenant(args.tenant)),
+                           quota if args.transport == "http" else None)
     if args.transport == "stdio":
         server.run("stdio")
     else:
-        server.run("streamable-http", host=args.host, port=args.port)
+        _serve_http(server, service, args.host, args.port)
     return 0
+
+
+def _serve_http(server: Any, service: Any, host: str, port: int) -> None:
+    import uvicorn
+
+    from embedq.api.auth import AuthMiddleware
+    from embedq.cli.serve import is_loopback
+    from embedq.tenants import Authenticator, KeyStore
+    from embedq.tenants.ratelimit import RateLimiter
+
+    authenticator = Authenticator(service.settings.api_keys, KeyStore(service.db))
+    if not authenticator.required() and not is_loopback(host):
+        raise ConfigError(
+            f"embedq mcp --transport http --host {host} would serve the tools to anyone who "
+            "can reach it with no key: set EMBEDQ_API_KEYS or create a key (`embedq keys "
+            "create`), or listen on 127.0.0.1")
+    # The API's middleware and buckets: a key's requests a second are counted in the same
+    # Redis bucket whether it calls the API or the tools, and each request is audited.
+    limiter = RateLimiter(getattr(service.hot, "client", None))
+    app = AuthMiddleware(server.streamable_http_app(host=host), lambda: authenticator,
+                         public=(), limiter=lambda: limiter)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 def add_parser(sub: Any) -> None:
@@ -31,4 +71,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--tenant", default="default",
+                   help="stdio: the tenant the tools act for (HTTP: the key's tenant)")
     p.set_defaults(func=cmd_mcp)

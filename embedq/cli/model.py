@@ -11,10 +11,12 @@ from embedq.config import Settings
 
 def cmd_model_export(args: argparse.Namespace) -> int:
     from embedq.encoders.export import export_model
-    from embedq.encoders.tiers import check_tier
+    from embedq.encoders.tiers import ONNX_TIERS, check_tier
 
     settings = Settings.from_env()
-    tiers = [check_tier(t) for t in args.tier] if args.tier else list(settings.tiers)
+    # fp16 in EMBEDQ_TIERS runs on torch: by default only the ONNX tiers listed are made.
+    tiers = [check_tier(t) for t in args.tier] if args.tier else \
+        [t for t in settings.tiers if t in ONNX_TIERS]
     rows = []
     for tier in tiers:
         done = export_model(settings, tier)
@@ -33,6 +35,7 @@ def add_parser(sub: Any) -> None:
     export = model_sub.add_parser(
         "export", help="export the model for each tier once, under the data dir")
     export.add_argument("--tier", action="append", choices=["fp32", "int8"],
-                        help="a tier to export (repeatable; default: EMBEDQ_TIERS)")
+                        help="a tier to export (repeatable; default: the ONNX tiers in "
+                        "EMBEDQ_TIERS)")
     export.add_argument("--json", action="store_true")
     export.set_defaults(func=cmd_model_export)

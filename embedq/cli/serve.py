@@ -1,8 +1,13 @@
-"""`embedq serve`: the HTTP API under uvicorn."""
+"""`embedq serve`: the HTTP API under uvicorn.
+
+With no API key configured (EMBEDQ_API_KEYS unset and no key in the database) the API
+is open, so it listens beyond loopback only when told `--insecure-open`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import shutil
 import tempfile
@@ -21,6 +26,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--workers", type=int, default=1,
                    help="API processes (needs EMBEDQ_BROKER_URL: embedded mode is one process)")
+    p.add_argument("--insecure-open", action="store_true",
+                   help="listen beyond loopback even with no API key configured (anyone "
+                        "who reaches the port may use, read and delete everything)")
     p.set_defaults(func=cmd_serve)
 
 
@@ -33,6 +41,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "--workers above 1 needs a shared broker and store: set EMBEDQ_BROKER_URL and "
             "EMBEDQ_REDIS_URL, or serve embedded mode with --workers 1"
         )
+    if not args.insecure_open and not is_loopback(args.host) and not keys_configured(settings):
+        raise ConfigError(
+            f"embedq serve --host {args.host} would open the API to anyone who can reach it: "
+            "set EMBEDQ_API_KEYS=key1,key2 or create a key (`embedq keys create --tenant "
+            "NAME`), listen on 127.0.0.1, or pass --insecure-open to accept that")
     shared_metrics = None
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # The API processes share their request metrics through this folder.
@@ -44,6 +57,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if shared_metrics is not None:
             shutil.rmtree(shared_metrics, ignore_errors=True)
     return 0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any interface
+
+
+def keys_configured(settings: Settings) -> bool:
+    """Whether the API will require keys: bootstrap keys, or an active key stored."""
+    if settings.api_keys:
+        return True
+    from embedq.models import Database
+    from embedq.tenants import KeyStore
+
+    db = Database.from_settings(settings)
+    try:
+        return db.has_tables("api_keys") and KeyStore(db).any_active()
+    finally:
+        db.dispose()
 
 
 def _run(args: argparse.Namespace) -> None:

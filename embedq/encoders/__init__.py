@@ -2,8 +2,9 @@
 
 `model_identity(settings, tier)` gives (name, revision) without loading weights, so any
 process (an API, a client) can fingerprint; `load_encoder(settings, tier)` loads the model
-itself. The tier (`fp32`, `int8`; default the first of EMBEDQ_TIERS) is part of the
-revision (encoders/tiers.py); EMBEDQ_BACKEND picks torch or ONNX Runtime for fp32.
+itself. The tier (`fp32`, `int8`, `fp16`; default the first of EMBEDQ_TIERS) is part of
+the revision (encoders/tiers.py); EMBEDQ_BACKEND picks torch or ONNX Runtime for fp32,
+int8 always runs on ONNX Runtime (CPU), fp16 always on torch on a CUDA device.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from pathlib import Path
 
 from embedq.config import DEFAULT_MODEL, Settings
 from embedq.encoders.base import Encoder, Matrix, finish_vector
-from embedq.encoders.tiers import tier_revision
+from embedq.encoders.tiers import CUDA_TIERS, tier_revision
 from embedq.errors import ConfigError
 
-__all__ = ["Encoder", "Matrix", "finish_vector", "load_encoder", "model_identity", "model_path"]
+__all__ = ["Encoder", "Matrix", "check_device", "finish_vector", "load_encoder",
+           "model_identity", "model_path"]
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
 
@@ -93,8 +95,9 @@ def load_encoder(settings: Settings, tier: str | None = None) -> Encoder:
     when no process has (encoders/export.py): call this at worker start, not per request."""
     tier = tier or settings.tiers[0]
     name, revision = model_identity(settings, tier)
+    check_device(settings, tier)
     if settings.encoder == "sentence-transformers" and (
-            settings.backend == "onnx" or tier != "fp32"):
+            tier == "int8" or (tier == "fp32" and settings.backend == "onnx")):
         return _load_onnx(settings, name, revision, tier)
     if settings.encoder == "hashing":
         from embedq.encoders.hashing import HashingEncoder
@@ -116,7 +119,7 @@ def load_encoder(settings: Settings, tier: str | None = None) -> Encoder:
         hub_revision = None if Path(path).is_dir() else revision
         try:
             enc = SentenceTransformerEncoder(name, path, revision, settings.device,
-                                             hub_revision=hub_revision)
+                                             hub_revision=hub_revision, tier=tier)
         except OSError as exc:
             what = f"{path!r}" if hub_revision is None else f"{path!r}@{hub_revision}"
             fix = "EMBEDQ_MODEL to an installed sentence-transformers model folder"
@@ -125,6 +128,26 @@ def load_encoder(settings: Settings, tier: str | None = None) -> Encoder:
             raise ConfigError(f"cannot load model {what}: {exc}. Set {fix}") from exc
     enc.revision = revision
     return enc
+
+
+def check_device(settings: Settings, tier: str) -> None:
+    """ConfigError, starting "no CUDA device:", when `tier` needs CUDA (fp16) and this
+    process has none; a worker checks every tier before it loads any model, so a
+    misconfigured GPU tier stops it at start, not at its first request.
+
+    The test encoders (hashing, faulty) compute no floats on a device: they serve every tier.
+    """
+    if tier not in CUDA_TIERS or settings.encoder != "sentence-transformers":
+        return
+    from embedq.encoders.cuda import INSTALL_HINT, cuda_missing
+
+    missing = cuda_missing()
+    if missing is not None:
+        raise ConfigError(
+            f"no CUDA device: EMBEDQ_TIERS lists {tier}, which runs only on a CUDA GPU, and "
+            f"{missing}. Remove {tier} from this worker's EMBEDQ_TIERS (and serve it from a "
+            f"GPU worker on its own queues), or {INSTALL_HINT}"
+        )
 
 
 def _load_onnx(settings: Settings, name: str, revision: str, tier: str) -> Encoder:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from embedq.config import Settings
-from embedq.encoders.tiers import check_tier, tier_label
+from embedq.encoders.tiers import ONNX_TIERS, check_tier, tier_label
 from embedq.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,9 @@ def export_model(settings: Settings, tier: str) -> ExportedModel:
     """The exported folder for `tier`, made now when no process has made it yet."""
     from embedq.encoders import model_identity
 
-    check_tier(tier)
+    if check_tier(tier) not in ONNX_TIERS:
+        raise ConfigError(f"the {tier} tier runs on torch, not ONNX Runtime: there is nothing "
+                          f"to export for it (export one of {', '.join(ONNX_TIERS)})")
     final = export_folder(settings, tier)
     if (final / META_FILE).is_file():
         return ExportedModel(final, exported=False)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from embedq.encoders.base import Encoder, Matrix
+from embedq.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -19,12 +20,16 @@ SMALL_CALL = 32  # texts; token counts this small use their own tokenizer copy
 
 
 class SentenceTransformerEncoder(Encoder):
-    """Loads the model once; on CUDA it runs in fp16, on CPU in fp32."""
+    """Loads the model once, in the precision its tier names: fp32 (on CPU or CUDA) or
+    fp16 (CUDA only). The device never changes the precision: an fp32 vector is the same
+    whichever device computed it, so it can share the fingerprints of fp32 vectors made
+    elsewhere; fp16 vectors carry the fp16 tier's revision."""
 
     def __init__(self, name: str, path: str, revision: str, device: str | None = None,
-                 hub_revision: str | None = None) -> None:
+                 hub_revision: str | None = None, tier: str = "fp32") -> None:
         """`revision` names the model in fingerprints; `hub_revision` (a hub name only) is
-        the commit sentence-transformers loads, so the name and the weights agree."""
+        the commit sentence-transformers loads, so the name and the weights agree.
+        `tier` is fp32 or fp16; fp16 on a device other than CUDA raises ConfigError."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         # The tokenizer's own thread pool competes with the model's threads for the same
@@ -33,9 +38,17 @@ class SentenceTransformerEncoder(Encoder):
         import torch
         from sentence_transformers import SentenceTransformer
 
+        if tier not in {"fp32", "fp16"}:
+            raise ConfigError(f"the torch encoder computes fp32 or fp16, not {tier!r}")
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if tier == "fp16" and not self.device.startswith("cuda"):
+            raise ConfigError(
+                f"no CUDA device: the fp16 tier runs only on CUDA, not on {self.device!r}; "
+                "remove fp16 from EMBEDQ_TIERS, or run this worker on a CUDA GPU"
+            )
+        self.tier = tier
         model: Any = SentenceTransformer(path, device=self.device, revision=hub_revision)
-        if self.device.startswith("cuda"):
+        if tier == "fp16":
             model = model.half()
         self._model = model
         # Task threads count tokens while the batcher thread encodes. A fast tokenizer
@@ -55,8 +68,8 @@ class SentenceTransformerEncoder(Encoder):
         self.dimension = int(dim)
         self.max_seq_length = int(model.max_seq_length)
         log.info(
-            "encoder loaded model=%s revision=%s device=%s dim=%d window=%d",
-            name, revision[:12], self.device, self.dimension, self.max_seq_length,
+            "encoder loaded model=%s revision=%s tier=%s device=%s dim=%d window=%d",
+            name, revision[:12], tier, self.device, self.dimension, self.max_seq_length,
         )
 
     def encode(self, texts: list[str]) -> Matrix:

@@ -34,7 +34,17 @@ from embedq.errors import MalformedRequest, NotFound
 from embedq.jobs.files import ENDPOINT, FileStore, parse_requests, plausible_id, unix
 from embedq.jobs.readers import Record
 from embedq.jobs.service import JobService
-from embedq.models import Batch, Embedding, File, FilePurpose, Job, JobItem, JobStatus, Priority
+from embedq.models import (
+    DEFAULT_TENANT,
+    Batch,
+    Embedding,
+    File,
+    FilePurpose,
+    Job,
+    JobItem,
+    JobStatus,
+    Priority,
+)
 
 COMPLETION_WINDOW = "24h"
 PAGE_ROWS = 2000
@@ -63,7 +73,14 @@ class BatchService:
 
     # --- creating
     def create(self, input_file_id: str, endpoint: str, completion_window: str,
-               metadata: dict[str, str] | None, dimensions: Dimensions) -> dict[str, Any]:
+               metadata: dict[str, str] | None, dimensions: Dimensions,
+               tenant: str = DEFAULT_TENANT,
+               admit: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """A batch of `tenant` over its uploaded file; the batch's job is `tenant`'s.
+
+        Its texts are counted before anything is stored: past the room of the tenant's
+        queue (EMBEDQ_TENANT_MAX_QUEUED_INPUTS) the batch is refused (QueueLimitReached),
+        and `admit(texts)` may refuse it too (the API charges the key's texts a day)."""
         if endpoint != ENDPOINT:
             raise MalformedRequest(f"endpoint {endpoint!r} is not served here: batches run "
                                    f"{ENDPOINT} only", "endpoint")
@@ -71,11 +88,16 @@ class BatchService:
             raise MalformedRequest(f"completion_window {completion_window!r} is not "
                                    f"supported: send {COMPLETION_WINDOW!r}", "completion_window")
         _check_metadata(metadata)
-        source = self.files.get(input_file_id)
+        source = self.files.get(input_file_id, tenant)
         if source.purpose != FilePurpose.BATCH:
             raise MalformedRequest(f"file {input_file_id!r} has purpose {source.purpose!r}: "
                                    "upload request lines with purpose=batch", "input_file_id")
-        requests = parse_requests(self.files.content(input_file_id), self.settings)
+        content = self.files.content(input_file_id)
+        texts = sum(len(request.texts) for request in parse_requests(content, self.settings))
+        self.jobs.check_room(tenant, texts)
+        if admit is not None:
+            admit(texts)
+        requests = parse_requests(content, self.settings)
         first = next(requests)
         batch_id = f"batch_{uuid.uuid4().hex}"
         count = 0
@@ -100,24 +122,28 @@ class BatchService:
         self.jobs.service.spec(first.model)  # UnknownModel before anything is stored
         self.jobs.submit(records(), model=first.model, dimensions=dimensions(first.dimensions),
                          priority=Priority.BULK, window=self.settings.batch_window,
-                         source="batch", on_saved=on_saved)
+                         source="batch", on_saved=on_saved, tenant=tenant)
         with self.db.session() as s:
             s.execute(update(Batch).where(Batch.id == batch_id).values(requests=count))
         return self.describe(batch_id)
 
     # --- reading
-    def get(self, batch_id: str) -> Batch:
+    def get(self, batch_id: str, tenant: str | None = None) -> Batch:
+        """The batch; NotFound when there is none or its job is not `tenant`'s (None: any)."""
         batch = None
         if plausible_id(batch_id):
             with self.db.session() as s:
                 batch = s.get(Batch, batch_id)
+                if batch is not None and tenant is not None and s.scalar(
+                        select(Job.tenant).where(Job.id == batch.job_id)) != tenant:
+                    batch = None
         if batch is None:
             raise NotFound(f"batch {batch_id!r} does not exist: GET /v1/batches lists them")
         return batch
 
-    def describe(self, batch_id: str) -> dict[str, Any]:
+    def describe(self, batch_id: str, tenant: str | None = None) -> dict[str, Any]:
         """The OpenAI Batch object; finalizes the batch when its job is final."""
-        batch = self.get(batch_id)
+        batch = self.get(batch_id, tenant)
         job = self.jobs.get(batch.job_id)
         now = self.jobs.clock()
         if batch.finalized_at is None and job.status in JobStatus.active() \
@@ -147,20 +173,23 @@ class BatchService:
             "metadata": batch.meta,
         }
 
-    def list(self, limit: int, after: str | None) -> list[dict[str, Any]]:
+    def list(self, limit: int, after: str | None, tenant: str | None = None
+             ) -> list[dict[str, Any]]:
         """Newest first; `after` is the last id of the previous page."""
         query = select(Batch.id).order_by(Batch.created_at.desc(), Batch.id.desc()).limit(limit)
+        if tenant is not None:
+            query = query.join(Job, Job.id == Batch.job_id).where(Job.tenant == tenant)
         if after:
-            cursor = self.get(after)
+            cursor = self.get(after, tenant)
             query = query.where((Batch.created_at < cursor.created_at) | (
                 (Batch.created_at == cursor.created_at) & (Batch.id < cursor.id)))
         with self.db.session() as s:
             ids = list(s.scalars(query))
         return [self.describe(batch_id) for batch_id in ids]
 
-    def cancel(self, batch_id: str) -> dict[str, Any]:
+    def cancel(self, batch_id: str, tenant: str | None = None) -> dict[str, Any]:
         """Cancel what has not run; requests already done stay in the output file."""
-        batch = self.get(batch_id)
+        batch = self.get(batch_id, tenant)
         if batch.finalized_at is None:
             self._mark(batch.id, cancelled_at=self.jobs.clock())
             self.jobs.cancel(batch.job_id)
@@ -206,8 +235,8 @@ class BatchService:
     def _finalize(self, batch: Batch, job: Job) -> None:
         completed, _ = self._counts(job.id)
         failed = batch.requests - completed
-        output = self.files.produced(batch.id, errors=False)
-        error = self.files.produced(batch.id, errors=True)
+        output = self.files.produced(batch.id, errors=False, owner=job.tenant)
+        error = self.files.produced(batch.id, errors=True, owner=job.tenant)
         with self.db.session() as s:
             won = s.execute(update(Batch).where(
                 Batch.id == batch.id, Batch.finalized_at.is_(None)).values(

@@ -25,7 +25,7 @@ from sqlalchemy import delete, select
 
 from embedq.config import Settings
 from embedq.errors import InputTooLarge, InvalidInput, MalformedRequest, NotFound
-from embedq.models import Database, File, FilePurpose
+from embedq.models import DEFAULT_TENANT, Database, File, FilePurpose
 
 ENDPOINT = "/v1/embeddings"
 ENCODING_FORMATS = ("float", "base64")
@@ -157,8 +157,10 @@ class FileStore:
         self.db = db
         self.settings = settings
 
-    def create(self, filename: str, purpose: str, content: bytes) -> File:
-        """Check an uploaded file and store it; the File row, without its content."""
+    def create(self, filename: str, purpose: str, content: bytes,
+               owner: str = DEFAULT_TENANT) -> File:
+        """Check an uploaded file and store it as `owner`'s; the File row, without its
+        content."""
         if purpose != FilePurpose.BATCH:
             raise MalformedRequest(f"purpose {purpose!r} is not supported: upload request "
                                    "lines with purpose=batch", "purpose")
@@ -169,28 +171,31 @@ class FileStore:
         for _ in parse_requests(content, self.settings):
             pass
         row = File(id=new_file_id(), purpose=purpose, filename=(filename or "batch.jsonl")[:255],
-                   size=len(content), content=content, errors=False)
+                   size=len(content), content=content, errors=False, owner=owner)
         with self.db.session() as s:
             s.add(row)
         return self.get(row.id)
 
-    def produced(self, batch_id: str, errors: bool) -> File:
+    def produced(self, batch_id: str, errors: bool, owner: str) -> File:
         """A new row for a batch's output (or error) file; its content is rendered when read."""
         name = f"{batch_id}_{'error' if errors else 'output'}.jsonl"
         return File(id=new_file_id(), purpose=FilePurpose.BATCH_OUTPUT, filename=name,
-                    size=None, content=None, batch_id=batch_id, errors=errors)
+                    size=None, content=None, batch_id=batch_id, errors=errors, owner=owner)
 
-    def get(self, file_id: str) -> File:
+    def get(self, file_id: str, tenant: str | None = None) -> File:
+        """The file; NotFound when there is none or it is not `tenant`'s (None: any)."""
         row = None
         if plausible_id(file_id):
             with self.db.session() as s:
                 row = s.get(File, file_id)
-        if row is None:
+        if row is None or (tenant is not None and (row.owner or DEFAULT_TENANT) != tenant):
             raise NotFound(f"file {file_id!r} does not exist: GET /v1/files lists the files")
         return row
 
-    def content(self, file_id: str) -> bytes:
+    def content(self, file_id: str, tenant: str | None = None) -> bytes:
         """The bytes of an uploaded file (a produced file has none: render its batch)."""
+        if tenant is not None:
+            self.get(file_id, tenant)
         with self.db.session() as s:
             content = s.scalar(select(File.content).where(File.id == file_id))
         if content is None:
@@ -205,24 +210,30 @@ class FileStore:
             if row is not None:
                 row.size = size
 
-    def delete(self, file_id: str) -> None:
-        """Delete a file. A batch already created from it keeps running: its job holds
-        the texts."""
+    def delete(self, file_id: str, tenant: str | None = None) -> None:
+        """Delete a file (`tenant`'s, when given). A batch already created from it keeps
+        running: its job holds the texts."""
+        query = delete(File).where(File.id == file_id)
+        if tenant is not None:
+            query = query.where(File.owner == tenant)
         with self.db.session() as s:
-            deleted = s.execute(delete(File).where(File.id == file_id))
+            deleted = s.execute(query)
         if not getattr(deleted, "rowcount", 0):
             raise NotFound(f"file {file_id!r} does not exist: GET /v1/files lists the files")
 
-    def list(self, limit: int, after: str | None, purpose: str | None) -> list[File]:
+    def list(self, limit: int, after: str | None, purpose: str | None,
+             tenant: str | None = None) -> list[File]:
         """Newest first; `after` is the last id of the previous page."""
         query = select(File).order_by(File.created_at.desc(), File.id.desc()).limit(limit)
+        if tenant is not None:
+            query = query.where(File.owner == tenant)
         if purpose:
             if purpose not in {p.value for p in FilePurpose}:
                 raise InvalidInput(f"purpose {purpose!r} is unknown: use "
                                    f"{', '.join(p.value for p in FilePurpose)}", "purpose")
             query = query.where(File.purpose == purpose)
         if after:
-            cursor = self.get(after)
+            cursor = self.get(after, tenant)
             query = query.where((File.created_at < cursor.created_at) | (
                 (File.created_at == cursor.created_at) & (File.id < cursor.id)))
         with self.db.session() as s:

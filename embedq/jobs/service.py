@@ -24,14 +24,14 @@ from celery import Celery
 
 from embedq.config import Settings
 from embedq.encoders.tiers import TIERS
-from embedq.errors import BadInputFile, EmbedqError, InvalidInput
+from embedq.errors import BadInputFile, EmbedqError, InvalidInput, QueueLimitReached
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.jobs.callbacks import check_url
 from embedq.jobs.dispatch import Clock, Dispatcher, job_window
 from embedq.jobs.readers import Record
 from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
 from embedq.jobs.windows import Window, check_not_before
-from embedq.models import ChunkStatus, Database, Job, JobStatus, Priority
+from embedq.models import DEFAULT_TENANT, ChunkStatus, Database, Job, JobStatus, Priority
 from embedq.models.job import CallbackState
 
 PAGE_ITEMS = 2000
@@ -51,7 +51,8 @@ class Producer(Protocol):
     app: Celery
 
     def spec(self, model: str | None = None, dimensions: int | None = None,
-             normalize: bool | None = None, precision: str | None = None) -> EncodeSpec: ...
+             normalize: bool | None = None, precision: str | None = None,
+             tenant: str | None = None) -> EncodeSpec: ...
 
 
 # Runs one chunk in this process: the embedded deployment's worker (see run_here).
@@ -85,6 +86,7 @@ class JobService:
         on_saved: Callable[[str], None] | None = None,
         start: bool = True,
         callback_url: str | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> str:
         """Store a job and its items, then start it if its window is open; return its id.
 
@@ -93,7 +95,12 @@ class JobService:
         job's final state is POSTed there once it ends (jobs/callbacks.py); a URL this
         server may not call is refused before anything is stored. The tier is `precision`,
         or the model's suffix (`all-MiniLM-L6-v2:int8`), else EMBEDQ_JOB_PRECISION, else
-        the deployment's default; the job's revision names it.
+        the deployment's default; the job's revision names it. The job belongs to
+        `tenant`: reads that name another tenant answer NotFound, and its inputs count
+        towards the tenant's EMBEDQ_TENANT_MAX_QUEUED_INPUTS while it is unfinished
+        (QueueLimitReached past it: inputs held in memory are refused before anything is
+        stored, a stream when it passes the cap; its job is then failed, and no other
+        job is touched).
         """
         if callback_url is not None:
             check_url(callback_url, self.settings)
@@ -103,7 +110,7 @@ class JobService:
         check_not_before(not_before, self.clock())
         if precision is None and (model or "").rpartition(":")[2] not in TIERS:
             precision = self.settings.job_precision  # None: the deployment's default tier
-        spec = self.service.spec(model, dimensions, precision=precision)
+        spec = self.service.spec(model, dimensions, precision=precision, tenant=tenant)
         if timezone is not None and not window:
             raise InvalidInput(
                 f"timezone {timezone!r} was given without a window; it only says when an "
@@ -115,9 +122,10 @@ class JobService:
             # Inputs held in memory are all checked before the job exists: a bad one is
             # refused with no job row left behind. A stream is checked line by line.
             records = [checked_record(r, n) for n, r in enumerate(records)]
+        room = self.check_room(tenant, len(records) if isinstance(records, list) else 1)
         job_id = uuid.uuid4().hex
         self.store.create(Job(
-            id=job_id, status=JobStatus.QUEUED, priority=priority, model=spec.model,
+            id=job_id, tenant=tenant, status=JobStatus.QUEUED, priority=priority, model=spec.model,
             revision=spec.revision, dimensions=spec.dimensions, normalize=spec.normalize,
             source=(source or "")[:255] or None, window=window, timezone=tz if window else None,
             not_before=not_before, total=0, chunks=0, loaded=False, generation=0,
@@ -126,10 +134,15 @@ class JobService:
         ))
         if on_saved is not None:
             on_saved(job_id)
-        loader = _Loader(self, job_id, spec)
+        loader = _Loader(self, job_id, spec, tenant, room)
         try:
             for n, record in enumerate(records):
                 loader.add(record, n)
+        except QueueLimitReached as exc:
+            loader.seal(error=str(exc))
+            self.store.transition(job_id, JobStatus.active(), None, status=JobStatus.FAILED,
+                                  finished_at=self.clock())
+            raise
         except BadInputFile as exc:
             loader.seal(error=str(exc))
             if start and loader.count:
@@ -139,6 +152,16 @@ class JobService:
         if start:
             self.start(job_id)
         return job_id
+
+    def check_room(self, tenant: str, inputs: int) -> int:
+        """How many inputs `tenant`'s unfinished jobs may still take; QueueLimitReached
+        when that is fewer than `inputs`. Concurrent submissions of one tenant each see
+        the room before the others load, so together they may pass the cap once."""
+        cap = self.settings.tenant_max_queued_inputs
+        queued = self.store.queued_inputs(tenant)
+        if queued + inputs > cap:
+            raise queue_full(tenant, queued, inputs, cap)
+        return cap - queued
 
     def start(self, job_id: str) -> bool:
         """Dispatch the job's first wave if it may run now. Inline (embedded: no worker
@@ -171,29 +194,34 @@ class JobService:
                 self.run_chunk(self.store, job_id, chunk)
             self.dispatcher.close(job_id, job.generation)
 
-    # --- reading
-    def get(self, job_id: str) -> Job:
-        return self.store.get(job_id)
+    # --- reading: `tenant` None reads any tenant's job (the CLI, the beat); a tenant
+    # reading another's job gets NotFound, as for a job that does not exist.
+    def get(self, job_id: str, tenant: str | None = None) -> Job:
+        return self.store.get(job_id, tenant)
 
     def progress(self, job: Job) -> Progress:
         return self.store.progress(job)
 
-    def describe(self, job_id: str) -> dict[str, Any]:
+    def describe(self, job_id: str, tenant: str | None = None) -> dict[str, Any]:
         """The job as the API and `embedq jobs status` show it."""
+        if tenant is not None:
+            self.store.get(job_id, tenant)
         return self.dispatcher.describe(job_id)
 
-    def list(self, limit: int = 50, status: str | None = None) -> list[dict[str, Any]]:
-        return [self.describe(job.id) for job in self.store.recent(limit, status)]
+    def list(self, limit: int = 50, status: str | None = None,
+             tenant: str | None = None) -> list[dict[str, Any]]:
+        return [self.describe(job.id) for job in self.store.recent(limit, status, tenant)]
 
-    def results(self, job_id: str, offset: int = 0, limit: int = 100) -> Iterator[ResultRow]:
+    def results(self, job_id: str, offset: int = 0, limit: int = 100,
+                tenant: str | None = None) -> Iterator[ResultRow]:
         if offset < 0 or limit < 1:
             raise InvalidInput("offset must be >= 0 and limit >= 1", "offset")
-        self.store.get(job_id)
+        self.store.get(job_id, tenant)
         return self.store.results(job_id, offset, limit)
 
-    def cancel(self, job_id: str) -> bool:
+    def cancel(self, job_id: str, tenant: str | None = None) -> bool:
         """Cancel what has not run; chunks already done keep their vectors."""
-        job = self.store.get(job_id)
+        job = self.store.get(job_id, tenant)
         return self.store.transition(job.id, JobStatus.active(), None,
                                      status=JobStatus.CANCELLED, finished_at=self.clock())
 
@@ -207,8 +235,11 @@ class JobService:
 class _Loader:
     """Streams records into items and chunk rows, one transaction per page."""
 
-    def __init__(self, jobs: JobService, job_id: str, spec: Any) -> None:
+    def __init__(self, jobs: JobService, job_id: str, spec: Any, tenant: str,
+                 room: int) -> None:
         self.jobs = jobs
+        self.tenant = tenant
+        self.room = room  # inputs the tenant's queue takes (EMBEDQ_TENANT_MAX_QUEUED_INPUTS)
         self.job_id = job_id
         self.spec = spec
         self.items: list[dict[str, Any]] = []
@@ -227,6 +258,9 @@ class _Loader:
             raise BadInputFile(
                 f"a job holds at most {self.limit} inputs (EMBEDQ_MAX_JOB_INPUTS): split "
                 "the file", record.line)
+        if self.count >= self.room:
+            cap = self.jobs.settings.tenant_max_queued_inputs
+            raise queue_full(self.tenant, cap - self.room, self.count + 1, cap)
         try:
             fp = fingerprint(self.spec, record.text)
         except InvalidInput as exc:
@@ -262,6 +296,14 @@ class _Loader:
             self._close_chunk()
         self._flush()
         self.jobs.store.seal(self.job_id, self.count, self.chunk_no, error)
+
+
+def queue_full(tenant: str, queued: int, inputs: int, cap: int) -> QueueLimitReached:
+    return QueueLimitReached(
+        f"tenant {tenant!r} has {queued} inputs in unfinished jobs, and {inputs} more would "
+        f"pass its limit (EMBEDQ_TENANT_MAX_QUEUED_INPUTS={cap}): retry once some of its "
+        "jobs finished (GET /v1/jobs shows them), cancel one no longer needed, or have the "
+        "operator raise EMBEDQ_TENANT_MAX_QUEUED_INPUTS", retry_after_s=60)
 
 
 def checked_record(record: Record | str, n: int) -> Record:

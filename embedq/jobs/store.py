@@ -91,10 +91,24 @@ class JobStore:
             s.execute(update(Job).where(Job.id == job_id).values(**values))
 
     # --- reading
-    def get(self, job_id: str) -> Job:
+    def queued_inputs(self, tenant: str) -> int:
+        """Inputs of `tenant`'s unfinished jobs (queued or running): a loaded job's total,
+        and the items stored so far of one still loading."""
+        active = (Job.tenant == tenant, Job.status.in_(JobStatus.active()))
+        with self.db.session() as s:
+            loaded = s.scalar(select(func.coalesce(func.sum(Job.total), 0))
+                              .where(*active, Job.loaded.is_(True))) or 0
+            loading = s.scalar(select(func.count()).select_from(JobItem)
+                               .join(Job, Job.id == JobItem.job_id)
+                               .where(*active, Job.loaded.is_(False))) or 0
+        return int(loaded) + int(loading)
+
+    def get(self, job_id: str, tenant: str | None = None) -> Job:
+        """The job; NotFound when there is none, or it is not `tenant`'s (None: any).
+        Another tenant's job is answered exactly like a missing one."""
         with self.db.session() as s:
             job = s.get(Job, job_id)
-        if job is None:
+        if job is None or (tenant is not None and job.tenant != tenant):
             raise NotFound(f"job {job_id!r} does not exist: `embedq jobs list` shows the jobs")
         return job
 
@@ -114,10 +128,13 @@ class JobStore:
         return Progress(job.total, done, cached, coalesced, failed, encoded, job.chunks,
                         chunks_done)
 
-    def recent(self, limit: int = 50, status: str | None = None) -> list[Job]:
+    def recent(self, limit: int = 50, status: str | None = None,
+               tenant: str | None = None) -> list[Job]:
         query = select(Job).order_by(Job.created_at.desc()).limit(limit)
         if status:
             query = query.where(Job.status == status)
+        if tenant is not None:
+            query = query.where(Job.tenant == tenant)
         with self.db.session() as s:
             return list(s.scalars(query))
 

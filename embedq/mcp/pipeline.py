@@ -17,15 +17,17 @@ class AsyncPipeline:
         self.service = service
         self.flights: SingleFlight[str, Vector] = SingleFlight("embed")
 
-    async def embed(self, texts: list[str], model: str | None = None
-                    ) -> list[Vector | EmbedqError]:
-        spec = self.service.spec(model)
+    async def embed(self, texts: list[str], model: str | None = None,
+                    tenant: str | None = None) -> list[Vector | EmbedqError]:
+        """Outcomes in input order; `tenant` (the caller's) enters the fingerprints under
+        strict isolation, and so the single-flight keys too."""
+        spec = self.service.spec(model, tenant=tenant)
         fps = [fingerprint(spec, t) for t in texts]
         text_of = dict(zip(fps, texts, strict=True))
 
         async def compute(keys: list[str]) -> dict[str, Vector | BaseException]:
             result = await asyncio.to_thread(
-                self.service.embed, [text_of[k] for k in keys], model=model
+                self.service.embed, [text_of[k] for k in keys], model=model, tenant=tenant
             )
             return {
                 k: (o.error if o.error is not None else o.vector)  # type: ignore[misc]

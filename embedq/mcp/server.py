@@ -1,10 +1,19 @@
 """The MCP server: embedq's tools for agents, built on the official `mcp` SDK.
 
-Tools: embed_text, embed_texts, semantic_cache_lookup, semantic_cache_store, job_status.
+Tools: embed_text, embed_texts, semantic_cache_lookup, semantic_cache_store,
+semantic_cache_feedback, job_status.
 Embedding tools share one AsyncPipeline (in-process single flight, then the cross-process
 claim); semantic-cache lookups embed their query through the same service, so a repeated
 question costs no model call. Anticipated failures come back as tool errors with a
 message that says what to do; they are not server crashes.
+
+Every tool acts for a Principal: over HTTP the caller of the request (`embedq mcp`
+checks its Bearer key in front of the transport and puts it on the request), over stdio
+`local` (the user who started the process). A tool needs the scope its HTTP route needs
+(embed, cache:read, cache:write, jobs); another tenant's job or namespace is "not found".
+Over HTTP the transport sits behind the API's middleware (`embedq mcp`): the key's
+request rate, one audit line a request with the texts a tool took as its `inputs`, and
+the key's texts a day for the embedding tools (`quota`), as on the HTTP API.
 """
 
 from __future__ import annotations
@@ -12,17 +21,46 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from embedq.errors import EmbedqError
 from embedq.mcp.pipeline import AsyncPipeline
 from embedq.service import EmbeddingService
+from embedq.tenants import SCOPES, Principal
+from embedq.tenants.quota import TextQuota
 
 MAX_TEXTS = 256
 
 
-def create_server(service: EmbeddingService) -> MCPServer:
+def caller(ctx: Context[Any, Any], local: Principal, scope: str) -> Principal:
+    """Who calls this tool, holding `scope`; a ToolError otherwise."""
+    request = ctx.request_context.request
+    if request is None:
+        principal: Principal | None = local  # stdio: no HTTP request, the local user
+    else:
+        principal = getattr(request, "scope", {}).get("state", {}).get("principal")
+    if principal is None:  # an HTTP transport behind no key check: fail closed
+        raise ToolError("this MCP server needs a key: send `Authorization: Bearer <key>`")
+    if not principal.allows(scope):
+        raise ToolError(f"the key {principal.key_name!r} of tenant {principal.tenant!r} "
+                        f"lacks the scope {scope!r} ({SCOPES[scope]}): use a key with it")
+    return principal
+
+
+def count_inputs(ctx: Context[Any, Any], texts: int) -> None:
+    """Put how many texts this call takes on its HTTP request, for the audit line the
+    middleware writes when the request ends (over stdio there is no request and no line)."""
+    request = ctx.request_context.request
+    if request is not None:
+        getattr(request, "scope", {}).setdefault("state", {})["inputs"] = texts
+
+
+def create_server(service: EmbeddingService, local: Principal | None = None,
+                  quota: TextQuota | None = None) -> MCPServer:
+    """The server; `local` is who stdio callers act as (default: tenant "default", every
+    scope); `quota` counts the embedding tools' texts against each key's texts a day."""
+    local = local or Principal.everything("local")
     pipeline = AsyncPipeline(service)
     server: MCPServer = MCPServer(
         name="embedq",
@@ -48,7 +86,9 @@ def create_server(service: EmbeddingService) -> MCPServer:
             state["jobs"] = JobService(service)
         return state["jobs"]
 
-    async def embed(texts: list[str], model: str | None) -> list[list[float]]:
+    async def embed(ctx: Context[Any, Any], texts: list[str], model: str | None
+                    ) -> list[list[float]]:
+        principal = caller(ctx, local, "embed")
         if not texts:
             raise ToolError("texts is empty: pass at least one non-empty string")
         if len(texts) > MAX_TEXTS:
@@ -56,8 +96,11 @@ def create_server(service: EmbeddingService) -> MCPServer:
         for i, t in enumerate(texts):
             if not isinstance(t, str) or not t:
                 raise ToolError(f"text {i} is empty or not a string: pass non-empty strings")
+        count_inputs(ctx, len(texts))
         try:
-            outcomes = await pipeline.embed(texts, model)
+            if quota is not None and principal.texts_per_day is not None:
+                await asyncio.to_thread(quota.charge, principal, len(texts))
+            outcomes = await pipeline.embed(texts, model, principal.tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         errors = [f"text {i}: {o}" for i, o in enumerate(outcomes)
@@ -67,49 +110,73 @@ def create_server(service: EmbeddingService) -> MCPServer:
         return [o.tolist() for o in outcomes if not isinstance(o, BaseException)]
 
     @server.tool()
-    async def embed_text(text: str, model: str | None = None) -> dict[str, Any]:
+    async def embed_text(ctx: Context[Any, Any], text: str, model: str | None = None
+                         ) -> dict[str, Any]:
         """Embed one text; returns its vector (float32 values as JSON numbers)."""
-        vector = (await embed([text], model))[0]
+        vector = (await embed(ctx, [text], model))[0]
         return {"model": service.model, "dimensions": len(vector), "embedding": vector}
 
     @server.tool()
-    async def embed_texts(texts: list[str], model: str | None = None) -> dict[str, Any]:
+    async def embed_texts(ctx: Context[Any, Any], texts: list[str], model: str | None = None
+                          ) -> dict[str, Any]:
         """Embed several texts; vectors come back in input order."""
-        vectors = await embed(texts, model)
+        vectors = await embed(ctx, texts, model)
         return {"model": service.model,
                 "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
 
     @server.tool()
-    async def semantic_cache_lookup(namespace: str, query: str,
+    async def semantic_cache_lookup(ctx: Context[Any, Any], namespace: str, query: str,
                                     threshold: float | None = None) -> dict[str, Any]:
         """Find a stored payload whose query means the same (cosine score in [-1, 1])."""
+        tenant = caller(ctx, local, "cache:read").tenant
+        count_inputs(ctx, 1)
         try:
+            await asyncio.to_thread(semantic().check_owner, namespace, tenant)
             result = await asyncio.to_thread(semantic().lookup, namespace, query,
-                                             threshold=threshold)
+                                             threshold=threshold, tenant=tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         out: dict[str, Any] = result.to_json()
         return out
 
     @server.tool()
-    async def semantic_cache_store(namespace: str, query: str, payload: Any,
-                                   ttl_s: int | None = None) -> dict[str, Any]:
+    async def semantic_cache_store(ctx: Context[Any, Any], namespace: str, query: str,
+                                   payload: Any, ttl_s: int | None = None) -> dict[str, Any]:
         """Store a payload (any JSON) under a query; returns the entry id."""
+        tenant = caller(ctx, local, "cache:write").tenant
+        count_inputs(ctx, 1)
         try:
             entry_id = await asyncio.to_thread(semantic().put, namespace, query, payload,
-                                               ttl_s=ttl_s)
+                                               ttl_s=ttl_s, tenant=tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         return {"id": entry_id, "namespace": namespace}
 
     @server.tool()
-    async def job_status(job_id: str) -> dict[str, Any]:
+    async def semantic_cache_feedback(ctx: Context[Any, Any], namespace: str, hit_id: str,
+                                      correct: bool) -> dict[str, Any]:
+        """Say whether a payload semantic_cache_lookup served was right (its match's
+        hit_id). A wrong one stops that entry answering queries like this one, and may
+        raise the namespace's threshold to keep its error budget."""
+        tenant = caller(ctx, local, "cache:read").tenant
+        try:
+            await asyncio.to_thread(semantic().check_owner, namespace, tenant)
+            out: dict[str, Any] = await asyncio.to_thread(semantic().give_feedback,
+                                                          namespace, hit_id, correct, tenant)
+        except EmbedqError as exc:
+            raise ToolError(str(exc)) from exc
+        return out
+
+    @server.tool()
+    async def job_status(ctx: Context[Any, Any], job_id: str) -> dict[str, Any]:
         """Status and progress of an embedding job (see POST /v1/jobs, `embedq bulk`).
 
         status: queued, running, succeeded, succeeded_with_errors (progress.failed items
         have no vector), failed (every item failed) or cancelled."""
+        tenant = caller(ctx, local, "jobs").tenant
         try:
-            described: dict[str, Any] = await asyncio.to_thread(jobs().describe, job_id)
+            described: dict[str, Any] = await asyncio.to_thread(jobs().describe, job_id,
+                                                                tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         return described

@@ -47,7 +47,9 @@ class File(Base):
     # A produced file: the batch it renders, and whether it is its error file.
     batch_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
     errors: Mapped[bool] = mapped_column(Boolean, default=False)
-    owner: Mapped[str | None] = mapped_column(String(255), nullable=True)  # tenants, later
+    # The tenant that uploaded (or whose batch produced) the file; set for every file
+    # since migration 0007, None only on rows older than it (read as the default tenant).
+    owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
                                                  server_default=func.now(), index=True)
 

@@ -24,6 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
+from embedq.models.api_key import DEFAULT_TENANT
 from embedq.models.base import Base
 from embedq.models.states import ChunkStatus, JobStatus, Priority
 
@@ -45,6 +46,9 @@ class Job(Base):
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    # The tenant that owns the job (migration 0007): another tenant's job is "not found".
+    tenant: Mapped[str] = mapped_column(String(64), default=DEFAULT_TENANT,
+                                        server_default=DEFAULT_TENANT, index=True)
     # A JobStatus; 32 wide since "succeeded_with_errors" (migration 0004).
     status: Mapped[str] = mapped_column(String(32), default=JobStatus.QUEUED, index=True)
     priority: Mapped[str] = mapped_column(String(8), default=Priority.BULK)

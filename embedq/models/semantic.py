@@ -27,6 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
+from embedq.models.api_key import DEFAULT_TENANT
 from embedq.models.base import Base
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; Postgres gets BIGSERIAL.
@@ -82,6 +83,10 @@ class SemanticNamespace(Base):
     __tablename__ = "semantic_namespaces"
 
     namespace: Mapped[str] = mapped_column(String(255), primary_key=True)
+    # The tenant that created the namespace (migration 0007); names are unique across
+    # tenants, and another tenant's namespace answers "not found".
+    tenant: Mapped[str] = mapped_column(String(64), default=DEFAULT_TENANT,
+                                        server_default=DEFAULT_TENANT)
     hits: Mapped[int] = mapped_column(BigInteger, default=0)
     misses: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(

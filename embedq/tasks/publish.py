@@ -4,6 +4,10 @@ A message with one text takes that text's fingerprint as its Celery task id. Whe
 request brings many misses they are packed, `message_max_texts` to a message, with an id
 derived from their fingerprints: per-message overhead would otherwise cost more than the
 model on short texts (see the README's design notes).
+
+A message may name the claim `owner` of the call that queued it: its producer registered
+its callers' interest (`coordination.claim_wanted`), so a worker may drop the texts
+nobody waits for any more. A message without one (an older producer) is always encoded.
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ def publish_embed(
     groups: list[list[tuple[str, str]]],
     queue: str,
     ids: list[str] | None = None,
+    owner: str | None = None,
 ) -> list[str]:
-    """Publish one message per group over one producer connection; return task ids."""
+    """Publish one message per group over one producer connection; return task ids.
+    `owner`: the claim owner whose callers' interest decides whether the texts are
+    still wanted when a worker reaches them."""
     sent: list[str] = []
     try:
         with app.producer_or_acquire() as producer:
@@ -47,6 +54,8 @@ def publish_embed(
                     "spec": spec.to_json(),
                     "items": [[fp, text] for fp, text in group],
                 }
+                if owner is not None:
+                    payload["owner"] = owner
                 app.send_task(
                     names.EMBED, args=[payload], task_id=task_id, queue=queue,
                     producer=producer,

@@ -18,7 +18,8 @@ thread, each cycle:
      is written, so a poison text only takes itself down (a healthy text still waiting
      for the writer when the poison killed the process would be charged an attempt in
      every life, and dead-lettered with it);
-  4. counts an attempt per text, encodes once, and hands the raw rows to the writer.
+  4. drops the items nobody waits for any more (`keep`: one round trip, online work only),
+     counts an attempt per text, encodes once, and hands the raw rows to the writer.
 The writer thread (so the next encode overlaps the I/O) finishes each vector for its spec,
 rejects NaN/Inf/wrong widths, persists the batch in one statement, fills the hot tier,
 announces the fingerprints, and resolves each item's future on its own.
@@ -63,6 +64,7 @@ class Item:
     tokens: int = 0
     future: Future[bytes] = field(default_factory=Future)
     seq: int = 0
+    owner: str | None = None  # the claim owner of the online message that queued it
 
 
 @dataclass(eq=False)
@@ -89,6 +91,9 @@ class Batch:
 
 Sink = Callable[[Batch], None]
 AttemptHook = Callable[[list[str]], None]
+# Given a batch's items just before they encode, returns those to encode; it resolves
+# the future of each item it leaves out.
+KeepHook = Callable[[list[Item]], list[Item]]
 
 
 class Batcher:
@@ -103,6 +108,7 @@ class Batcher:
         on_attempt: AttemptHook | None = None,
         parallel: int = 1,
         bulk_step_ms: float = 10.0,
+        keep: KeepHook | None = None,
     ) -> None:
         self.encoder = encoder
         self.sink = sink
@@ -110,6 +116,7 @@ class Batcher:
         self.max_tokens = max_tokens
         self.max_texts = max_texts
         self.on_attempt = on_attempt
+        self.keep = keep
         self.bulk_step_s = bulk_step_ms / 1000
         self._cost: float | None = None  # seconds per padded token of a bulk batch
         self._heap: list[tuple[int, int, Item]] = []
@@ -275,6 +282,10 @@ class Batcher:
             if items is None:
                 self._writes.put((BULK + 1, next(self._seq), None))
                 return
+            items = self._kept(items)
+            if not items:
+                self._slots.release()
+                continue
             if items[0].alone:
                 self._await_written()
             batch = self._begin(items)
@@ -282,6 +293,15 @@ class Batcher:
                 self._pool.submit(self._encode, batch, items, True)
             else:
                 self._encode(batch, items, True)
+
+    def _kept(self, items: list[Item]) -> list[Item]:
+        if self.keep is None:
+            return items
+        try:
+            return self.keep(items)
+        except Exception:  # the batcher thread must outlive its hook: encode them all
+            log.exception("keep hook failed; encoding the whole batch")
+            return items
 
     def _begin(self, items: list[Item]) -> Batch:
         with self._written:
@@ -336,6 +356,9 @@ class Batcher:
                             or self._heap[0][2].alone):
                         break
                     items = self._cut()
+                items = self._kept(items)
+                if not items:
+                    continue
                 self.preemptions += 1
                 self._encode(self._begin(items), items, False)
         finally:

@@ -11,7 +11,8 @@ names a revision, which names its tier: its texts go to the encoder of that revi
   2. texts that died with their process `max_attempts` times are dead-lettered (fencing);
   3. a run lease per fingerprint fences concurrent deliveries of the same work (fencing);
   4. the rest go through the batcher; the writer persists each batch and resolves each
-     item on its own.
+     item on its own. An online message's texts that nobody waits for any more when
+     their batch is about to encode are left out (`workers.interest`).
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ from typing import Any
 from embedq import coordination
 from embedq.cache import DurableStore, HotStore, make_hot_store
 from embedq.config import Settings
-from embedq.encoders import Encoder, load_encoder
+from embedq.encoders import Encoder, check_device, load_encoder
+from embedq.encoders.tiers import CUDA_TIERS, tier_of_revision
 from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
 from embedq.workers.batcher import BULK, ONLINE, Batcher, Item, Room
 from embedq.workers.fencing import Fencing
+from embedq.workers.interest import KeepWanted
 from embedq.workers.writer import BatchWriter
 
 log = logging.getLogger("embedq.worker")
@@ -72,6 +75,10 @@ class WorkerRuntime:
         self.db = db if db is not None else Database.from_settings(settings)
         self.durable = DurableStore(self.db)
         self.fencing = Fencing(self.hot, settings, self.worker_id)
+        # Every tier's device first: a worker that cannot serve fp16 (no CUDA) stops
+        # before it spends a minute loading the tiers it can.
+        for tier in settings.tiers:
+            check_device(settings, tier)
         # By revision, in EMBEDQ_TIERS order: the first is the default tier.
         self.served: dict[str, Served] = {}
         for tier in settings.tiers:
@@ -114,6 +121,7 @@ class WorkerRuntime:
             on_attempt=self.fencing.count_attempt,
             parallel=settings.upstream_concurrency if settings.encoder == "upstream" else 1,
             bulk_step_ms=settings.bulk_step_ms,
+            keep=KeepWanted(self.hot),
         )
         return Served(tier, enc, writer, batcher)
 
@@ -184,23 +192,32 @@ class WorkerRuntime:
                             str(fp)[:12], spec.model)
         if refused:
             self.hot.incr({"refused": refused})
-        counts = self.embed_pairs(spec, pairs, lane, durable=not first_delivery) if pairs \
-            else {"done": 0, "failed": 0, "reused": 0}
+        owner = payload.get("owner")  # set: its producer tracks its callers' interest
+        counts = self.embed_pairs(spec, pairs, lane,
+                                  owner=owner if isinstance(owner, str) else None,
+                                  durable=not first_delivery) \
+            if pairs else {"done": 0, "failed": 0, "reused": 0}
         return {**counts, "refused": refused}
 
     def embed_pairs(self, spec: EncodeSpec, pairs: dict[str, str], lane: int,
-                    room: Room | None = None, *, durable: bool = True) -> dict[str, int]:
+                    room: Room | None = None, owner: str | None = None, *,
+                    durable: bool = True) -> dict[str, int]:
         """Embed (fingerprint -> text) pairs; `room` is batcher room the caller reserved
         (filled by the first submit; the caller releases it if nothing was submitted);
-        `durable`: look for vectors already stored in the durable tier too."""
+        `owner`: the claim owner of an online message, whose texts are not encoded once
+        nobody waits for them (None: always encoded); `durable`: look for vectors already
+        stored in the durable tier too."""
         fps = list(pairs)
         served = self.serving(spec)
         if served is None:
             offered = ", ".join(f"{s.tier} ({r!r})" for r, s in self.served.items())
+            asked = tier_of_revision(spec.revision)
+            gpu_hint = (f"(the {asked} tier is served only by workers on a CUDA GPU with "
+                        f"{asked} in EMBEDQ_TIERS) " if asked in CUDA_TIERS else "")
             err = EmbeddingFailed(
                 f"this worker serves model {self.encoder.name!r} at revisions {offered}, "
                 f"but the request was made for model {spec.model!r} revision "
-                f"{spec.revision!r}; nothing was computed or stored. "
+                f"{spec.revision!r}; nothing was computed or stored. {gpu_hint}"
                 "Give the producer (API, client) and the workers on its queues the same "
                 "EMBEDQ_MODEL, EMBEDQ_MODEL_REVISION and EMBEDQ_TIERS, or give each "
                 "revision its own EMBEDQ_ONLINE_QUEUE and EMBEDQ_BULK_QUEUE"
@@ -216,7 +233,7 @@ class WorkerRuntime:
         todo = [fp for fp in todo if fp not in dead]
 
         def encode(mine: dict[str, str]) -> int:
-            return self._encode(served.batcher, spec, mine, suspects, lane, room)
+            return self._encode(served.batcher, spec, mine, suspects, lane, room, owner)
 
         done = self.fencing.run_leased({fp: pairs[fp] for fp in todo}, encode)
         return {"done": done + len(stored), "failed": len(fps) - done - len(stored),
@@ -233,9 +250,10 @@ class WorkerRuntime:
         return {**stored, **hot}
 
     def _encode(self, batcher: Batcher, spec: EncodeSpec, pairs: dict[str, str],
-                suspects: set[str], lane: int, room: Room | None = None) -> int:
+                suspects: set[str], lane: int, room: Room | None = None,
+                owner: str | None = None) -> int:
         items = [
-            Item(fp=fp, text=text, spec=spec, lane=lane, alone=fp in suspects)
+            Item(fp=fp, text=text, spec=spec, lane=lane, alone=fp in suspects, owner=owner)
             for fp, text in pairs.items()
         ]
         batcher.submit(items, room)

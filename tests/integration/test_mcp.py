@@ -52,6 +52,11 @@ def test_every_tool_over_stdio(cluster: Cluster, salt: str) -> None:
                 "payload": {"answer": "use the reset link"}}))
             out["hit"] = payload(await client.call_tool("semantic_cache_lookup", {
                 "namespace": f"ns{salt}", "query": f"{salt} how do I reset my password"}))
+            out["feedback"] = payload(await client.call_tool("semantic_cache_feedback", {
+                "namespace": f"ns{salt}", "hit_id": out["hit"]["matches"][0]["hit_id"],
+                "correct": True}))
+            out["unknown_hit"] = await client.call_tool("semantic_cache_feedback", {
+                "namespace": f"ns{salt}", "hit_id": "0" * 32, "correct": False})
             out["empty"] = await client.call_tool("embed_text", {"text": ""})
             for _ in range(100):
                 out["job"] = payload(await client.call_tool("job_status", {"job_id": job_id}))
@@ -63,7 +68,8 @@ def test_every_tool_over_stdio(cluster: Cluster, salt: str) -> None:
 
     out = asyncio.run(session())
     assert out["tools"] == ["embed_text", "embed_texts", "job_status",
-                            "semantic_cache_lookup", "semantic_cache_store"]
+                            "semantic_cache_feedback", "semantic_cache_lookup",
+                            "semantic_cache_store"]
     np.testing.assert_allclose(out["one"]["embedding"], expected(f"{salt} mcp one"),
                                rtol=1e-5, atol=1e-6)
     assert [d["index"] for d in out["many"]["data"]] == [0, 1]
@@ -72,6 +78,10 @@ def test_every_tool_over_stdio(cluster: Cluster, salt: str) -> None:
     assert out["hit"]["hit"] is True
     assert out["hit"]["matches"][0]["payload"] == {"answer": "use the reset link"}
     assert out["hit"]["matches"][0]["id"] == out["stored"]["id"]
+    assert (out["feedback"]["recorded"], out["feedback"]["entry_id"]) == (True,
+                                                                          out["stored"]["id"])
+    assert out["unknown_hit"].is_error
+    assert "no served hit" in out["unknown_hit"].content[0].text
     assert out["empty"].is_error and "non-empty" in out["empty"].content[0].text
     assert out["job"]["status"] == "succeeded" and out["job"]["progress"]["done"] == 5
     assert out["missing_job"].is_error

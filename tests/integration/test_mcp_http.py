@@ -74,7 +74,8 @@ def test_every_tool_over_streamable_http(cluster: Cluster, salt: str, tmp_path: 
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
     assert out["tools"] == ["embed_text", "embed_texts", "job_status",
-                            "semantic_cache_lookup", "semantic_cache_store"]
+                            "semantic_cache_feedback", "semantic_cache_lookup",
+                            "semantic_cache_store"]
     np.testing.assert_allclose(out["one"]["embedding"], expected(f"{salt} h1"),
                                rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out["many"]["data"][1]["embedding"], expected(f"{salt} hb"),

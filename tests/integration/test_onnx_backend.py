@@ -16,6 +16,7 @@ from embedq.corpus import load_texts
 from embedq.encoders import load_encoder
 from embedq.encoders.export import ExportedModel, export_model
 from embedq.encoders.onnx_runtime import OnnxEncoder
+from tests.conftest import OnnxExports
 
 pytestmark = pytest.mark.model
 
@@ -24,8 +25,8 @@ QUERIES = 200
 
 
 @pytest.fixture(scope="module")
-def onnx_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    data_dir = tmp_path_factory.mktemp("onnx-exports")
+def onnx_settings(onnx_exports: OnnxExports) -> Settings:
+    data_dir = onnx_exports.empty_dir()  # later modules reuse what this one exports
     return Settings.from_env({"EMBEDQ_DATA_DIR": str(data_dir), "EMBEDQ_BACKEND": "onnx",
                               "EMBEDQ_TIERS": "fp32,int8"})
 
@@ -50,9 +51,10 @@ def racing_exports(onnx_settings: Settings) -> list[ExportedModel]:
 
 
 @pytest.fixture(scope="module")
-def encoders(onnx_settings: Settings, racing_exports: list[ExportedModel]) -> dict[str, Any]:
-    torch_settings = onnx_settings.with_overrides(backend="torch", tiers=("fp32",))
-    return {"torch fp32": load_encoder(torch_settings),
+def encoders(onnx_settings: Settings, racing_exports: list[ExportedModel],
+             model_encoder: Any) -> dict[str, Any]:
+    # torch fp32 is the session's default model (backend torch, tier fp32), loaded once.
+    return {"torch fp32": model_encoder,
             "onnx fp32": load_encoder(onnx_settings, "fp32"),
             "onnx int8": load_encoder(onnx_settings, "int8")}
 

@@ -61,6 +61,7 @@ def test_a_write_in_one_process_is_found_by_the_other(two_apis: tuple[ApiServer,
     entry_id = put.json()["id"]
     _wait_for(b, ns, "how do I open an account", hit=True)
     [match] = _lookup(b, ns, "how do I open an account")["matches"]
+    assert len(match.pop("hit_id")) == 32  # names this served hit in feedback
     assert match == {"id": entry_id, "score": pytest.approx(1.0, abs=1e-5),
                      "query": "how do I open an account", "payload": {"n": 1},
                      "metadata": {"lang": "en"}}

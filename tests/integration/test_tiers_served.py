@@ -26,7 +26,7 @@ from embedq.jobs.service import JobService
 from embedq.models import JobStatus
 from embedq.service import EmbeddingService
 from tests import support
-from tests.conftest import Cluster
+from tests.conftest import Cluster, OnnxExports
 from tests.integration.test_api_support import ApiServer
 
 pytestmark = pytest.mark.integration
@@ -90,9 +90,12 @@ def test_an_unserved_tier_is_refused_before_anything_is_queued(tiered: Tiered) -
     assert refused.value.param == "precision"
     with pytest.raises(UnknownModel, match="EMBEDQ_TIERS=fp32"):
         service.embed(["never queued"], model=f"{MODEL}:int8")
-    for unknown in ("fp16", ""):
+    for unknown in ("bf16", ""):
         with pytest.raises(InvalidInput, match=f"'{unknown}' is unknown: use one of fp32"):
             service.embed(["never queued"], precision=unknown)
+    # fp16 is a tier embedq knows, but this deployment does not list it.
+    with pytest.raises(InvalidInput, match=r"'fp16' is not served here .*add fp16"):
+        service.embed(["never queued"], precision="fp16")
     with pytest.raises(InvalidInput, match="disagree"):
         tiered.service().spec(f"{MODEL}:int8", precision="fp32")
     service.close()
@@ -109,6 +112,21 @@ def test_a_tier_no_worker_serves_fails_fast_naming_what_the_worker_serves(
     assert type(error) is EmbeddingFailed, error
     assert "fp32 ('hashing-v1')" in str(error) and f"'hashing-v1{INT8}'" in str(error)
     assert "EMBEDQ_TIERS" in str(error)
+    assert time.monotonic() - started < 30  # refused by the worker, not timed out
+    service.close()
+
+
+def test_fp16_no_worker_serves_fails_fast_saying_it_needs_a_cuda_worker(
+    cluster: Cluster, salt: str
+) -> None:
+    # This producer (on a CPU machine) lists fp16; the cluster's worker loads fp32 only.
+    service = cluster.service(tiers=("fp32", "fp16"))
+    started = time.monotonic()
+    result = service.embed([f"{salt} fp16 nobody serves"], precision="fp16", timeout_s=60)
+    error = result.outcomes[0].error
+    assert type(error) is EmbeddingFailed, error
+    assert "'hashing-v1+fp16.torch-half.1'" in str(error)
+    assert "fp16 tier is served only by workers on a CUDA GPU" in str(error)
     assert time.monotonic() - started < 30  # refused by the worker, not timed out
     service.close()
 
@@ -221,12 +239,13 @@ def _wait_for(jobs: JobService, job_id: str, timeout_s: float = 120) -> None:
 # --- the real model on ONNX Runtime, fp32 and int8 in one worker
 
 @pytest.fixture(scope="module")
-def onnx_api(redis_url: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[ApiServer]:
+def onnx_api(redis_url: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory,
+             onnx_exports: OnnxExports) -> Iterator[ApiServer]:
     tmp = tmp_path_factory.mktemp("tiers-onnx")
+    # The session's exports: the worker exports only when no earlier module has.
     env = support.cluster_env(
         redis_url, pg_url, encoder="sentence-transformers", backend="onnx",
-        tiers="fp32,int8", data_dir=tmp, online_queue="online-onnx",
+        tiers="fp32,int8", data_dir=onnx_exports.shared, online_queue="online-onnx",
         bulk_queue="bulk-onnx",
     )
     worker = support.WorkerProcess(env, tmp / "worker.log").start(timeout_s=600)

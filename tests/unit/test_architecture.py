@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"config", "fingerprint", "corpus"},
     {"models", "encoders"},
     {"cache", "testing"},
-    {"coordination"},
+    {"coordination", "tenants"},
     {"tasks"},
     {"jobs"},
     {"workers", "service"},

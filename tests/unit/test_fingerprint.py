@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 
@@ -63,3 +65,24 @@ def test_spec_rejects_unknown_dtype_and_bad_dimensions() -> None:
         EncodeSpec("m", "r", dtype="int8")
     with pytest.raises(InvalidInput, match="positive"):
         EncodeSpec("m", "r", dimensions=0)
+
+
+def test_a_spec_without_a_tenant_keeps_the_shared_fingerprint_and_message() -> None:
+    """Strict tenant isolation must not move a single shared key: the encoding of a spec
+    without a tenant is pinned byte for byte, and its message JSON has no tenant field."""
+    spec = EncodeSpec("m", "r1", None, True)
+    assert fingerprint(spec, "hello") == hashlib.sha256(
+        b'embedq-fp/1\n{"dimensions":null,"dtype":"float32","model":"m","normalize":true,'
+        b'"revision":"r1","text_sha256":"' + hashlib.sha256(b"hello").hexdigest().encode()
+        + b'"}').hexdigest()
+    assert spec.to_json() == {"model": "m", "revision": "r1", "dimensions": None,
+                              "normalize": True, "dtype": "float32"}
+
+
+def test_a_tenant_gives_its_own_fingerprint_and_travels_in_the_spec() -> None:
+    alice, bob = (EncodeSpec("m", "r1", tenant=t) for t in ("alice", "bob"))
+    shared = EncodeSpec("m", "r1")
+    assert len({fingerprint(s, "hello") for s in (alice, bob, shared)}) == 3
+    again = EncodeSpec.from_json(json.loads(json.dumps(alice.to_json())))
+    assert again == alice and fingerprint(again, "hello") == fingerprint(alice, "hello")
+    assert EncodeSpec.from_json(shared.to_json()).tenant is None

@@ -74,7 +74,7 @@ def test_dashboard_panels_cover_the_issue_and_use_the_datasource_variable() -> N
     for needed in ("embedq_texts_total", "embedq_http_requests_total", "embedq_cache_hits_total",
                    "embedq_semantic_lookups_total", "embedq_queue_depth",
                    "embedq_encode_seconds_bucket", "embedq_jobs", "embedq_failed_total",
-                   "embedq_live_workers"):
+                   "embedq_live_workers", "embedq_abandoned_total"):
         assert needed in read, needed
     for panel in panels:
         for target in panel.get("targets", []):

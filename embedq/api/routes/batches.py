@@ -16,6 +16,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.auth import JOBS, JobsCaller, charge_texts
 from embedq.api.routes.embeddings import resolve_dimensions
 from embedq.api.routes.jobs import job_service
 from embedq.api.state import get_state
@@ -25,7 +26,7 @@ from embedq.jobs.files import ENDPOINT, FileStore, unix
 from embedq.jobs.service import JobService
 from embedq.models import File
 
-router = APIRouter(tags=["batches"])
+router = APIRouter(tags=["batches"], dependencies=[Depends(JOBS)])
 
 MAX_PAGE = 100
 
@@ -74,7 +75,7 @@ def _page(data: list[dict[str, Any]], limit: int) -> dict[str, Any]:
 # --- files
 @router.post("/v1/files", summary="Upload a JSONL file of /v1/embeddings requests")
 async def upload_file(
-    batches: Batches, usage: Usage,
+    batches: Batches, usage: Usage, caller: JobsCaller,
     file: Annotated[UploadFile, FormFile(description="JSONL, one request a line")],
     purpose: Annotated[str, Form(description="batch")],
 ) -> dict[str, Any]:
@@ -83,28 +84,31 @@ async def upload_file(
     if len(content) > limit:
         raise InputTooLarge(f"the file is over the limit of {limit} bytes "
                             "(EMBEDQ_MAX_FILE_BYTES): split it into several files", "file")
-    row = await run_in_threadpool(batches.files.create, file.filename or "", purpose, content)
+    row = await run_in_threadpool(batches.files.create, file.filename or "", purpose, content,
+                                  caller.tenant)
     return _file(row, batches, usage)
 
 
 @router.get("/v1/files")
 def list_files(
-    batches: Batches, usage: Usage,
+    batches: Batches, usage: Usage, caller: JobsCaller,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
     after: str | None = None, purpose: str | None = None,
 ) -> dict[str, Any]:
-    rows = batches.files.list(limit, after, purpose)
+    rows = batches.files.list(limit, after, purpose, caller.tenant)
     return _page([_file(row, batches, usage) for row in rows], limit)
 
 
 @router.get("/v1/files/{file_id}")
-def get_file(file_id: str, batches: Batches, usage: Usage) -> dict[str, Any]:
-    return _file(batches.files.get(file_id), batches, usage)
+def get_file(file_id: str, batches: Batches, usage: Usage, caller: JobsCaller
+             ) -> dict[str, Any]:
+    return _file(batches.files.get(file_id, caller.tenant), batches, usage)
 
 
 @router.get("/v1/files/{file_id}/content", response_model=None)
-def file_content(file_id: str, batches: Batches, usage: Usage) -> StreamingResponse:
-    row = batches.files.get(file_id)
+def file_content(file_id: str, batches: Batches, usage: Usage, caller: JobsCaller
+                 ) -> StreamingResponse:
+    row = batches.files.get(file_id, caller.tenant)
     if row.batch_id is None:
         content = batches.files.content(file_id)
         return StreamingResponse(iter([content]), media_type="application/jsonl")
@@ -112,8 +116,8 @@ def file_content(file_id: str, batches: Batches, usage: Usage) -> StreamingRespo
 
 
 @router.delete("/v1/files/{file_id}")
-def delete_file(file_id: str, batches: Batches) -> dict[str, Any]:
-    batches.files.delete(file_id)
+def delete_file(file_id: str, batches: Batches, caller: JobsCaller) -> dict[str, Any]:
+    batches.files.delete(file_id, caller.tenant)
     return {"id": file_id, "object": "file", "deleted": True}
 
 
@@ -128,30 +132,33 @@ class BatchRequest(BaseModel):
 
 
 @router.post("/v1/batches", summary="Run an uploaded file's requests as one bulk job")
-def create_batch(body: BatchRequest, batches: Batches, request: Request) -> dict[str, Any]:
+def create_batch(body: BatchRequest, batches: Batches, caller: JobsCaller, request: Request
+                 ) -> dict[str, Any]:
     state = get_state(request)
 
     def dimensions(requested: int | None) -> int | None:
         return resolve_dimensions(requested, state.tokens.dimension, state.settings.dimensions)
 
+    # The file's texts: the audit line's inputs and the key's texts a day.
     return batches.create(body.input_file_id, body.endpoint, body.completion_window,
-                          body.metadata, dimensions)
+                          body.metadata, dimensions, caller.tenant,
+                          admit=lambda texts: charge_texts(request, texts))
 
 
 @router.get("/v1/batches")
 def list_batches(
-    batches: Batches,
+    batches: Batches, caller: JobsCaller,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
     after: str | None = None,
 ) -> dict[str, Any]:
-    return _page(batches.list(limit, after), limit)
+    return _page(batches.list(limit, after, caller.tenant), limit)
 
 
 @router.get("/v1/batches/{batch_id}")
-def get_batch(batch_id: str, batches: Batches) -> dict[str, Any]:
-    return batches.describe(batch_id)
+def get_batch(batch_id: str, batches: Batches, caller: JobsCaller) -> dict[str, Any]:
+    return batches.describe(batch_id, caller.tenant)
 
 
 @router.post("/v1/batches/{batch_id}/cancel")
-def cancel_batch(batch_id: str, batches: Batches) -> dict[str, Any]:
-    return batches.cancel(batch_id)
+def cancel_batch(batch_id: str, batches: Batches, caller: JobsCaller) -> dict[str, Any]:
+    return batches.cancel(batch_id, caller.tenant)

@@ -16,6 +16,8 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.auth import admit_texts, tenant_of
+from embedq.api.disconnect import CLIENT_CLOSED, unless_disconnected
 from embedq.api.errors import error_responses
 from embedq.api.schemas import (
     EmbeddingCall,
@@ -56,6 +58,7 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         state = get_state(request)
         payload = read_json_body(request.headers.get("content-type"), await request.body())
         call = parse_embedding_request(payload, state.settings)
+        request.state.inputs = len(call.texts)  # for the audit line (auth.py)
         # UnknownModel (404) names the served model; a `:int8` suffix picks the tier.
         tier = state.service.tier_of(call.model)
         dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,
@@ -63,7 +66,13 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         raw_tokens = await count_tokens(state.tokens, call.texts)
         truncated = _over_window(raw_tokens, state.tokens.window, state.settings.truncate)
         await refuse_when_overloaded(state)
-        outcomes = await state.batcher.embed(call.texts, dimensions, precision=tier)
+        # Counted (audit line, the key's texts a day) once the request is known valid.
+        await admit_texts(request, len(call.texts))
+        outcomes = await unless_disconnected(
+            request, state.batcher.embed(call.texts, dimensions, precision=tier,
+                                         tenant=tenant_of(request)))
+        if outcomes is None:
+            return Response(status_code=CLIENT_CLOSED)
         raise_first_failure(outcomes)
         if truncated:
             state.metrics.truncated.inc(truncated)

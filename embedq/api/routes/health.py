@@ -3,8 +3,9 @@
 Ready means: the hot store and the broker answer, the database answers, and at least one
 live worker (a heartbeat in the hot store) serves this deployment's model and revision,
 for each of its tiers (EMBEDQ_TIERS).
-Not ready is 503 with Retry-After, each failed check named in the message. Neither route
-needs an API key: orchestrators probe them without one.
+Not ready is 503 with Retry-After. Neither route needs an API key: orchestrators probe
+them without one. The checks (what is down, how many workers) are shown to callers whose
+key has the `admin` scope (and on an open API); anyone else learns ready or not ready.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.auth import principal_of
 from embedq.api.errors import error_response
 from embedq.api.state import ApiState, get_state
 from embedq.errors import EmbedqError
@@ -39,6 +41,13 @@ async def readyz(request: Request) -> JSONResponse:
         checks, failed = {"startup": "the server is still starting"}, ["startup"]
     else:
         checks, failed = await run_in_threadpool(readiness, get_state(request))
+    if not sees_checks(request):
+        if not failed:
+            return JSONResponse({"status": "ready"})
+        return error_response(
+            503, "not ready; retry after the Retry-After seconds (a key with the admin "
+            "scope sees which check failed)", "service_unavailable", "not_ready",
+            headers={"Retry-After": str(READY_RETRY_AFTER_S)}, extra={"status": "unavailable"})
     if not failed:
         return JSONResponse({"status": "ready", "checks": checks})
     reasons = "; ".join(f"{name}: {checks[name]}" for name in failed)
@@ -48,6 +57,12 @@ async def readyz(request: Request) -> JSONResponse:
         headers={"Retry-After": str(READY_RETRY_AFTER_S)},
         extra={"status": "unavailable", "checks": checks},
     )
+
+
+def sees_checks(request: Request) -> bool:
+    """Whether the caller may see what each readiness check found (scope admin)."""
+    principal = principal_of(request)
+    return principal is not None and principal.allows("admin")
 
 
 def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:

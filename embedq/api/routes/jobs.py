@@ -28,6 +28,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from embedq.api.auth import JOBS, JobsCaller, charge_texts
 from embedq.errors import InputTooLarge, InvalidInput, Unavailable
 from embedq.jobs.callbacks import MAX_URL_CHARS
 from embedq.jobs.readers import Record
@@ -37,7 +38,7 @@ from embedq.models import JobStatus, Priority
 
 log = logging.getLogger("embedq.api.jobs")
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(JOBS)])
 
 MAX_RESULTS_PAGE = 1000
 EVENTS_POLL_S = 1.0  # one database read per open stream per second; also the event spacing
@@ -57,7 +58,7 @@ class JobRequest(BaseModel):
     input: list[str | JobInput] = Field(min_length=1)
     model: str | None = None
     precision: str | None = Field(
-        default=None, description="the tier (fp32, int8: one of EMBEDQ_TIERS); default "
+        default=None, description="the tier (fp32, int8, fp16: one of EMBEDQ_TIERS); default "
         "EMBEDQ_JOB_PRECISION, else the deployment's default tier")
     priority: Priority = Priority.ONLINE
     not_before: datetime | None = Field(
@@ -95,7 +96,9 @@ Jobs = Annotated[JobService, Depends(job_service)]
 
 
 @router.post("", status_code=202)
-def submit_job(body: JobRequest, jobs: Jobs, request: Request) -> JSONResponse:
+def submit_job(body: JobRequest, jobs: Jobs, caller: JobsCaller, request: Request
+               ) -> JSONResponse:
+    request.state.inputs = len(body.input)  # for the audit line (auth.py)
     limit = jobs.settings.max_job_inputs
     if len(body.input) > limit:
         raise InputTooLarge(
@@ -105,12 +108,16 @@ def submit_job(body: JobRequest, jobs: Jobs, request: Request) -> JSONResponse:
         Record(n + 1, None, item) if isinstance(item, str) else Record(n + 1, item.id, item.text)
         for n, item in enumerate(body.input)
     ]
+    # The tenant's queue before the key's texts a day, so a job refused for a full queue
+    # does not use up the day.
+    jobs.check_room(caller.tenant, len(records))
+    charge_texts(request, len(records))
     try:
         job_id = jobs.submit(
             records, model=body.model, precision=body.precision, priority=body.priority,
             window=body.window,
             timezone=body.timezone, not_before=body.not_before, source="api",
-            callback_url=body.callback_url,
+            callback_url=body.callback_url, tenant=caller.tenant,
         )
     except InvalidInput as exc:
         # BadInputFile counts lines from 1; for a request body, name the input index.
@@ -128,15 +135,15 @@ def submit_job(body: JobRequest, jobs: Jobs, request: Request) -> JSONResponse:
 
 
 @router.get("/{job_id}", name="get_job")
-def get_job(job_id: str, jobs: Jobs) -> dict[str, Any]:
-    return jobs.describe(job_id)
+def get_job(job_id: str, jobs: Jobs, caller: JobsCaller) -> dict[str, Any]:
+    return jobs.describe(job_id, caller.tenant)
 
 
 @router.get("/{job_id}/events", response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}},
                              "description": "Server-Sent Events, one `state` event a change"}})
 async def job_events(
-    job_id: str, jobs: Jobs, request: Request,
+    job_id: str, jobs: Jobs, caller: JobsCaller, request: Request,
     last_event_id: Annotated[str | None, Header(max_length=64)] = None,
 ) -> Response:
     """The job's state (as `GET /v1/jobs/{id}`) as Server-Sent Events: one `state` event
@@ -147,7 +154,9 @@ async def job_events(
     Each open stream reads the database once a second, in the thread pool, and holds no
     connection or thread in between (the hot store's pub/sub would save the reads, but
     workers publish nothing there, and the database is where progress is counted)."""
-    first = await run_in_threadpool(jobs.describe, job_id)  # an unknown id answers 404
+    # An unknown id, or another tenant's, answers 404; the job's owner never changes,
+    # so the stream's later reads need not check again.
+    first = await run_in_threadpool(jobs.describe, job_id, caller.tenant)
     if first["status"] in JobStatus.final() and last_event_id == _event_id(first):
         return Response(status_code=204)  # has the final state: EventSource stops here
     return StreamingResponse(
@@ -194,14 +203,15 @@ def _event_id(state: dict[str, Any]) -> str:
 def job_results(
     job_id: str,
     jobs: Jobs,
+    caller: JobsCaller,
     offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_RESULTS_PAGE)] = 100,
 ) -> dict[str, Any]:
     """Vectors in input order from `offset`; an item not done yet has neither vector nor
     error; a failed item has its error."""
-    job = jobs.get(job_id)
+    job = jobs.get(job_id, caller.tenant)
     data = []
-    for row in jobs.results(job_id, offset, limit):
+    for row in jobs.results(job_id, offset, limit, caller.tenant):
         vector = None if row.vector is None else np.frombuffer(row.vector, "<f4").tolist()
         data.append({"object": "embedding", "index": row.index, "id": row.id,
                      "embedding": vector, "error": row.error})
@@ -213,9 +223,9 @@ def job_results(
 
 
 @router.delete("/{job_id}")
-def cancel_job(job_id: str, jobs: Jobs) -> dict[str, Any]:
+def cancel_job(job_id: str, jobs: Jobs, caller: JobsCaller) -> dict[str, Any]:
     """Cancel what has not run; chunks already done keep their vectors."""
-    cancelled = jobs.cancel(job_id)
+    cancelled = jobs.cancel(job_id, caller.tenant)
     state = jobs.describe(job_id)
     state["cancelled"] = cancelled
     return state

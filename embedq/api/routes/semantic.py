@@ -8,11 +8,18 @@
                                                             "considered" (with explain)}
     DELETE /v1/semantic-cache/{namespace}/{entry_id}    one entry (404 if absent)
     DELETE /v1/semantic-cache/{namespace}               the whole namespace
-    GET    /v1/semantic-cache/{namespace}/stats         entries, hits, misses, index, sync
+    GET    /v1/semantic-cache/{namespace}/stats         entries, hits, misses, index, sync,
+                                                        the threshold it runs at, feedback
+    PUT    /v1/semantic-cache/{namespace}/config        {"max_false_hit_rate"?, "threshold"?}
+                                                        creates the namespace if new
+    POST   /v1/semantic-cache/{namespace}/feedback      {"id": hit_id, "correct": bool}
 
 The process's SemanticCache is built in this router's lifespan (merged into the app's),
 so its indexes are loaded before the first request and its sync thread stops at shutdown.
 Bad input raises embedq errors; the app's error table answers them (4xx, OpenAI shape).
+A namespace belongs to the tenant whose key first put into it: lookups and stats need the
+scope cache:read, puts and deletes cache:write, and another tenant's namespace answers
+404 on every route, as one that does not exist.
 Handlers are plain functions: FastAPI runs them on its thread pool.
 """
 
@@ -26,6 +33,7 @@ from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.auth import ANY_KEY, CacheReader, CacheWriter
 from embedq.cache.semantic import SemanticCache
 from embedq.cache.semantic.service import MAX_K, MAX_TTL_S
 from embedq.errors import Unavailable
@@ -41,7 +49,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(cache.close)
 
 
-router = APIRouter(prefix="/v1/semantic-cache", tags=["semantic cache"], lifespan=lifespan)
+router = APIRouter(prefix="/v1/semantic-cache", tags=["semantic cache"], lifespan=lifespan,
+                   dependencies=[Depends(ANY_KEY)])
 
 
 def semantic_cache(request: Request) -> SemanticCache:
@@ -80,32 +89,72 @@ class LookupRequest(BaseModel):
         "(below_threshold, guard, verifier, filter, expired, beyond_k)"))
 
 
+class ConfigRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_false_hit_rate: float | None = Field(default=None, description=(
+        "error budget: the largest share of served hits that may be wrong, in [0, 1); "
+        "feedback raises the namespace's threshold to keep it; none = no budget"),
+        json_schema_extra={"minimum": 0, "exclusiveMaximum": 1})
+    threshold: float | None = Field(
+        default=None, description="the namespace's base threshold; none = the default")
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Strict: `"correct": "no"` or an id sent as a number is a 422, not a guess.
+    id: str = Field(strict=True, description="the hit_id of a match a lookup returned")
+    correct: bool = Field(strict=True, description="was the served payload right?")
+
+
 @router.put("/{namespace}", summary="Store a (query, payload) entry")
-def put_entry(namespace: str, body: PutRequest, cache: Cache) -> dict[str, Any]:
+def put_entry(namespace: str, body: PutRequest, cache: Cache, caller: CacheWriter,
+              request: Request) -> dict[str, Any]:
+    request.state.inputs = 1  # for the audit line (auth.py)
     entry_id = cache.put(namespace, body.query, body.payload, ttl_s=body.ttl_s,
-                         sliding=body.sliding, metadata=body.metadata)
+                         sliding=body.sliding, metadata=body.metadata, tenant=caller.tenant)
     return {"id": entry_id, "namespace": namespace}
 
 
 @router.post("/{namespace}/lookup", summary="Find entries whose query means the same")
-def lookup(namespace: str, body: LookupRequest, cache: Cache) -> dict[str, Any]:
+def lookup(namespace: str, body: LookupRequest, cache: Cache, caller: CacheReader,
+           request: Request) -> dict[str, Any]:
+    request.state.inputs = 1  # for the audit line (auth.py)
+    cache.check_owner(namespace, caller.tenant)
     result = cache.lookup(namespace, body.query, threshold=body.threshold, k=body.k,
-                          filter=body.filter, explain=body.explain)
+                          filter=body.filter, explain=body.explain, tenant=caller.tenant)
     return result.to_json()
+
+
+@router.put("/{namespace}/config", summary="Set a namespace's threshold and error budget")
+def configure(namespace: str, body: ConfigRequest, cache: Cache, caller: CacheWriter
+              ) -> dict[str, Any]:
+    return cache.configure(namespace, max_false_hit_rate=body.max_false_hit_rate,
+                           threshold=body.threshold, tenant=caller.tenant)
+
+
+@router.post("/{namespace}/feedback", summary="Say whether a served hit was right")
+def feedback(namespace: str, body: FeedbackRequest, cache: Cache, caller: CacheReader
+             ) -> dict[str, Any]:
+    # cache:read is enough: whoever was served a hit (its unguessable hit_id) may judge it.
+    cache.check_owner(namespace, caller.tenant)
+    return cache.give_feedback(namespace, body.id, body.correct, caller.tenant)
 
 
 @router.delete("/{namespace}/{entry_id}", summary="Delete one entry")
 def delete_entry(namespace: str, entry_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
-                 cache: Cache) -> dict[str, Any]:
-    cache.delete(namespace, entry_id)
+                 cache: Cache, caller: CacheWriter) -> dict[str, Any]:
+    cache.delete(namespace, entry_id, caller.tenant)
     return {"id": entry_id, "deleted": True}
 
 
 @router.delete("/{namespace}", summary="Delete a whole namespace")
-def drop_namespace(namespace: str, cache: Cache) -> dict[str, Any]:
-    return {"namespace": namespace, "deleted": cache.drop(namespace)}
+def drop_namespace(namespace: str, cache: Cache, caller: CacheWriter) -> dict[str, Any]:
+    return {"namespace": namespace, "deleted": cache.drop(namespace, caller.tenant)}
 
 
 @router.get("/{namespace}/stats", summary="Entries, hits, misses, index kind, last sync")
-def stats(namespace: str, cache: Cache) -> dict[str, Any]:
+def stats(namespace: str, cache: Cache, caller: CacheReader) -> dict[str, Any]:
+    cache.check_owner(namespace, caller.tenant)
     return cache.stats(namespace)

@@ -26,6 +26,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.auth import admit_texts, tenant_of
+from embedq.api.disconnect import CLIENT_CLOSED, unless_disconnected
 from embedq.api.errors import AsciiJSONResponse, kind_of
 from embedq.api.routes.embeddings import (
     TRUNCATED_HEADER,
@@ -34,17 +36,19 @@ from embedq.api.routes.embeddings import (
     refuse_when_overloaded,
     resolve_dimensions,
 )
-from embedq.api.routes.health import READY_RETRY_AFTER_S, readiness
+from embedq.api.routes.health import READY_RETRY_AFTER_S, readiness, sees_checks
 from embedq.api.schemas import parse_texts, read_json_body
 from embedq.api.state import ApiState, get_state
 from embedq.errors import (
     EmbeddingFailed,
     EmbeddingTimeout,
     EmbedqError,
+    Forbidden,
     InputTooLarge,
     InvalidInput,
     MalformedRequest,
     Overloaded,
+    RateLimited,
     Unauthorized,
     Unavailable,
     UpstreamError,
@@ -67,13 +71,15 @@ def tei_status(exc: EmbedqError) -> tuple[int, str]:
     """TEI's status and error_type for an embedq exception, most specific first."""
     if isinstance(exc, Unauthorized):
         return 401, "Unauthorized"
+    if isinstance(exc, Forbidden):
+        return 403, "Forbidden"
     if isinstance(exc, InputTooLarge):
         return 413, "Validation"
     if isinstance(exc, MalformedRequest):
         return kind_of(exc).status, "Validation"  # 400 not JSON, 415 not sent as JSON
     if isinstance(exc, InvalidInput):
         return 422, "Validation"
-    if isinstance(exc, Overloaded):
+    if isinstance(exc, Overloaded | RateLimited):
         return 429, "Overloaded"
     if isinstance(exc, Unavailable | EmbeddingTimeout):
         return 503, "Unhealthy"
@@ -305,6 +311,8 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
+# The paths answered in TEI's error shape, also by the key check in front of the app.
+PATHS = ("/info", "/embed", "/", "/tokenize")
 
 
 @router.get("/info", response_model=Info, responses=_tei_errors(401),
@@ -317,12 +325,18 @@ async def _embed(request: Request) -> Response:
     state = get_state(request)
     payload = read_json_body(request.headers.get("content-type"), await request.body())
     call = parse_embed(payload, state)
+    request.state.inputs = len(call.texts)  # for the audit line (auth.py)
     dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,
                                     state.settings.dimensions)
     raw_tokens = await count_tokens(state.tokens, call.texts)
     truncated = _check_window(call, raw_tokens, state.tokens.window, state.settings.truncate)
     await refuse_when_overloaded(state)
-    outcomes = await state.batcher.embed(call.texts, dimensions, call.normalize)
+    await admit_texts(request, len(call.texts))  # audit line, the key's texts a day
+    outcomes = await unless_disconnected(
+        request, state.batcher.embed(call.texts, dimensions, call.normalize,
+                                     tenant=tenant_of(request)))
+    if outcomes is None:
+        return Response(status_code=CLIENT_CLOSED)
     raise_first_failure(outcomes)
     if truncated:
         state.metrics.truncated.inc(truncated)
@@ -381,8 +395,9 @@ async def health(request: Request) -> Response:
         failed = [f"{name}: {checks[name]}" for name in names]
     if not failed:
         return Response(status_code=200)
+    why = f" ({'; '.join(failed)})" if sees_checks(request) else ""
     return AsciiJSONResponse(
-        {"error": f"unhealthy ({'; '.join(failed)}); retry after the Retry-After seconds",
+        {"error": f"unhealthy{why}; retry after the Retry-After seconds",
          "error_type": "Unhealthy"},
         status_code=503, headers={"Retry-After": str(READY_RETRY_AFTER_S)},
     )

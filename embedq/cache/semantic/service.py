@@ -6,7 +6,13 @@
   lookup  embed the query, search the namespace's index (cosine, [-1, 1]), read the
           candidates' rows (expired ones never hit), keep those at or above the threshold
           that the contrast guard lets through (guard.py) and that match the metadata
-          filter, and count the hit or the miss.
+          filter, and count the hit or the miss; each served match gets a `hit_id`;
+  feedback  a caller's verdict on a served hit (feedback.py): a wrong one stores a negative
+          (the entry is refused for queries near the one asked) and, under the
+          namespace's `max_false_hit_rate`, raises its threshold (budget.py);
+  configure a namespace's base threshold and error budget.
+A lookup runs at the threshold it names, else the namespace's (its base, else the
+default, raised by the budget's rule); the budget's threshold is a floor for both.
 A threshold of 1.0 means "this exact text" and is answered from the table by the text's
 digest, without embedding. The table is the source of truth; indexes are views (sync.py).
 
@@ -18,8 +24,10 @@ Bounds, so no caller can make one request (or the table) unboundedly large:
              is bounded by the payload limit), and `truncated` says when some were left off
   JSON       payload, metadata and filter nest at most MAX_JSON_DEPTH levels
   text       no NUL (Postgres text and jsonb cannot hold it), no lone surrogate (not text)
-  namespaces at most EMBEDQ_SEMANTIC_MAX_NAMESPACES (store.py), entries per namespace at
-             most EMBEDQ_SEMANTIC_MAX_ENTRIES (least recently hit evicted first)
+  namespaces at most EMBEDQ_SEMANTIC_MAX_NAMESPACES in all and EMBEDQ_TENANT_MAX_NAMESPACES
+             per tenant (store.py), entries per namespace at most
+             EMBEDQ_SEMANTIC_MAX_ENTRIES (least recently hit evicted first), live entries
+             per tenant at most EMBEDQ_TENANT_MAX_ENTRIES (refused, nothing evicted)
 """
 
 from __future__ import annotations
@@ -34,15 +42,16 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from embedq.cache.semantic.feedback import FeedbackStore, Policy, new_hit_id
 from embedq.cache.semantic.guard import contrast
 from embedq.cache.semantic.index import IndexConfig, Matrix, unit_rows
-from embedq.cache.semantic.store import Entry, SemanticStore, utcnow
+from embedq.cache.semantic.store import Entry, SemanticStore, TenantCaps, utcnow
 from embedq.cache.semantic.sync import IndexSync, SyncConfig
 from embedq.cache.semantic.verify import Verifier
 from embedq.config import Settings
 from embedq.errors import ConfigError, InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import EncodeSpec
-from embedq.models import Database
+from embedq.models import DEFAULT_TENANT, Database
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_K = 100
@@ -58,6 +67,7 @@ class Match:
     query: str
     payload: Any
     metadata: dict[str, Any]
+    hit_id: str | None = None  # names this served hit in feedback
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,8 +77,9 @@ class Match:
 class Considered:
     """One candidate a lookup weighed (`explain`): its score and why it was refused.
 
-    `refused` is None for a match, else one of below_threshold, guard, verifier, filter,
-    expired (the entry's row is gone or past its ttl), beyond_k; `reason` says more."""
+    `refused` is None for a match, else one of below_threshold, guard, verifier, negative
+    (the entry was marked wrong for a query this close), filter, expired (the entry's row
+    is gone or past its ttl), beyond_k; `reason` says more."""
 
     id: int
     score: float
@@ -139,7 +150,7 @@ class Embedder(Protocol):
 
     def spec(self) -> EncodeSpec: ...
 
-    def embed(self, texts: list[str]) -> Embedded: ...
+    def embed(self, texts: list[str], *, tenant: str | None = None) -> Embedded: ...
 
 
 def check_text(value: str, name: str) -> str:
@@ -201,6 +212,8 @@ class SemanticCache:
         self.model = spec.model
         self.space = space_of(spec.model, spec.revision, spec.dimensions)
         self.store = SemanticStore(service.db)
+        self.feedback = FeedbackStore(service.db, default_threshold=self.default_threshold,
+                                      window=s.semantic_feedback_window)
         self.sync = IndexSync(
             self.store, self.space, s.data_dir,
             IndexConfig(kind=s.semantic_index, flat_max=s.semantic_flat_max,
@@ -211,6 +224,7 @@ class SemanticCache:
                        snapshot_interval_s=s.semantic_snapshot_interval_s,
                        compact_deletes=s.semantic_compact_deletes,
                        change_retention_s=s.semantic_change_retention_s),
+            sweeps=[self.feedback.sweep],
         )
         self.verifier = (Verifier(self._embed_spans, band=s.semantic_verify_band)
                          if s.semantic_verify else None)
@@ -244,16 +258,20 @@ class SemanticCache:
                 "(EMBEDQ_SEMANTIC_MAX_PAYLOAD_BYTES): store a reference instead", name,
             )
 
-    def _vector(self, query: str) -> Matrix:
-        vector = self.service.embed([query]).vectors()[0]
+    def _vector(self, query: str, tenant: str | None = None) -> Matrix:
+        """The query's vector, fingerprinted for `tenant` (strict isolation: the
+        tenant's own exact cache; shared: everyone's)."""
+        vector = self.service.embed([query], tenant=tenant).vectors()[0]
         return unit_rows(vector.reshape(1, -1))
 
     # --- the calls
     def put(
         self, namespace: str, query: str, payload: Any, *, ttl_s: int | None = None,
         sliding: bool | None = None, metadata: dict[str, Any] | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> int:
-        """Store (query, payload); the same query text replaces the payload. Returns the id."""
+        """Store (query, payload); the same query text replaces the payload. Returns the id.
+        A new namespace is `tenant`'s; another tenant's namespace raises NotFound."""
         check_namespace(namespace)
         query = self._query(query)
         self._json_size(payload, "payload")
@@ -267,14 +285,16 @@ class SemanticCache:
                 f"ttl_s {ttl_s!r} must be a positive integer of seconds, at most {MAX_TTL_S} "
                 "(ten years): omit it for an entry that never expires", "ttl_s",
             )
-        vector = self._vector(query)
+        vector = self._vector(query, tenant)
         result = self.store.put(
             namespace=namespace, model=self.model, space=self.space, query=query,
             vector=np.ascontiguousarray(vector, dtype="<f4").tobytes(), payload=payload,
             metadata=metadata, ttl_s=ttl_s,
             sliding=self.settings.semantic_sliding_ttl if sliding is None else bool(sliding),
             max_entries=self.settings.semantic_max_entries,
-            max_namespaces=self.settings.semantic_max_namespaces,
+            max_namespaces=self.settings.semantic_max_namespaces, tenant=tenant,
+            caps=TenantCaps(self.settings.tenant_max_namespaces,
+                            self.settings.tenant_max_entries),
         )
         self.sync.catch_up()  # this process reads its own writes at once
         return result.id
@@ -282,14 +302,21 @@ class SemanticCache:
     def lookup(
         self, namespace: str, query: str, *, threshold: float | None = None, k: int = 1,
         filter: dict[str, Any] | None = None, explain: bool = False,
+        tenant: str | None = None,
     ) -> LookupResult:
         """Matches at or above the threshold, best first; an unknown namespace is a miss.
+        The query is embedded for `tenant` (the caller; see `_vector`).
 
         With `explain`, the result also lists every candidate the index returned, with
         its score and why it was refused (Considered)."""
         check_namespace(namespace)
         query = self._query(query)
-        threshold = self.default_threshold if threshold is None else check_threshold(threshold)
+        policy = self.feedback.policy(namespace)
+        threshold = (policy.runs_at(self.default_threshold) if threshold is None
+                     else check_threshold(threshold))
+        floor = policy.floor()
+        if floor is not None:
+            threshold = max(threshold, floor)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInput(f"k {k!r} must be an integer from 1 to {MAX_K}", "k")
         if filter is not None and not isinstance(filter, dict):
@@ -297,23 +324,27 @@ class SemanticCache:
         check_json(filter, "filter")
         now = utcnow()
         considered: list[Considered] = []
+        asked = _Asked(query, lambda text: self._vector(text, tenant))
         if threshold >= EXACT:
             entry = self.store.exact_entry(namespace, self.space, query, now)
             candidates = [(entry.id, 1.0)] if entry is not None else []
             rows = {entry.id: entry} if entry is not None else {}
         else:
             fetch = k + 4 if not filter else max(4 * k, 32)
-            candidates = self.sync.search(namespace, self._vector(query), fetch)
+            candidates = self.sync.search(namespace, asked.vector(), fetch)
             rows = self.store.live_entries([i for i, s in candidates if s >= threshold], now)
+        negatives = self.feedback.negatives(rows)
         matches: list[Match] = []
         for entry_id, score in candidates:
             entry = rows.get(entry_id)
             refused, reason = self._refusal(query, entry, score, threshold, filter)
+            if refused is None and entry_id in negatives:
+                refused, reason = self._negative(asked, negatives[entry_id])
             if refused is None and len(matches) >= k:
                 refused = "beyond_k"
             if refused is None and entry is not None:
                 matches.append(Match(entry.id, round(score, 6), entry.query, entry.payload,
-                                     entry.metadata))
+                                     entry.metadata, new_hit_id()))
             if explain:
                 considered.append(Considered(entry_id, round(score, 6),
                                              None if entry is None else entry.query,
@@ -321,7 +352,10 @@ class SemanticCache:
             elif len(matches) >= k:
                 break
         kept = _within_bytes(matches, self.settings.semantic_max_lookup_bytes)
-        self.store.record_lookup(namespace, [m.id for m in kept], now)
+        served = [(m.hit_id or "", m.id, m.score) for m in kept]
+        self.store.record_lookup(namespace, [m.id for m in kept], now, also=lambda s: (
+            self.feedback.record_hits(s, namespace, self.space, query, served, threshold,
+                                      self.settings.semantic_feedback_ttl_s, now)))
         return LookupResult(bool(kept), kept, threshold, truncated=len(kept) < len(matches),
                             considered=considered if explain else None)
 
@@ -346,16 +380,89 @@ class SemanticCache:
             return "filter", "the entry's metadata does not match the filter"
         return None, None
 
-    def delete(self, namespace: str, entry_id: int) -> None:
+    def _negative(self, asked: _Asked, negatives: list[bytes]) -> tuple[str | None, str | None]:
+        """("negative", detail) when the asked query is within the negatives' radius."""
+        stored = np.frombuffer(b"".join(negatives), dtype="<f4").reshape(len(negatives), -1)
+        vector = asked.vector()
+        if stored.shape[1] != vector.shape[1]:
+            return None, None
+        closest = float(np.max(stored @ vector[0]))
+        radius = self.settings.semantic_negative_similarity
+        if closest < radius:
+            return None, None
+        return "negative", (f"the entry was marked wrong for a query {closest:.4f} similar "
+                            f"to this one (>= {radius})")
+
+    def configure(self, namespace: str, *, max_false_hit_rate: float | None = None,
+                  threshold: float | None = None,
+                  tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
+        """Set the namespace's policy, creating the namespace if new (counted against
+        EMBEDQ_SEMANTIC_MAX_NAMESPACES, and `tenant`'s): `threshold` its base (None: the
+        server's default), `max_false_hit_rate` its error budget in [0, 1) (None: no
+        budget). Another tenant's namespace raises NotFound."""
         check_namespace(namespace)
-        if not self.store.delete_entry(namespace, int(entry_id)):
+        base = None if threshold is None else check_threshold(threshold)
+        rate = max_false_hit_rate
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float)
+                                 or math.isnan(rate) or not 0.0 <= rate < 1.0):
+            raise InvalidInput(
+                f"max_false_hit_rate {rate!r} must be a share in [0, 1), e.g. 0.01 for at "
+                "most 1 wrong hit in 100; omit it (null) for no budget", "max_false_hit_rate")
+        with self.store.writing() as s:
+            self.store.ensure_namespace(
+                s, namespace, self.settings.semantic_max_namespaces, tenant,
+                caps=TenantCaps(self.settings.tenant_max_namespaces,
+                                self.settings.tenant_max_entries))
+            policy = self.feedback.configure(
+                s, namespace, base_threshold=base,
+                max_false_hit_rate=None if rate is None else float(rate), now=utcnow())
+        return {"namespace": namespace, **self._policy_json(policy)}
+
+    def _policy_json(self, policy: Policy) -> dict[str, Any]:
+        return {"threshold": policy.runs_at(self.default_threshold),
+                "base_threshold": (self.default_threshold if policy.base_threshold is None
+                                   else policy.base_threshold),
+                "max_false_hit_rate": policy.max_false_hit_rate}
+
+    def give_feedback(self, namespace: str, hit_id: str, correct: bool,
+                      tenant: str | None = None) -> dict[str, Any]:
+        """Record whether a served hit was right. A wrong one stops its entry matching
+        queries near the one asked, and under a budget may raise the namespace's
+        threshold. NotFound for an unknown or expired hit id."""
+        check_namespace(namespace)
+        if not isinstance(hit_id, str):
+            raise InvalidInput("id must be the hit_id string of a served match", "id")
+        if not isinstance(correct, bool):
+            raise InvalidInput("correct must be true or false", "correct")
+
+        def negative(hit: Any) -> bytes | None:
+            if hit.space != self.space:  # served by another model: its vector cannot apply
+                return None
+            return np.ascontiguousarray(self._vector(hit.query, tenant), dtype="<f4").tobytes()
+
+        done = self.feedback.apply(namespace, hit_id, correct, negative, utcnow())
+        return {"id": hit_id, "namespace": namespace, "entry_id": done.hit.entry_id,
+                "correct": correct, "recorded": done.recorded, "negative": done.negative,
+                **self._policy_json(done.policy)}
+
+    def check_owner(self, namespace: str, tenant: str | None) -> None:
+        """NotFound unless the namespace is `tenant`'s or holds nothing (None: any tenant):
+        another tenant's namespace is answered like one that does not exist."""
+        check_namespace(namespace)
+        if tenant is not None and self.store.owner(namespace) not in (tenant, None):
+            raise NotFound(f"namespace {namespace!r} does not exist")
+
+    def delete(self, namespace: str, entry_id: int, tenant: str | None = None) -> None:
+        check_namespace(namespace)
+        if not self.store.delete_entry(namespace, int(entry_id), tenant):
             raise NotFound(f"no entry {entry_id} in namespace {namespace!r}")
         self.sync.catch_up()
 
-    def drop(self, namespace: str) -> int:
-        """Delete the whole namespace; return how many entries went."""
+    def drop(self, namespace: str, tenant: str | None = None) -> int:
+        """Delete the whole namespace (`tenant`'s, when given); return how many entries went."""
         check_namespace(namespace)
-        removed = self.store.drop_namespace(namespace)
+        removed = self.store.drop_namespace(namespace, tenant)
+        self.feedback.drop(namespace)
         self.sync.catch_up()
         return removed
 
@@ -364,11 +471,26 @@ class SemanticCache:
         stats = self.store.stats(namespace, utcnow())
         stats.update(self.sync.describe(namespace))
         stats["model"] = self.model
-        stats["threshold"] = self.default_threshold
+        stats.update(self._policy_json(self.feedback.policy(namespace)))
+        stats["feedback"] = self.feedback.counts(namespace)
         return stats
 
     def close(self, save: bool = True) -> None:
         self.sync.close(save=save)
+
+
+class _Asked:
+    """The asked query's vector, embedded on first use (an exact lookup may need none)."""
+
+    def __init__(self, query: str, embed: Any) -> None:
+        self.query = query
+        self._embed = embed
+        self._vector: Matrix | None = None
+
+    def vector(self) -> Matrix:
+        if self._vector is None:
+            self._vector = self._embed(self.query)
+        return self._vector
 
 
 def _within_bytes(matches: list[Match], limit: int) -> list[Match]:

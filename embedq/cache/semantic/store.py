@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,8 +22,14 @@ from sqlalchemy import case, delete, func, select, text, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from embedq.errors import DatabaseUnavailable, InvalidInput
-from embedq.models import Database, SemanticChange, SemanticEntry, SemanticNamespace
+from embedq.errors import DatabaseUnavailable, LimitReached, NotFound
+from embedq.models import (
+    DEFAULT_TENANT,
+    Database,
+    SemanticChange,
+    SemanticEntry,
+    SemanticNamespace,
+)
 from embedq.models.engine import map_db_errors
 
 WRITE_LOCK_KEY = 0x656D62_5345  # "emb" "SE": one lock for every semantic-cache writer
@@ -31,8 +37,17 @@ SWEEP_BATCH = 1000
 LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a wait past lock_timeout
 
 
-class NamespaceLimitReached(InvalidInput):
-    """A put would create a namespace past EMBEDQ_SEMANTIC_MAX_NAMESPACES (HTTP 409)."""
+class NamespaceLimitReached(LimitReached):
+    """A put would create a namespace past EMBEDQ_SEMANTIC_MAX_NAMESPACES, or past the
+    tenant's EMBEDQ_TENANT_MAX_NAMESPACES (HTTP 409)."""
+
+
+@dataclass(frozen=True)
+class TenantCaps:
+    """What one tenant may keep: namespaces it owns, live entries in all of them."""
+
+    namespaces: int
+    entries: int
 
 
 def utcnow() -> datetime:
@@ -125,16 +140,26 @@ class SemanticStore:
     def put(
         self, *, namespace: str, model: str, space: str, query: str, vector: bytes,
         payload: Any, metadata: dict[str, Any], ttl_s: int | None, sliding: bool,
-        max_entries: int, max_namespaces: int,
+        max_entries: int, max_namespaces: int, tenant: str = DEFAULT_TENANT,
+        caps: TenantCaps | None = None,
     ) -> PutResult:
         """Insert, or replace the payload of the same query text; evict past `max_entries`.
 
-        A new namespace past `max_namespaces` raises NamespaceLimitReached; the count is
-        read under the write lock, so concurrent puts cannot pass it together."""
+        A new namespace past `max_namespaces` (all tenants) or `caps.namespaces` (this
+        tenant's) raises NamespaceLimitReached; a new entry past `caps.entries` live
+        entries of the tenant raises LimitReached, unless it evicts one of its namespace's
+        (at `max_entries`). Nothing stored is evicted to make room for a tenant's cap.
+        Counts are read under the write lock, so concurrent puts cannot pass a cap
+        together. A new namespace belongs to `tenant`; another tenant's raises NotFound."""
         now = utcnow()
         expires = now + timedelta(seconds=ttl_s) if ttl_s else None
         digest = query_digest(query)
         with self._writing() as s:
+            owner = s.scalar(select(SemanticNamespace.tenant)
+                             .where(SemanticNamespace.namespace == namespace))
+            if owner is not None and owner != tenant:
+                raise NotFound(f"namespace {namespace!r} is not one of this tenant's: names "
+                               "are unique across tenants, so choose another name")
             existing = s.scalar(select(SemanticEntry).where(
                 SemanticEntry.namespace == namespace, SemanticEntry.space == space,
                 SemanticEntry.query_sha256 == digest,
@@ -143,16 +168,11 @@ class SemanticStore:
                 existing.payload, existing.meta = payload, metadata
                 existing.ttl_s, existing.sliding, existing.expires_at = ttl_s, sliding, expires
                 return PutResult(existing.id, False, [])
-            if s.get(SemanticNamespace, namespace) is None:
-                known = s.scalar(select(func.count()).select_from(SemanticNamespace)) or 0
-                if known >= max_namespaces:
-                    raise NamespaceLimitReached(
-                        f"namespace {namespace!r} would be new, and {known} namespaces exist, "
-                        f"the limit (EMBEDQ_SEMANTIC_MAX_NAMESPACES={max_namespaces}): delete "
-                        "one no longer used (DELETE /v1/semantic-cache/{namespace}) or raise "
-                        "the limit", "namespace",
-                    )
-                s.add(SemanticNamespace(namespace=namespace, hits=0, misses=0))
+            if caps is not None:
+                self._check_caps(s, namespace, tenant, caps, new_namespace=owner is None,
+                                 adds_entry=owner is None or self._count(
+                                     s, namespace) < max_entries, now=now)
+            self.ensure_namespace(s, namespace, max_namespaces, tenant)
             row = SemanticEntry(
                 namespace=namespace, model=model, space=space, query=query,
                 query_sha256=digest, vector=vector, payload=payload, meta=metadata,
@@ -165,10 +185,69 @@ class SemanticStore:
             evicted = self._evict(s, namespace, max_entries, now)
             return PutResult(row.id, True, evicted)
 
+    def writing(self) -> contextlib.AbstractContextManager[Session]:
+        """A transaction holding the writers' lock, for writes made next to these."""
+        return self._writing()
+
+    def ensure_namespace(self, s: Session, namespace: str, max_namespaces: int,
+                         tenant: str = DEFAULT_TENANT, caps: TenantCaps | None = None) -> None:
+        """Create the namespace for `tenant` unless it exists, within `s` (which holds the
+        writers' lock, so the counts are exact); NamespaceLimitReached past
+        `max_namespaces` (all tenants) or `caps.namespaces` (this tenant's), NotFound when
+        another tenant holds the name."""
+        known_ns = s.get(SemanticNamespace, namespace)
+        if known_ns is not None:
+            if known_ns.tenant not in (tenant, None):
+                raise NotFound(f"namespace {namespace!r} is not one of this tenant's: names "
+                               "are unique across tenants, so choose another name")
+            return
+        if caps is not None:
+            self._check_caps(s, namespace, tenant, caps, new_namespace=True, adds_entry=False,
+                             now=utcnow())
+        known = s.scalar(select(func.count()).select_from(SemanticNamespace)) or 0
+        if known >= max_namespaces:
+            raise NamespaceLimitReached(
+                f"namespace {namespace!r} would be new, and {known} namespaces exist, "
+                f"the limit (EMBEDQ_SEMANTIC_MAX_NAMESPACES={max_namespaces}): delete "
+                "one no longer used (DELETE /v1/semantic-cache/{namespace}) or raise "
+                "the limit", "namespace", setting="EMBEDQ_SEMANTIC_MAX_NAMESPACES",
+            )
+        s.add(SemanticNamespace(namespace=namespace, tenant=tenant, hits=0, misses=0))
+
+    def _count(self, s: Session, namespace: str) -> int:
+        return s.scalar(select(func.count()).where(SemanticEntry.namespace == namespace)) or 0
+
+    def _check_caps(self, s: Session, namespace: str, tenant: str, caps: TenantCaps, *,
+                    new_namespace: bool, adds_entry: bool, now: datetime) -> None:
+        """LimitReached when one more entry (in a new namespace: one more namespace) would
+        pass the tenant's caps; only the tenant's own namespaces and entries count."""
+        if new_namespace:
+            owned = s.scalar(select(func.count()).select_from(SemanticNamespace)
+                             .where(SemanticNamespace.tenant == tenant)) or 0
+            if owned >= caps.namespaces:
+                raise NamespaceLimitReached(
+                    f"namespace {namespace!r} would be new, and tenant {tenant!r} owns "
+                    f"{owned} namespaces, its limit (EMBEDQ_TENANT_MAX_NAMESPACES="
+                    f"{caps.namespaces}): delete one no longer used (DELETE "
+                    "/v1/semantic-cache/{namespace}) or have the operator raise "
+                    "EMBEDQ_TENANT_MAX_NAMESPACES", "namespace",
+                    setting="EMBEDQ_TENANT_MAX_NAMESPACES")
+        if not adds_entry:
+            return  # no entry, or one that evicts another of a full namespace: the count holds
+        live = s.scalar(
+            select(func.count()).select_from(SemanticEntry)
+            .join(SemanticNamespace, SemanticNamespace.namespace == SemanticEntry.namespace)
+            .where(SemanticNamespace.tenant == tenant, _live(now))) or 0
+        if live >= caps.entries:
+            raise LimitReached(
+                f"tenant {tenant!r} keeps {live} live semantic-cache entries, its limit "
+                f"(EMBEDQ_TENANT_MAX_ENTRIES={caps.entries}): delete entries or namespaces "
+                "no longer used, put with a ttl_s so entries expire, or have the operator "
+                "raise EMBEDQ_TENANT_MAX_ENTRIES", "query", setting="EMBEDQ_TENANT_MAX_ENTRIES")
+
     def _evict(self, s: Session, namespace: str, max_entries: int, now: datetime) -> list[int]:
         """Keep the namespace at `max_entries`: expired first, then least recently hit."""
-        count = s.scalar(select(func.count()).where(SemanticEntry.namespace == namespace)) or 0
-        excess = count - max_entries
+        excess = self._count(s, namespace) - max_entries
         if excess <= 0:
             return []
         expired_first = case((_live(now), 1), else_=0)
@@ -184,8 +263,21 @@ class SemanticStore:
         self._log(s, "delete", [(v.id, namespace, v.space) for v in victims])
         return ids
 
-    def delete_entry(self, namespace: str, entry_id: int) -> bool:
+    def owner(self, namespace: str) -> str | None:
+        """The tenant of a namespace; None for one that holds nothing."""
+        with self.db.session() as s:
+            return s.scalar(select(SemanticNamespace.tenant)
+                            .where(SemanticNamespace.namespace == namespace))
+
+    def _owned(self, s: Session, namespace: str, tenant: str | None) -> bool:
+        return tenant is None or s.scalar(select(SemanticNamespace.tenant).where(
+            SemanticNamespace.namespace == namespace)) in (tenant, None)
+
+    def delete_entry(self, namespace: str, entry_id: int, tenant: str | None = None) -> bool:
+        """False when there is no such entry (in `tenant`'s namespace, when given)."""
         with self._writing() as s:
+            if not self._owned(s, namespace, tenant):
+                return False
             row = s.get(SemanticEntry, entry_id)
             if row is None or row.namespace != namespace:
                 return False
@@ -193,9 +285,12 @@ class SemanticStore:
             self._log(s, "delete", [(row.id, namespace, row.space)])
             return True
 
-    def drop_namespace(self, namespace: str) -> int:
-        """Delete every entry of the namespace (one "drop" change); return how many."""
+    def drop_namespace(self, namespace: str, tenant: str | None = None) -> int:
+        """Delete every entry of the namespace (one "drop" change); return how many.
+        Another tenant's namespace (`tenant` given) raises NotFound."""
         with self._writing() as s:
+            if not self._owned(s, namespace, tenant):
+                raise NotFound(f"namespace {namespace!r} does not exist")
             gone = s.execute(delete(SemanticEntry).where(SemanticEntry.namespace == namespace))
             known = s.execute(
                 delete(SemanticNamespace).where(SemanticNamespace.namespace == namespace)
@@ -253,9 +348,13 @@ class SemanticStore:
             ))
             return _entry(row) if row is not None else None
 
-    def record_lookup(self, namespace: str, hit_ids: list[int], now: datetime) -> None:
-        """Count a hit or a miss; hits refresh recency and sliding expiry."""
+    def record_lookup(self, namespace: str, hit_ids: list[int], now: datetime,
+                      also: Callable[[Session], None] | None = None) -> None:
+        """Count a hit or a miss; hits refresh recency and sliding expiry. `also` writes
+        more in the same transaction (the served hits: one commit, not two)."""
         with self.db.session() as s:
+            if also is not None:
+                also(s)
             column = SemanticNamespace.hits if hit_ids else SemanticNamespace.misses
             s.execute(update(SemanticNamespace).where(SemanticNamespace.namespace == namespace)
                       .values({column: column + 1}))

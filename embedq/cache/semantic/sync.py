@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -64,9 +65,11 @@ def _vectors(blobs: list[bytes]) -> Matrix:
 class IndexSync:
     def __init__(
         self, store: SemanticStore, space: str, data_dir: Path, index_config: IndexConfig,
-        config: SyncConfig,
+        config: SyncConfig, sweeps: Sequence[Callable[[datetime], object]] = (),
     ) -> None:
+        """`sweeps` run with the expiry sweep (the error budget's served hits)."""
         self.store = store
+        self.sweeps = tuple(sweeps)
         self.space = space
         self.data_dir = data_dir
         self.index_config = index_config
@@ -208,6 +211,8 @@ class IndexSync:
                 if now >= next_sweep:
                     next_sweep = now + self.config.sweep_interval_s
                     self.store.sweep_expired()
+                    for sweep in self.sweeps:
+                        sweep(utcnow())
                     self.store.prune_changes(self.config.change_retention_s)
                 if now >= next_upkeep:
                     next_upkeep = now + self.config.upkeep_interval_s

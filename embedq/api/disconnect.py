@@ -1,0 +1,48 @@
+"""Noticing a client that disconnects while its request waits for the service.
+
+uvicorn does not cancel a handler whose client went away: the handler would wait for its
+vectors until the request timeout, and the work would be encoded for nobody. Once the
+body is read, the next ASGI message a request can receive is `http.disconnect` (or none
+until the response is sent), so one task waiting for it is enough to notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from fastapi import Request
+
+T = TypeVar("T")
+
+# What the access log and the request metrics record for a request whose client left
+# before its answer (nginx's "client closed request"); the client never sees it.
+CLIENT_CLOSED = 499
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T | None:
+    """`work`'s result, or None when the client disconnects first; `work` is then
+    cancelled (a request waiting in the RequestBatcher leaves its call, so what no other
+    caller wants is not encoded). Call it after the body was read."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        watch.cancel()
+        raise
+    watch.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -1,0 +1,355 @@
+"""`embedq bench dify`: embedq called the way Dify calls an embedding service.
+
+Phases, in this order, each on texts of its own (the held-out corpus split, salted afresh
+each run, so no phase is answered from cache unless it says so):
+  a. credential check: POST /v1/embeddings `{"input": "ping"}`, what Dify sends when a
+     model is added (the same text every run: after the first run it is a cache hit);
+  b. OpenAI pattern (Dify indexing through its OpenAI-compatible provider): N texts, one
+     text per request (the provider's max_chunks=1), from THREADS threads (the indexing
+     runner's 10), each thread with its own keep-alive httpx client;
+  c. TEI pattern (Dify indexing through its TEI provider): per thread GET /info for
+     max_client_batch_size and max_input_length, POST /tokenize of its texts (the
+     provider cuts texts over the window at a token's offset), then POST /embed in
+     batches of at most max_client_batch_size; N texts, the same THREADS threads;
+  d. sequential one-text misses (Dify embedding a query): M texts, one request at a time;
+  e. bare encode, in this process, on the texts of (b) and (d): the encoder's own batched
+     `encode` (SentenceTransformer.encode at its default batch size) and one-text `encode`.
+
+The bare encode runs after the server phases, once the processes this bench started are
+stopped: the bench process then holds no model while the server phases run (the client
+costs what Dify's would, and on a 2-core machine no idle torch threads compete with the
+worker), and the bare encode has the cores to itself. With `--url` the target server keeps
+running; it is idle by then.
+
+Threads split the texts as Dify's indexing runner does: by a hash of each text, modulo
+THREADS (so the groups are uneven, as they are there).
+
+Unless `--url` names a running server, it starts an `embedq serve` on a free loopback
+port with a temporary API key, and an `embedq worker` when no live worker serves the
+configured model (the heartbeat check of `bench bulk --via-jobs`), on this EMBEDQ_*
+environment, which must name Redis and Postgres (embedq.bench.cluster). Every request has
+a timeout, and the first failed one ends the bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from embedq.bench.cluster import Target, cluster
+from embedq.bench.stats import percentile
+from embedq.config import Settings
+from embedq.corpus import load_texts
+from embedq.errors import ConfigError, Unavailable
+
+CORPUS = "embedq/data/debian-heldout.jsonl.gz (held-out split: no setting was tuned on it)"
+BARE_WARM_UP = 5
+
+
+class PhaseFailed(Unavailable):
+    """A request of a phase failed: the bench stops instead of reporting a partial figure."""
+
+
+# --- the client side: what Dify sends
+class _Stopped(Exception):
+    """Another thread of the phase failed; this one stops at its next request."""
+
+
+@dataclass
+class Tally:
+    """One phase's requests, from all its threads: latencies, vectors back, their widths."""
+
+    latencies: list[float] = field(default_factory=list)
+    vectors: int = 0
+    widths: set[int] = field(default_factory=set)
+    stop: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def request(self, client: httpx.Client, path: str, body: dict[str, Any] | None,
+                sent: int = 0) -> Any:
+        """One request; its vectors (`sent` expected; 0: no vectors) checked and counted."""
+        if self.stop.is_set():
+            raise _Stopped
+        started = time.perf_counter()
+        resp = client.post(path, json=body) if body is not None else client.get(path)
+        ms = (time.perf_counter() - started) * 1000
+        if resp.status_code != 200:
+            raise PhaseFailed(f"{resp.request.method} {path}: {resp.status_code} "
+                              f"{resp.text[:300]}")
+        answer = resp.json()
+        if sent:
+            rows = [d["embedding"] for d in answer["data"]] if path == "/v1/embeddings" \
+                else answer
+            if len(rows) != sent or any(not row for row in rows):
+                raise PhaseFailed(f"POST {path}: {sent} texts sent, {len(rows)} vectors back")
+            with self.lock:
+                self.latencies.append(ms)
+                self.vectors += len(rows)
+                self.widths.update(len(row) for row in rows)
+        return answer
+
+
+def openai_call(tally: Tally, client: httpx.Client, model: str, texts: list[str]) -> None:
+    # The body Dify's OpenAI-compatible provider sends (plus `user` when it has one).
+    tally.request(client, "/v1/embeddings",
+                  {"input": texts, "model": model, "encoding_format": "float"}, len(texts))
+
+
+def tei_call(tally: Tally, client: httpx.Client, texts: list[str]) -> None:
+    """One Dify TEI-provider call: /info, /tokenize, truncation, /embed in batches of at
+    most max_client_batch_size."""
+    info = tally.request(client, "/info", None)
+    batch, window = int(info["max_client_batch_size"]), info.get("max_input_length")
+    tokens = tally.request(client, "/tokenize", {"inputs": texts})
+    inputs = [truncate(t, toks, window) for t, toks in zip(texts, tokens, strict=True)]
+    for start in range(0, len(inputs), batch):
+        part = inputs[start:start + batch]
+        tally.request(client, "/embed", {"inputs": part}, len(part))
+
+
+def truncate(text: str, tokens: list[dict[str, Any]], window: int | None) -> str:
+    """Cut a text at or over the window where Dify's TEI provider does: at the start
+    offset of token `window - trailing special tokens - 20` (its margin)."""
+    if window is None or len(tokens) < window:
+        return text
+    leading = next((i for i, t in enumerate(tokens) if not t["special"]), len(tokens))
+    trailing = sum(bool(t["special"]) for t in tokens) - leading
+    start = tokens[window - trailing - 20].get("start")
+    return text[:start] if start else text
+
+
+def groups(texts: list[str], threads: int) -> list[list[str]]:
+    """Dify's indexing runner's split: by a hash of the text, modulo the threads."""
+    out: list[list[str]] = [[] for _ in range(threads)]
+    for text in texts:
+        out[int(hashlib.sha256(text.encode()).hexdigest(), 16) % threads].append(text)
+    return [g for g in out if g]
+
+
+def threaded(target: Target, parts: list[list[str]],
+             work: Callable[[Tally, httpx.Client, list[str]], None]) -> tuple[float, Tally]:
+    """Each part on its own thread with its own keep-alive client: (seconds, tally). The
+    first failure ends the phase: the other threads stop at their next request."""
+    tally = Tally()
+
+    def one(part: list[str]) -> None:
+        with httpx.Client(base_url=target.url, headers=target.headers,
+                          timeout=target.timeout_s) as client:
+            try:
+                work(tally, client, part)
+            except BaseException:
+                tally.stop.set()
+                raise
+
+    started = time.perf_counter()
+    pool = ThreadPoolExecutor(len(parts), "embedq-bench-dify")
+    try:
+        futures = [pool.submit(one, part) for part in parts]
+        errors = [f.exception() for f in futures]
+    finally:
+        # On Ctrl-C too: the threads stop at their next request instead of finishing.
+        tally.stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+    seconds = time.perf_counter() - started
+    first = next((e for e in errors if e is not None and not isinstance(e, _Stopped)), None)
+    if first is not None:
+        raise first
+    return seconds, tally
+
+
+def phase(target: Target, texts: list[str], seconds_tally: tuple[float, Tally],
+          before: dict[str, int] | None) -> dict[str, Any]:
+    """A phase's figures; PhaseFailed unless every text came back as one vector of one
+    width. `encoded`: texts the cluster's workers encoded meanwhile (None: unknown)."""
+    seconds, tally = seconds_tally
+    if tally.vectors != len(texts) or len(tally.widths) != 1:
+        raise PhaseFailed(f"{len(texts)} texts sent, {tally.vectors} vectors back, of "
+                          f"widths {sorted(tally.widths)}")
+    encoded = None
+    if target.counters is not None and before is not None:
+        encoded = target.counters()["encoded"] - before["encoded"]
+    return {"texts": len(texts), "requests": len(tally.latencies), "vectors": tally.vectors,
+            "dimension": tally.widths.pop(), "seconds": round(seconds, 3),
+            "texts_per_s": round(len(texts) / seconds, 1),
+            "p50_ms": round(percentile(tally.latencies, 50), 2),
+            "p99_ms": round(percentile(tally.latencies, 99), 2), "encoded": encoded}
+
+
+# --- the bench
+def served_model(target: Target) -> str:
+    """The model name a Dify user would configure: the first that GET /v1/models lists."""
+    resp = httpx.get(target.url + "/v1/models", headers=target.headers, timeout=30)
+    if resp.status_code != 200:
+        raise PhaseFailed(f"GET /v1/models: {resp.status_code} {resp.text[:300]}")
+    return str(resp.json()["data"][0]["id"])
+
+
+def server_phases(target: Target, texts: dict[str, list[str]], threads: int
+                  ) -> dict[str, Any]:
+    counters = target.counters or (lambda: {"encoded": 0})
+    model = served_model(target)
+    out: dict[str, Any] = {"model": model}
+    before = counters()
+    with httpx.Client(base_url=target.url, headers=target.headers,
+                      timeout=target.timeout_s) as client:
+        tally = Tally()
+        started = time.perf_counter()
+        # Dify's credential check sends one string, not a list.
+        tally.request(client, "/v1/embeddings", {"model": model, "input": "ping"}, 1)
+        out["credential_check"] = phase(target, ["ping"], (time.perf_counter() - started,
+                                                           tally), before)
+    def one_text_each(tally: Tally, client: httpx.Client, part: list[str]) -> None:
+        for text in part:
+            openai_call(tally, client, model, [text])
+
+    before = counters()
+    out["openai"] = phase(target, texts["openai"], threaded(
+        target, groups(texts["openai"], threads), one_text_each), before)
+    before = counters()
+    out["tei"] = phase(target, texts["tei"], threaded(
+        target, groups(texts["tei"], threads), tei_call), before)
+    before = counters()
+    out["sequential"] = phase(target, texts["sequential"], threaded(
+        target, [texts["sequential"]], one_text_each), before)
+    return out
+
+
+def bare_phases(settings: Settings, batched: list[str], single: list[str]) -> dict[str, Any]:
+    """The configured encoder loaded here: its own batched `encode` over `batched`
+    (SentenceTransformer.encode at its default batch size), then one-text calls.
+
+    A torch model runs both at torch's default thread count and at 1 thread, and each
+    figure keeps the better: on a 2-core machine that others load, two intra-op threads
+    were measured up to 20x slower than one (they wait on each other), and a baseline
+    should be the best the bare model does, not its worst moment."""
+    import inspect
+
+    from embedq.encoders import load_encoder
+
+    encoder = load_encoder(settings)
+    encoder.warm_up()
+    model = getattr(encoder, "model", None)
+    if model is not None and hasattr(model, "encode"):
+        import torch
+
+        batch = inspect.signature(model.encode).parameters["batch_size"].default
+        what = f"SentenceTransformer.encode (default batch_size {batch})"
+        thread_counts = sorted({torch.get_num_threads(), 1}, reverse=True)
+
+        def encode(texts: list[str]) -> Any:
+            return model.encode(texts, show_progress_bar=False)
+
+        def use(threads: int) -> None:
+            torch.set_num_threads(threads)
+    else:
+        what = f"{type(encoder).__name__}.encode"
+        encode = encoder.encode
+        thread_counts = [0]
+
+        def use(threads: int) -> None:
+            return None
+
+    runs = []
+    for threads in thread_counts:
+        use(threads)
+        for text in single[:BARE_WARM_UP]:
+            encode([text])
+        started = time.perf_counter()
+        encode(batched)
+        rate = len(batched) / (time.perf_counter() - started)
+        times = []
+        for text in single:
+            started = time.perf_counter()
+            encode([text])
+            times.append((time.perf_counter() - started) * 1000)
+        runs.append({"threads": threads, "batched_texts_per_s": round(rate, 1),
+                     "one_text_p50_ms": round(percentile(times, 50), 2),
+                     "one_text_p99_ms": round(percentile(times, 99), 2)})
+    use(thread_counts[0])
+    fastest = max(runs, key=lambda r: r["batched_texts_per_s"])
+    quickest = min(runs, key=lambda r: r["one_text_p50_ms"])
+    return {"encode": what, "batched_texts": len(batched),
+            "batched_texts_per_s": fastest["batched_texts_per_s"],
+            "batched_threads": fastest["threads"], "one_text_calls": len(single),
+            "one_text_p50_ms": quickest["one_text_p50_ms"],
+            "one_text_p99_ms": quickest["one_text_p99_ms"],
+            "one_text_threads": quickest["threads"], "by_threads": runs}
+
+
+def phase_texts(n: int, m: int) -> dict[str, list[str]]:
+    """N texts for (b) and (c) and the first M for (d), the same corpus lines in each (so
+    the phases compare like with like), each made unique by a salt of its own. The salt
+    goes in front: a TEI client cuts long texts at the end, which would cut a salt there."""
+    base = load_texts(max(n, m), split="heldout")
+    run_id = uuid.uuid4().hex[:8]
+    return {name: [f"[{run_id}-{name[0]}{i}] {t}" for i, t in enumerate(base[:size])]
+            for name, size in (("openai", n), ("tei", n), ("sequential", m))}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.texts < 1 or args.sequential < 1 or args.threads < 1:
+        raise ConfigError("--texts, --sequential and --threads must be at least 1")
+    settings = Settings.from_env()
+    texts = phase_texts(args.texts, args.sequential)
+    with tempfile.TemporaryDirectory(prefix="embedq-bench-dify-") as tmp:
+        if args.url:
+            headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+            target = Target(args.url.rstrip("/"), headers, settings.request_timeout_s + 30)
+            report = server_phases(target, texts, args.threads)
+        else:
+            with cluster(settings, Path(tmp)) as target:
+                report = server_phases(target, texts, args.threads)
+    # Here, not earlier: see the module docstring.
+    bare = bare_phases(settings, texts["openai"], texts["sequential"])
+    report.update({
+        "corpus": CORPUS, "threads": args.threads,
+        "target": args.url or "started here: embedq serve + "
+                  + ("embedq worker" if "worker" in target.started else "a live worker"),
+        "started": target.started, "bare": bare,
+        "openai_over_bare_batched": _ratio(report["openai"]["texts_per_s"],
+                                           bare["batched_texts_per_s"]),
+        "tei_over_bare_batched": _ratio(report["tei"]["texts_per_s"],
+                                        bare["batched_texts_per_s"]),
+        "tei_over_openai": _ratio(report["tei"]["texts_per_s"], report["openai"]["texts_per_s"]),
+        "sequential_p50_over_bare_one_text_p50": _ratio(report["sequential"]["p50_ms"],
+                                                        bare["one_text_p50_ms"]),
+    })
+    _print(report)
+    return report
+
+
+def _ratio(a: float, b: float) -> float:
+    """a / b to 4 significant figures (a fast test encoder makes ratios far below 0.001)."""
+    return float(f"{a / max(b, 1e-9):.4g}")
+
+
+def _print(r: dict[str, Any]) -> None:
+    b, o, t, s = r["bare"], r["openai"], r["tei"], r["sequential"]
+    print(
+        f"bench dify: model {r['model']}, {r['threads']} threads; target {r['target']}\n"
+        f"  texts: {r['corpus']}\n"
+        f"  (a) credential check (\"ping\"): {r['credential_check']['p50_ms']:.1f} ms\n"
+        f"  (b) OpenAI route, one text per request: {o['texts']} texts, "
+        f"{o['texts_per_s']:.1f} texts/s (p50 {o['p50_ms']:.1f} ms, p99 {o['p99_ms']:.1f} ms)\n"
+        f"  (c) TEI routes, /tokenize + batched /embed: {t['texts']} texts, "
+        f"{t['texts_per_s']:.1f} texts/s ({t['requests']} /embed requests)\n"
+        f"  (d) sequential one-text misses: {s['texts']} texts, p50 {s['p50_ms']:.1f} ms, "
+        f"p99 {s['p99_ms']:.1f} ms\n"
+        f"  bare {b['encode']}, after the server phases (best of torch threads "
+        f"{'/'.join(str(x['threads']) for x in b['by_threads'])}): batched "
+        f"{b['batched_texts_per_s']:.1f} texts/s, one text p50 {b['one_text_p50_ms']:.2f} ms\n"
+        f"  ratios: (b)/bare batched {r['openai_over_bare_batched']:.3g}, (c)/bare batched "
+        f"{r['tei_over_bare_batched']:.3g}, (c)/(b) {r['tei_over_openai']:.3g}, "
+        f"(d) p50 / bare one-text p50 {r['sequential_p50_over_bare_one_text_p50']:.3g}"
+    )

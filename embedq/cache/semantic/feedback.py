@@ -1,0 +1,256 @@
+"""Table access for the error budget: namespace policies, served hits, verdicts, negatives.
+
+    policy     a namespace's base threshold, max_false_hit_rate and derived threshold
+    hits       every match a lookup serves gets a random id (32 hex digits) and a row
+               kept EMBEDQ_SEMANTIC_FEEDBACK_TTL_S, so feedback can name it
+    feedback   one verdict per hit, final: the same verdict again is an answer (recorded
+               false), the other one is FeedbackConflict (HTTP 409)
+    negatives  a wrong hit stores the asked query's vector against the entry
+
+Verdicts and the policy are written in one transaction that holds the namespace's budget
+row (FOR UPDATE on Postgres), so two verdicts at once recompute the threshold in turn.
+The rule itself is budget.py; here it is only applied.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from embedq.cache.semantic.budget import Verdict, budget_threshold
+from embedq.cache.semantic.store import Entry, aware
+from embedq.errors import InvalidInput, NotFound
+from embedq.models import (
+    Database,
+    SemanticBudget,
+    SemanticEntry,
+    SemanticFeedback,
+    SemanticHit,
+    SemanticNegative,
+)
+
+HIT_ID_HEX = 32
+
+
+def new_hit_id() -> str:
+    """An unguessable id for one served hit: only who was served it can judge it."""
+    return secrets.token_hex(HIT_ID_HEX // 2)
+
+
+class FeedbackConflict(InvalidInput):
+    """Feedback contradicts the verdict already recorded for that hit (HTTP 409)."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A namespace's thresholds; None: not set (the server's default, no budget)."""
+
+    base_threshold: float | None = None
+    max_false_hit_rate: float | None = None
+    threshold: float | None = None  # derived from feedback under the budget
+
+    def runs_at(self, default: float) -> float:
+        """The threshold a lookup that names none runs at."""
+        base = default if self.base_threshold is None else self.base_threshold
+        return base if self.threshold is None else max(base, self.threshold)
+
+    def floor(self) -> float | None:
+        """The threshold no lookup of the namespace goes below (the budget's), or None."""
+        return self.threshold if self.max_false_hit_rate is not None else None
+
+
+@dataclass(frozen=True)
+class ServedHit:
+    id: str
+    namespace: str
+    space: str
+    entry_id: int
+    query: str
+    score: float
+    threshold: float
+    correct: bool | None
+
+
+@dataclass(frozen=True)
+class FeedbackResult:
+    hit: ServedHit
+    correct: bool
+    recorded: bool  # False: this verdict was already recorded for the hit
+    negative: bool  # a negative was stored against the entry
+    policy: Policy
+
+
+def _policy(row: SemanticBudget | None) -> Policy:
+    if row is None:
+        return Policy()
+    return Policy(row.base_threshold, row.max_false_hit_rate, row.threshold)
+
+
+def _served(row: SemanticHit) -> ServedHit:
+    return ServedHit(row.id, row.namespace, row.space, int(row.entry_id), row.query,
+                     float(row.score), float(row.threshold), row.correct)
+
+
+class FeedbackStore:
+    def __init__(self, db: Database, *, default_threshold: float, window: int) -> None:
+        self.db = db
+        self.default_threshold = default_threshold
+        self.window = window
+
+    # --- policy
+    def policy(self, namespace: str) -> Policy:
+        with self.db.session() as s:
+            return _policy(s.get(SemanticBudget, namespace))
+
+    def configure(self, s: Session, namespace: str, *, base_threshold: float | None,
+                  max_false_hit_rate: float | None, now: datetime) -> Policy:
+        """Set (replace) the namespace's policy and derive its threshold from the verdicts,
+        in `s`: a transaction holding the writers' lock (SemanticStore.writing), in which
+        the namespace exists."""
+        row = self._budget_row(s, namespace)
+        if row is None:
+            row = SemanticBudget(namespace=namespace)
+            s.add(row)
+        row.base_threshold, row.max_false_hit_rate = base_threshold, max_false_hit_rate
+        self._derive(s, row, now)
+        return _policy(row)
+
+    def _budget_row(self, s: Session, namespace: str) -> SemanticBudget | None:
+        return s.scalar(select(SemanticBudget).where(SemanticBudget.namespace == namespace)
+                        .with_for_update())
+
+    def _derive(self, s: Session, row: SemanticBudget, now: datetime) -> None:
+        row.updated_at = now
+        if row.max_false_hit_rate is None:
+            row.threshold = None
+            return
+        base = self.default_threshold if row.base_threshold is None else row.base_threshold
+        row.threshold = budget_threshold(self.verdicts(row.namespace, s), base,
+                                         row.max_false_hit_rate)
+
+    def verdicts(self, namespace: str, s: Session | None = None) -> list[Verdict]:
+        """The namespace's most recent `window` verdicts."""
+        if s is None:
+            with self.db.session() as fresh:
+                return self.verdicts(namespace, fresh)
+        s.flush()
+        rows = s.execute(
+            select(SemanticFeedback.score, SemanticFeedback.threshold, SemanticFeedback.correct)
+            .where(SemanticFeedback.namespace == namespace)
+            .order_by(SemanticFeedback.id.desc()).limit(self.window)
+        ).all()
+        return [Verdict(float(r.score), float(r.threshold), bool(r.correct)) for r in rows]
+
+    def counts(self, namespace: str) -> dict[str, int]:
+        with self.db.session() as s:
+            rows = s.execute(
+                select(SemanticFeedback.correct, func.count())
+                .where(SemanticFeedback.namespace == namespace)
+                .group_by(SemanticFeedback.correct)
+            ).all()
+        got = {bool(correct): int(n) for correct, n in rows}
+        return {"correct": got.get(True, 0), "wrong": got.get(False, 0)}
+
+    # --- served hits
+    def record_hits(self, s: Session, namespace: str, space: str, query: str,
+                    matches: Sequence[tuple[str, int, float]], threshold: float, ttl_s: int,
+                    now: datetime) -> None:
+        """One row per served match (hit id, entry id, score), judgeable for `ttl_s`,
+        written in `s` (the lookup's own record, SemanticStore.record_lookup)."""
+        expires = now + timedelta(seconds=ttl_s)
+        s.add_all(SemanticHit(
+            id=hit_id, namespace=namespace, space=space, entry_id=entry_id, query=query,
+            score=score, threshold=threshold, correct=None, created_at=now,
+            expires_at=expires) for hit_id, entry_id, score in matches)
+
+    def served_hit(self, namespace: str, hit_id: str, now: datetime) -> ServedHit:
+        """The hit, or NotFound saying where hit ids come from and how long they last."""
+        with self.db.session() as s:
+            row = s.get(SemanticHit, hit_id) if _well_formed(hit_id) else None
+            if row is None or row.namespace != namespace or (aware(row.expires_at) or now) <= now:
+                raise NotFound(
+                    f"no served hit {hit_id!r} in namespace {namespace!r}: send the hit_id "
+                    "of a match a lookup of this namespace returned; hit ids expire after "
+                    "EMBEDQ_SEMANTIC_FEEDBACK_TTL_S")
+            return _served(row)
+
+    def apply(self, namespace: str, hit_id: str, correct: bool,
+              negative: Callable[[ServedHit], bytes | None], now: datetime) -> FeedbackResult:
+        """Record the verdict, store a negative for a wrong hit (`negative` gives the asked
+        query's vector, or None to store none), and derive the threshold again."""
+        hit = self.served_hit(namespace, hit_id, now)
+        if hit.correct is not None:
+            return self._repeat(hit, correct)
+        vector = None if correct else negative(hit)
+        with self.db.session() as s:
+            budget = self._budget_row(s, namespace)
+            row = s.get(SemanticHit, hit_id, with_for_update=True)
+            if row is None:  # swept meanwhile
+                return self.apply(namespace, hit_id, correct, negative, now)
+            if row.correct is not None:
+                return self._repeat(_served(row), correct)
+            row.correct = correct
+            s.add(SemanticFeedback(namespace=namespace, entry_id=hit.entry_id, score=hit.score,
+                                   threshold=hit.threshold, correct=correct, created_at=now))
+            stored = False
+            if vector is not None:
+                entry = s.get(SemanticEntry, hit.entry_id)
+                if entry is not None and entry.namespace == namespace:
+                    s.add(SemanticNegative(entry_id=hit.entry_id, namespace=namespace,
+                                           vector=vector, created_at=now))
+                    stored = True
+            if budget is not None:
+                self._derive(s, budget, now)
+            policy = _policy(budget)
+        return FeedbackResult(hit, correct, True, stored, policy)
+
+    def _repeat(self, hit: ServedHit, correct: bool) -> FeedbackResult:
+        if hit.correct != correct:
+            raise FeedbackConflict(
+                f"hit {hit.id!r} was already marked correct={hit.correct}; feedback on a hit "
+                "is final: to stop the entry serving, delete it "
+                f"(DELETE /v1/semantic-cache/{hit.namespace}/{hit.entry_id})", "correct")
+        return FeedbackResult(hit, correct, False, False, self.policy(hit.namespace))
+
+    # --- negatives
+    def negatives(self, entries: dict[int, Entry]) -> dict[int, list[bytes]]:
+        """The negatives of these entries: vectors of queries each must not match.
+
+        A negative older than its entry is another entry's that had the same id (SQLite
+        reuses ids and does not enforce the foreign key), and is ignored."""
+        if not entries:
+            return {}
+        with self.db.session() as s:
+            rows = s.execute(
+                select(SemanticNegative.entry_id, SemanticNegative.vector,
+                       SemanticNegative.created_at)
+                .where(SemanticNegative.entry_id.in_(list(entries)))
+            ).all()
+        out: dict[int, list[bytes]] = {}
+        for entry_id, vector, created in rows:
+            entry = entries[int(entry_id)]
+            if (aware(created) or entry.created_at) >= entry.created_at:
+                out.setdefault(int(entry_id), []).append(bytes(vector))
+        return out
+
+    # --- upkeep
+    def drop(self, namespace: str) -> None:
+        """Forget the namespace's policy, hits, verdicts and negatives."""
+        with self.db.session() as s:
+            for table in (SemanticBudget, SemanticHit, SemanticFeedback, SemanticNegative):
+                s.execute(delete(table).where(table.namespace == namespace))
+
+    def sweep(self, now: datetime) -> int:
+        """Delete served hits past their feedback window; return how many."""
+        with self.db.session() as s:
+            gone = s.execute(delete(SemanticHit).where(SemanticHit.expires_at <= now))
+            return max(int(getattr(gone, "rowcount", 0) or 0), 0)
+
+
+def _well_formed(hit_id: str) -> bool:
+    return len(hit_id) == HIT_ID_HEX and all(c in "0123456789abcdef" for c in hit_id)

@@ -1,0 +1,92 @@
+"""Authenticator: a presented key -> the Principal it stands for, or None.
+
+The bootstrap keys (EMBEDQ_API_KEYS) are compared in constant time, every one of them;
+other keys are looked up by digest in the KeyStore. Lookups (found or not) are cached
+per process for `ttl_s`, at most one second: a revoked key stops working within that
+time in every API process, and a flood of requests with one key costs the database one
+query a second. The API is open (`required` is False) only while there is no bootstrap
+key and no active key in the database; a database that cannot be read is not "no keys"
+(before its first answer; after it, its last answer stands while it is down).
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+import time
+from collections import OrderedDict
+
+from embedq.errors import ConfigError, Unavailable
+from embedq.tenants.keys import KeyStore, digest
+from embedq.tenants.principal import Principal
+
+MAX_TTL_S = 1.0
+CACHE_ENTRIES = 10_000  # distinct keys remembered; unknown ones are cached too
+
+
+def match_index(given: str, keys: tuple[bytes, ...]) -> int:
+    """1 + the index of the key `given` equals, or 0. Every key is compared, in constant
+    time each, so the time taken does not say which one matched or how much of it."""
+    raw = given.encode("utf-8", "surrogatepass")
+    found = 0
+    for n, candidate in enumerate(keys, 1):
+        if hmac.compare_digest(raw, candidate):
+            found = n
+    return found
+
+
+class Authenticator:
+    def __init__(self, bootstrap: tuple[str, ...], store: KeyStore | None,
+                 ttl_s: float = MAX_TTL_S) -> None:
+        if not 0 <= ttl_s <= MAX_TTL_S:
+            raise ConfigError(f"the key cache ttl must be within [0, {MAX_TTL_S}] s, so "
+                              "revocation takes effect within a second")
+        self.bootstrap = tuple(k.encode("utf-8") for k in bootstrap)
+        self.store = store
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, tuple[float, Principal | None]] = OrderedDict()
+        self._required: tuple[float, bool] | None = None
+
+    def required(self) -> bool:
+        """Whether requests must carry a key (cached like lookups)."""
+        if self.bootstrap:
+            return True
+        if self.store is None:
+            return False
+        now = time.monotonic()
+        cached = self._required
+        if cached is not None and now - cached[0] < self.ttl_s:
+            return cached[1]
+        try:
+            needed = self.store.any_active()
+        except Unavailable:
+            if cached is None:
+                raise  # never read: fail closed (503) rather than guess "open"
+            # The database is down: what it said last still holds (an open API stays
+            # open, so the hot tier keeps answering; a keyed one keeps requiring keys).
+            return cached[1]
+        self._required = (now, needed)
+        return needed
+
+    def _bootstrap(self, key: str) -> Principal | None:
+        found = match_index(key, self.bootstrap)
+        return Principal.everything(f"bootstrap-{found}") if found else None
+
+    def authenticate(self, key: str) -> Principal | None:
+        principal = self._bootstrap(key)
+        if principal is not None or self.store is None:
+            return principal
+        cache_key = digest(key)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(cache_key)
+            if cached is not None and now - cached[0] < self.ttl_s:
+                return cached[1]
+        principal = self.store.principal(key)
+        with self._lock:
+            self._cache[cache_key] = (now, principal)
+            self._cache.move_to_end(cache_key)
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return principal
