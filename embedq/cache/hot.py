@@ -118,12 +118,16 @@ class HotStore(ABC):
         """Withdraw these callers' interest (fingerprint -> caller ids) before its end."""
 
     def acquire_wanted(self, names: list[str], owner: str, ttl_ms: int,
-                       wants: dict[str, list[str]], want_ttl_ms: int) -> list[bool]:
-        """`want(wants, want_ttl_ms)`, then `acquire(names, owner, ttl_ms)`. Redis does both
-        in one command; interest is registered first, so a worker can never see the claim
-        without the interest that came with it."""
+                       wants: dict[str, list[str]], want_ttl_ms: int,
+                       clear: list[str] | None = None) -> list[bool]:
+        """`want(wants, want_ttl_ms)`, then `acquire_clearing(names, clear, owner, ttl_ms)`
+        (`acquire` when `clear` is None). Redis does it all in one command; interest is
+        registered first, so a worker can never see the claim without the interest that
+        came with it."""
         self.want(wants, want_ttl_ms)
-        return self.acquire(names, owner, ttl_ms)
+        if clear is None:
+            return self.acquire(names, owner, ttl_ms)
+        return self.acquire_clearing(names, clear, owner, ttl_ms)
 
     @abstractmethod
     def drop_unwanted(self, owners: list[tuple[str, str]]) -> list[str]:

@@ -127,3 +127,17 @@ def test_a_won_claim_clears_its_own_key_and_a_lost_one_clears_nothing(store: Hot
     assert won == [True, False]
     assert store.get_failures(["a", "b"]) == [None, {"type": "X", "message": "old"}]
     assert store.holders([keys.claim("a"), keys.claim("b")]) == ["me", "other"]
+
+
+def test_a_wanted_claim_clears_the_failure_of_what_it_won_and_registers_interest(
+    store: HotStore,
+) -> None:
+    store.put_failures({"a": {"type": "X", "message": "old"},
+                        "b": {"type": "X", "message": "old"}}, ttl_s=60)
+    assert store.acquire([keys.claim("b")], "other", ttl_ms=5000) == [True]
+    won = store.acquire_wanted([keys.claim("a"), keys.claim("b")], "me", 5000,
+                               {"a": ["caller"], "b": ["caller"]}, 30_000,
+                               clear=[keys.failure("a"), keys.failure("b")])
+    assert won == [True, False]
+    assert store.get_failures(["a", "b"]) == [None, {"type": "X", "message": "old"}]
+    assert store.drop_unwanted([("a", "me"), ("b", "other")]) == []  # both still wanted
