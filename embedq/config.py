@@ -111,7 +111,8 @@ class Settings:
 
     # --- the worker
     concurrency: int = 32
-    batch_wait_ms: float = 4.0
+    # 0: a batch starts as soon as the model is free and grows while the model is busy.
+    batch_wait_ms: float = 0.0
     batch_max_tokens: int = 0  # 0: 4096 on CPU, 32768 on CUDA (padded tokens per batch)
     batch_max_texts: int = 0  # 0: 64 on CPU, 512 on CUDA
     # While online texts keep arriving, bulk batches are cut so one model step (a layer,

@@ -61,11 +61,10 @@ def claim(hot: HotStore, fps: list[str], owner: str, ttl_ms: int) -> tuple[list[
     `failure_ttl_s` so that computation's waiters learn it) is cleared, so this one's
     waiters wait for the new outcome instead of reading the old error.
     """
-    results = hot.acquire([keys.claim(fp) for fp in fps], owner, ttl_ms)
+    results = hot.acquire_clearing([keys.claim(fp) for fp in fps],
+                                   [keys.failure(fp) for fp in fps], owner, ttl_ms)
     won = [fp for fp, ok in zip(fps, results, strict=True) if ok]
     lost = [fp for fp, ok in zip(fps, results, strict=True) if not ok]
-    if won:
-        hot.release([keys.failure(fp) for fp in won])
     return won, lost
 
 
@@ -346,11 +345,10 @@ def claim_wanted(hot: HotStore, fps: list[str], callers: Callers, ttl_ms: int
     """`claim` by `callers.owner`, registering in the same command the interest of each
     caller still here in each fingerprint, won or lost, until the call's deadline."""
     results = hot.acquire_wanted([keys.claim(fp) for fp in fps], callers.owner, ttl_ms,
-                                 callers.wants(fps), callers.ttl_ms())
+                                 callers.wants(fps), callers.ttl_ms(),
+                                 clear=[keys.failure(fp) for fp in fps])
     won = [fp for fp, ok in zip(fps, results, strict=True) if ok]
     lost = [fp for fp, ok in zip(fps, results, strict=True) if not ok]
-    if won:
-        hot.release([keys.failure(fp) for fp in won])
     return won, lost
 
 

@@ -78,6 +78,15 @@ class HotStore(ABC):
     def acquire(self, names: list[str], owner: str, ttl_ms: int) -> list[bool]:
         """Set each key to `owner` if absent; True where this call won it."""
 
+    def acquire_clearing(self, names: list[str], clear: list[str], owner: str,
+                         ttl_ms: int) -> list[bool]:
+        """`acquire`, and for each key won, delete the key at the same index of `clear`
+        (a claim won clears the failure an earlier computation left). Redis does both in
+        one round trip; this default calls the methods one by one."""
+        won = self.acquire(names, owner, ttl_ms)
+        self.release([c for c, ok in zip(clear, won, strict=True) if ok])
+        return won
+
     @abstractmethod
     def holders(self, names: list[str]) -> list[str | None]: ...
 
@@ -109,12 +118,16 @@ class HotStore(ABC):
         """Withdraw these callers' interest (fingerprint -> caller ids) before its end."""
 
     def acquire_wanted(self, names: list[str], owner: str, ttl_ms: int,
-                       wants: dict[str, list[str]], want_ttl_ms: int) -> list[bool]:
-        """`want(wants, want_ttl_ms)`, then `acquire(names, owner, ttl_ms)`. Redis does both
-        in one command; interest is registered first, so a worker can never see the claim
-        without the interest that came with it."""
+                       wants: dict[str, list[str]], want_ttl_ms: int,
+                       clear: list[str] | None = None) -> list[bool]:
+        """`want(wants, want_ttl_ms)`, then `acquire_clearing(names, clear, owner, ttl_ms)`
+        (`acquire` when `clear` is None). Redis does it all in one command; interest is
+        registered first, so a worker can never see the claim without the interest that
+        came with it."""
         self.want(wants, want_ttl_ms)
-        return self.acquire(names, owner, ttl_ms)
+        if clear is None:
+            return self.acquire(names, owner, ttl_ms)
+        return self.acquire_clearing(names, clear, owner, ttl_ms)
 
     @abstractmethod
     def drop_unwanted(self, owners: list[tuple[str, str]]) -> list[str]:

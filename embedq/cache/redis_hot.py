@@ -47,6 +47,21 @@ end
 return won
 """
 
+# Keys 1..n are claims, n+1..2n the keys to delete where the claim at the same index was won.
+_ACQUIRE_CLEARING = """
+local n = #KEYS / 2
+local won = {}
+for i = 1, n do
+  if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    won[i] = 1
+    redis.call('DEL', KEYS[n + i])
+  else
+    won[i] = 0
+  end
+end
+return won
+"""
+
 # Interest is a sorted set per fingerprint: caller id -> the epoch ms its wait ends, by
 # Redis's clock (TIME), so API and worker hosts need no common clock. The key lives as
 # long as its latest caller; members past their end are pruned on the next registration.
@@ -55,13 +70,16 @@ local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 """
 
-# KEYS: n claim keys, then one interest key per (fingerprint, caller).
+# KEYS: n claim keys, then one interest key per (fingerprint, caller), then none or n keys
+# to delete where the claim at the same index is won (the failure a won claim clears).
 # ARGV: owner, claim ttl ms, n, interest ttl ms, then the caller of each interest key.
 _ACQUIRE_WANTED = _NOW_MS + """
 local n = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[4])
+local m = #ARGV - 4
+local clear = #KEYS - n - m
 local ends = string.format('%d', now + ttl)
-for i = n + 1, #KEYS do
+for i = n + 1, n + m do
   local key = KEYS[i]
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
   redis.call('ZADD', key, 'GT', ends, ARGV[i - n + 4])
@@ -69,7 +87,12 @@ for i = n + 1, #KEYS do
 end
 local won = {}
 for i = 1, n do
-  won[i] = redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0
+  if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    won[i] = 1
+    if clear > 0 then redis.call('DEL', KEYS[n + m + i]) end
+  else
+    won[i] = 0
+  end
 end
 return won
 """
@@ -181,6 +204,7 @@ class RedisHotStore(HotStore):
         self.client: Any = client
         self._release = self.client.register_script(_RELEASE_IF_OWNER)
         self._acquire = self.client.register_script(_ACQUIRE)
+        self._acquire_clearing = self.client.register_script(_ACQUIRE_CLEARING)
         self._extend = self.client.register_script(_EXTEND)
         self._add_attempts = self.client.register_script(_ADD_ATTEMPTS)
         self._acquire_wanted = self.client.register_script(_ACQUIRE_WANTED)
@@ -234,6 +258,16 @@ class RedisHotStore(HotStore):
         with map_redis_errors():
             return [bool(r) for r in self._acquire(keys=names, args=[owner, ttl_ms])]
 
+    def acquire_clearing(self, names: list[str], clear: list[str], owner: str,
+                         ttl_ms: int) -> list[bool]:
+        if not names:
+            return []
+        if len(clear) != len(names):
+            raise ValueError("acquire_clearing needs one key to clear per key to acquire")
+        with map_redis_errors():
+            return [bool(r) for r in self._acquire_clearing(keys=[*names, *clear],
+                                                            args=[owner, ttl_ms])]
+
     def holders(self, names: list[str]) -> list[str | None]:
         if not names:
             return []
@@ -286,13 +320,16 @@ class RedisHotStore(HotStore):
             pipe.execute()
 
     def acquire_wanted(self, names: list[str], owner: str, ttl_ms: int,
-                       wants: dict[str, list[str]], want_ttl_ms: int) -> list[bool]:
+                       wants: dict[str, list[str]], want_ttl_ms: int,
+                       clear: list[str] | None = None) -> list[bool]:
         pairs = [(fp, caller) for fp, callers in wants.items() for caller in callers]
         if not names and not pairs:
             return []
+        if clear is not None and len(clear) != len(names):
+            raise ValueError("acquire_wanted needs one key to clear per key to acquire")
         with map_redis_errors():
             won = self._acquire_wanted(
-                keys=[*names, *(keys.interest(fp) for fp, _ in pairs)],
+                keys=[*names, *(keys.interest(fp) for fp, _ in pairs), *(clear or [])],
                 args=[owner, ttl_ms, len(names), max(1, want_ttl_ms),
                       *(caller for _, caller in pairs)],
             )

@@ -2,7 +2,9 @@
 
 Task threads (Celery's threads pool) `submit` items and wait on their futures. The batcher
 thread, each cycle:
-  1. waits for work, then up to `batch_wait_ms` for more unless a batch is already full;
+  1. waits for work; once the model is free it takes what is queued at once (a batch
+     grows while the model is busy with the one before; lingering for more when the model
+     is idle only added latency), or lingers `batch_wait_ms` when that is set;
   2. takes online items before bulk items (online wins); a bulk batch already encoding
      pauses before each model layer while online texts wait, encodes them in full, then
      goes on (`add_checkpoint`), so an online text waits at most one layer of bulk work;
@@ -100,7 +102,7 @@ class Batcher:
         encoder: Encoder,
         sink: Sink,
         *,
-        wait_ms: float = 4.0,
+        wait_ms: float = 0.0,
         max_tokens: int = 16_384,
         max_texts: int = 256,
         on_attempt: AttemptHook | None = None,

@@ -6,7 +6,8 @@ batcher and writer, warms them up, and then serves every task thread. A message'
 names a revision, which names its tier: its texts go to the encoder of that revision.
 `embed_pairs` is the whole life of one message's texts:
 
-  1. fingerprints already in the durable tier (a duplicate delivery) are answered from it;
+  1. fingerprints already computed (a duplicate delivery) are answered from the hot tier
+     or, for a delivery that may repeat a finished one, from the durable tier;
   2. texts that died with their process `max_attempts` times are dead-lettered (fencing);
   3. a run lease per fingerprint fences concurrent deliveries of the same work (fencing);
   4. the rest go through the batcher; the writer persists each batch and resolves each
@@ -162,8 +163,15 @@ class WorkerRuntime:
             served.batcher.stop()
 
     # --- one message
-    def handle_embed(self, payload: dict[str, Any], lane: int = ONLINE) -> dict[str, int]:
+    def handle_embed(self, payload: dict[str, Any], lane: int = ONLINE, *,
+                     first_delivery: bool = False) -> dict[str, int]:
         """Embed every (fingerprint, text) in `payload`; return counts, never vectors.
+
+        `first_delivery`: the broker delivers this message for the first time (neither
+        redelivered nor a retry). Its producer found its fingerprints in neither tier just
+        before publishing and claimed them, so the durable tier is not asked again (a
+        query on the answer's critical path); the hot tier still is, which holds every
+        vector computed since for `hot_ttl_s`.
 
         The fingerprint in a message is recomputed from its text and spec, never trusted:
         a message whose fingerprint does not match (forged, or from a producer with
@@ -186,16 +194,19 @@ class WorkerRuntime:
             self.hot.incr({"refused": refused})
         owner = payload.get("owner")  # set: its producer tracks its callers' interest
         counts = self.embed_pairs(spec, pairs, lane,
-                                  owner=owner if isinstance(owner, str) else None) \
+                                  owner=owner if isinstance(owner, str) else None,
+                                  durable=not first_delivery) \
             if pairs else {"done": 0, "failed": 0, "reused": 0}
         return {**counts, "refused": refused}
 
     def embed_pairs(self, spec: EncodeSpec, pairs: dict[str, str], lane: int,
-                    room: Room | None = None, owner: str | None = None) -> dict[str, int]:
+                    room: Room | None = None, owner: str | None = None, *,
+                    durable: bool = True) -> dict[str, int]:
         """Embed (fingerprint -> text) pairs; `room` is batcher room the caller reserved
         (filled by the first submit; the caller releases it if nothing was submitted);
         `owner`: the claim owner of an online message, whose texts are not encoded once
-        nobody waits for them (None: always encoded)."""
+        nobody waits for them (None: always encoded); `durable`: look for vectors already
+        stored in the durable tier too."""
         fps = list(pairs)
         served = self.serving(spec)
         if served is None:
@@ -214,7 +225,7 @@ class WorkerRuntime:
             self.writer.fail({fp: err for fp in fps})
             return {"done": 0, "failed": len(fps), "reused": 0}
 
-        stored = self.durable.get_many(fps)
+        stored = self._computed(fps, durable)
         if stored:
             coordination.publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
         todo = [fp for fp in fps if fp not in stored]
@@ -227,6 +238,16 @@ class WorkerRuntime:
         done = self.fencing.run_leased({fp: pairs[fp] for fp in todo}, encode)
         return {"done": done + len(stored), "failed": len(fps) - done - len(stored),
                 "reused": len(stored)}
+
+    def _computed(self, fps: list[str], durable: bool) -> dict[str, bytes]:
+        """Vectors already computed for `fps`: the durable tier's (when `durable`), then
+        the hot tier's for the rest (the writer fills it after the durable tier, so a hot
+        vector is a stored one)."""
+        stored = self.durable.get_many(fps) if durable else {}
+        rest = [fp for fp in fps if fp not in stored]
+        hot = {fp: blob for fp, blob in zip(rest, self.hot.get_vectors(rest), strict=True)
+               if blob is not None}
+        return {**stored, **hot}
 
     def _encode(self, batcher: Batcher, spec: EncodeSpec, pairs: dict[str, str],
                 suspects: set[str], lane: int, room: Room | None = None,

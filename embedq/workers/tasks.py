@@ -59,7 +59,9 @@ def register(app: Celery, runtime: WorkerRuntime) -> None:
               **_LATE, **_RETRY)
     def embed(task: Any, payload: dict[str, Any]) -> dict[str, int]:
         """Embed the (fingerprint, text) pairs of one online message."""
-        return runtime.handle_embed(payload)
+        redelivered = bool((task.request.delivery_info or {}).get("redelivered"))
+        return runtime.handle_embed(
+            payload, first_delivery=not redelivered and not task.request.retries)
 
     @app.task(name=names.BULK_CHUNK, max_retries=60,  # type: ignore[untyped-decorator]
               **_LATE, **_RETRY)

@@ -116,3 +116,28 @@ def test_a_recorded_batch_stores_clears_releases_notifies_and_counts(store: HotS
     assert seen.wait(5) and got[-1] == ["rb-bulk", "rb-online"]
     time.sleep(1.2)  # outlive the bulk vector's 1 s ttl: the expiry is what this checks
     assert store.get_vectors(["rb-online", "rb-bulk"]) == [b"\x01", None]  # each its ttl
+
+
+def test_a_won_claim_clears_its_own_key_and_a_lost_one_clears_nothing(store: HotStore) -> None:
+    store.put_failures({"a": {"type": "X", "message": "old"},
+                        "b": {"type": "X", "message": "old"}}, ttl_s=60)
+    assert store.acquire([keys.claim("b")], "other", ttl_ms=5000) == [True]
+    won = store.acquire_clearing([keys.claim("a"), keys.claim("b")],
+                                 [keys.failure("a"), keys.failure("b")], "me", ttl_ms=5000)
+    assert won == [True, False]
+    assert store.get_failures(["a", "b"]) == [None, {"type": "X", "message": "old"}]
+    assert store.holders([keys.claim("a"), keys.claim("b")]) == ["me", "other"]
+
+
+def test_a_wanted_claim_clears_the_failure_of_what_it_won_and_registers_interest(
+    store: HotStore,
+) -> None:
+    store.put_failures({"a": {"type": "X", "message": "old"},
+                        "b": {"type": "X", "message": "old"}}, ttl_s=60)
+    assert store.acquire([keys.claim("b")], "other", ttl_ms=5000) == [True]
+    won = store.acquire_wanted([keys.claim("a"), keys.claim("b")], "me", 5000,
+                               {"a": ["caller"], "b": ["caller"]}, 30_000,
+                               clear=[keys.failure("a"), keys.failure("b")])
+    assert won == [True, False]
+    assert store.get_failures(["a", "b"]) == [None, {"type": "X", "message": "old"}]
+    assert store.drop_unwanted([("a", "me"), ("b", "other")]) == []  # both still wanted
