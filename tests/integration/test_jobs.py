@@ -275,13 +275,20 @@ def jobs_server(settings: Any) -> Iterator[str]:
     import uvicorn
     from fastapi import FastAPI
 
+    from embedq.api.auth import AuthMiddleware
     from embedq.api.errors import install_handlers
     from embedq.api.routes.jobs import router
+    from embedq.tenants import Authenticator, KeyStore
 
     app = FastAPI()
     app.state.settings = settings
-    app.state.deployment = Deployment(settings)
+    deployment = Deployment(settings)
+    app.state.deployment = deployment
     install_handlers(app)
+    # The routes act for the caller the key check names: with no key configured and none
+    # stored, the check lets every caller in as the default tenant.
+    authenticator = Authenticator(settings.api_keys, KeyStore(deployment.service.db))
+    app.add_middleware(AuthMiddleware, authenticator=lambda: authenticator)
     app.include_router(router)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
