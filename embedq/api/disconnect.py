@@ -4,6 +4,7 @@ uvicorn does not cancel a handler whose client went away: the handler would wait
 vectors until the request timeout, and the work would be encoded for nobody. Once the
 body is read, the next ASGI message a request can receive is `http.disconnect` (or none
 until the response is sent), so one task waiting for it is enough to notice.
+`embed_for_caller` is the one call both embedding route families make through it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from fastapi import Request
+
+from embedq.api.auth import admit_texts, tenant_of
+from embedq.api.batching import RequestBatcher
+from embedq.service import Outcome
 
 T = TypeVar("T")
 
@@ -46,3 +51,14 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T | None:
 async def _disconnected(request: Request) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+async def embed_for_caller(request: Request, batcher: RequestBatcher, texts: list[str],
+                           dimensions: int | None, normalize: bool | None = None,
+                           precision: str | None = None) -> list[Outcome] | None:
+    """Count the texts for the caller (audit line, its key's texts a day), then embed them
+    as its tenant: the outcomes, or None when the client disconnected first."""
+    await admit_texts(request, len(texts))
+    return await unless_disconnected(
+        request, batcher.embed(texts, dimensions, normalize, precision,
+                               tenant=tenant_of(request)))

@@ -16,8 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from embedq.api.auth import admit_texts, tenant_of
-from embedq.api.disconnect import CLIENT_CLOSED, unless_disconnected
+from embedq.api.disconnect import CLIENT_CLOSED, embed_for_caller
 from embedq.api.errors import error_responses
 from embedq.api.schemas import (
     EmbeddingCall,
@@ -67,10 +66,8 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         truncated = _over_window(raw_tokens, state.tokens.window, state.settings.truncate)
         await refuse_when_overloaded(state)
         # Counted (audit line, the key's texts a day) once the request is known valid.
-        await admit_texts(request, len(call.texts))
-        outcomes = await unless_disconnected(
-            request, state.batcher.embed(call.texts, dimensions, precision=tier,
-                                         tenant=tenant_of(request)))
+        outcomes = await embed_for_caller(request, state.batcher, call.texts, dimensions,
+                                          precision=tier)
         if outcomes is None:
             return Response(status_code=CLIENT_CLOSED)
         raise_first_failure(outcomes)

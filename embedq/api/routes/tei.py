@@ -26,8 +26,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from embedq.api.auth import admit_texts, tenant_of
-from embedq.api.disconnect import CLIENT_CLOSED, unless_disconnected
+from embedq.api.disconnect import CLIENT_CLOSED, embed_for_caller
 from embedq.api.errors import AsciiJSONResponse, kind_of
 from embedq.api.routes.embeddings import (
     TRUNCATED_HEADER,
@@ -331,10 +330,8 @@ async def _embed(request: Request) -> Response:
     raw_tokens = await count_tokens(state.tokens, call.texts)
     truncated = _check_window(call, raw_tokens, state.tokens.window, state.settings.truncate)
     await refuse_when_overloaded(state)
-    await admit_texts(request, len(call.texts))  # audit line, the key's texts a day
-    outcomes = await unless_disconnected(
-        request, state.batcher.embed(call.texts, dimensions, call.normalize,
-                                     tenant=tenant_of(request)))
+    outcomes = await embed_for_caller(request, state.batcher, call.texts, dimensions,
+                                      call.normalize)
     if outcomes is None:
         return Response(status_code=CLIENT_CLOSED)
     raise_first_failure(outcomes)
