@@ -108,6 +108,9 @@ class Settings:
     max_attempts: int = 3
     message_max_texts: int = 64
     request_timeout_s: float = 120.0
+    # A failed publish is tried again for this long (within the request's deadline) before
+    # the caller gets a 503: a broker restarting under a request is a second's blip.
+    publish_retry_s: float = 3.0
 
     # --- the worker
     concurrency: int = 32
@@ -327,3 +330,6 @@ class Settings:
                               "a bound")
         if self.claim_ttl_ms < 1000:
             raise ConfigError("EMBEDQ_CLAIM_TTL_MS must be at least 1000")
+        if self.publish_retry_s < 0:
+            raise ConfigError("EMBEDQ_PUBLISH_RETRY_S must be 0 or more (0: answer 503 as soon "
+                              "as a publish fails)")

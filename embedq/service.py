@@ -49,6 +49,7 @@ log = logging.getLogger("embedq.service")
 
 Vector = npt.NDArray[np.float32]
 POLL_S = 0.25
+PUBLISH_RETRY_INTERVAL_S = 0.25
 CLAIM_CHECK_S = 1.0
 
 
@@ -197,7 +198,8 @@ class EmbeddingService:
         callers.bind(fps, deadline)
         won, lost = self._claim(misses, callers)
         started = time.perf_counter()
-        if won and self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner):
+        if won and self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner,
+                                deadline):
             log.info("leader start: queued %d fingerprints (first %s)", len(won), won[0][:12])
         answers = self._collect(spec, won + lost, text_of, deadline, callers)
         cost_ms = (time.perf_counter() - started) * 1000
@@ -260,14 +262,18 @@ class EmbeddingService:
                                                   self.settings.claim_ttl_ms)
         return won, lost
 
-    def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]], owner: str) -> bool:
+    def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]], owner: str,
+                deadline: float) -> bool:
         """Queue the work; True once published.
 
-        A broker error frees the claims and is raised: the caller answers at once (503).
-        When the claims cannot be freed either, the hot store went down with the broker
-        (one Redis for both, restarting): this caller then waits like any waiter, riding the
-        outage out until its deadline, and the rescue re-queues what lost its claim (a
-        restarted Redis lost them all). False says nothing was published.
+        A failed publish is tried again every PUBLISH_RETRY_INTERVAL_S for up to
+        `publish_retry_s` (never past the request's deadline): a broker restarting under
+        the request is a blip, not an answer. If it still fails, the claims are freed and
+        the error is raised: the caller answers at once (503). When the claims cannot be
+        freed either, the hot store went down with the broker (one Redis for both,
+        restarting): this caller then waits like any waiter, riding the outage out until
+        its deadline, and the rescue re-queues what lost its claim (a restarted Redis lost
+        them all). False says nothing was published.
         """
         if self.before_submit is not None:
             self.before_submit()
@@ -277,17 +283,23 @@ class EmbeddingService:
             [(fp, text_of[fp]) for fp in part]
             for part in plan_messages(fps, self.settings.message_max_texts)
         ]
-        try:
-            publish_embed(self.app, spec, groups, self.settings.online_queue, owner=owner)
-        except EmbedqError as exc:
+        give_up_at = min(deadline, time.monotonic() + self.settings.publish_retry_s)
+        while True:
             try:
-                coordination.release(self.hot, fps)  # do not block these for a claim ttl
-            except Unavailable as gone:
-                log.warning("publish failed (%s) and the hot store is down too (%s): "
-                            "waiting for it to come back", exc, gone)
-                return False
-            raise
-        return True
+                publish_embed(self.app, spec, groups, self.settings.online_queue, owner=owner)
+                return True
+            except EmbedqError as exc:
+                if time.monotonic() + PUBLISH_RETRY_INTERVAL_S < give_up_at:
+                    log.warning("publish failed (%s): trying again", exc)
+                    time.sleep(PUBLISH_RETRY_INTERVAL_S)
+                    continue
+                try:
+                    coordination.release(self.hot, fps)  # do not block these for a claim ttl
+                except Unavailable as gone:
+                    log.warning("publish failed (%s) and the hot store is down too (%s): "
+                                "waiting for it to come back", exc, gone)
+                    return False
+                raise
 
     def _collect(
         self,
@@ -309,7 +321,8 @@ class EmbeddingService:
             won, _ = self._claim(callers.wanted(orphans), callers)
             if won:
                 log.warning("re-queueing %d fingerprints whose claim expired", len(won))
-                self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner)
+                self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner,
+                             deadline)
             return []  # every orphan is awaited again
 
         got = coordination.await_outcomes(

@@ -40,6 +40,7 @@ def test_values_are_parsed_by_type() -> None:
         ({"EMBEDQ_ENCODER": "word2vec"}, "EMBEDQ_ENCODER"),
         ({"EMBEDQ_BROKER_URL": "redis://127.0.0.1:6379/0"}, "EMBEDQ_REDIS_URL"),
         ({"EMBEDQ_REDIS_URL": "redis://127.0.0.1:6379/0"}, "EMBEDQ_BROKER_URL"),
+        ({"EMBEDQ_PUBLISH_RETRY_S": "-1"}, "EMBEDQ_PUBLISH_RETRY_S"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
