@@ -6,6 +6,9 @@ the near-miss's edit, one of KINDS) come in two splits that share no text (tests
   semantic_pairs.tune.jsonl     the threshold, the guard and the verifier were tuned on these;
   semantic_pairs.heldout.jsonl  never tuned on: only reported (and checked by
                                 tests/integration/test_semantic_precision.py).
+  semantic_pairs.fresh.jsonl    a second held-out split, written after the first one's
+                                report had been read (so before any rule that report
+                                could have suggested): `--heldout-file` it to report on it.
 Each pair is one stored entry and one lookup, decided as `SemanticCache.lookup` decides
 (`is_hit`): the cosine of the two unit vectors at or above the threshold; with the guard
 on, `guard.contrasting(asked, stored)` false; with the verifier on, no lexical slot
@@ -48,6 +51,7 @@ from embedq.errors import BadInputFile, InvalidInput
 PAIRS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 TUNE = PAIRS_DIR / "semantic_pairs.tune.jsonl"
 HELDOUT = PAIRS_DIR / "semantic_pairs.heldout.jsonl"
+FRESH = PAIRS_DIR / "semantic_pairs.fresh.jsonl"
 LABELS = ("paraphrase", "near_miss")
 # A near-miss's kind names its edit; a paraphrase's kind is "paraphrase".
 KINDS = ("paraphrase", "one_word", "negation", "swap", "number", "entity", "time",
