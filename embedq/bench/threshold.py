@@ -44,7 +44,7 @@ import numpy.typing as npt
 from embedq.bench.stats import percentile
 from embedq.cache.semantic.guard import contrasting
 from embedq.cache.semantic.index import unit_rows
-from embedq.cache.semantic.verify import DEFAULT_BAND, Conflict, Verifier
+from embedq.cache.semantic.verify import DEFAULT_BAND, MODEL_SLOTS, Conflict, Verifier
 from embedq.config import Settings
 from embedq.errors import BadInputFile, InvalidInput
 
@@ -135,7 +135,7 @@ def is_hit(scored: Scored, threshold: float, guard: bool,
         return False
     conflict = scored.conflict
     return verify_band is None or conflict is None or (
-        conflict.slot == "content" and scored.score >= threshold + verify_band)
+        conflict.slot in MODEL_SLOTS and scored.score >= threshold + verify_band)
 
 
 def _mode(mode: str) -> tuple[bool, float | None]:

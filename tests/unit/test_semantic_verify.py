@@ -140,3 +140,20 @@ def test_frequency_words_of_different_units_conflict() -> None:
     conflict = TABLE.conflict("how many steps should I walk daily",
                               "how many steps should I walk weekly", content=False)
     assert conflict is not None and conflict.slot == "time", conflict
+
+
+def test_texts_that_share_no_content_word_or_counterpart_are_disjoint() -> None:
+    conflict = TABLE.conflict("how can I wake up earlier", "how can I fall asleep faster")
+    assert conflict is not None and conflict.slot == "disjoint", conflict
+    assert (conflict.asked, conflict.stored) == ("wake", "fall asleep faster")
+    # a disjoint pair is a model slot: not checked outside the band
+    assert TABLE.conflict("how can I wake up earlier", "how can I fall asleep faster",
+                          content=False) is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("any tips to reboot the thing quickly", "how can I restart"),  # a synonym counterpart
+    ("what is it", "how do I reboot"),  # one side has no content word: nothing to compare
+])
+def test_a_counterpart_or_no_content_word_is_not_disjoint(asked: str, stored: str) -> None:
+    assert TABLE.conflict(asked, stored) is None

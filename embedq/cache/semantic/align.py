@@ -100,3 +100,19 @@ def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
         if any(orphan(w, stored) for w in s.asked) or any(orphan(w, asked) for w in s.stored):
             return " ".join(s.asked), " ".join(s.stored)
     return None
+
+
+def disjoint(asked: list[str], stored: list[str], embed: EmbedTexts,
+             min_similarity: float) -> bool:
+    """True when no content word of `asked` has a counterpart among `stored`'s (the same
+    stem, or a cosine of the words embedded alone at or above `min_similarity`): the two
+    texts then share a frame of function words at most ("how can I ..."), and whatever
+    their score, they ask about different things. False when either side has no content
+    word (nothing to compare)."""
+    if not asked or not stored:
+        return False
+    if any(stem(a) == stem(b) for a in asked for b in stored):
+        return False
+    vocabulary = sorted(set(asked) | set(stored))
+    at = {w: _unit(v) for w, v in zip(vocabulary, embed(vocabulary), strict=True)}
+    return all(float(at[a] @ at[b]) < min_similarity for a in asked for b in stored)

@@ -24,9 +24,15 @@ conflict:
              limit: the model places some co-hyponyms as close as synonyms ("dog" /
              "cat" 0.66), so a replaced word whose counterpart is a sibling passes here;
              the contrast guard refuses it when it is the only word replaced.
+  disjoint   no content word of one side has a counterpart on the other (same stem, or
+             the words embedded alone at or above `min_word_similarity`): the texts
+             share a frame of function words at most ("how can I fall asleep faster" /
+             "how can I wake up earlier", 0.63) and ask about different things however
+             they score; rewordings that are paraphrases keep a counterpart ("asleep" /
+             "sleep", "faster" / "quickly").
 
-The lexical slots (number to time) cost microseconds. The content slot costs one
-embedding call of the pair's content words (served from the exact cache when seen
+The lexical slots (number to time) cost microseconds. The content and disjoint slots cost
+one embedding call each of the pair's content words (served from the exact cache when seen
 before) and is checked in the band [threshold, threshold + band), which the default
 makes cover every score above the threshold.
 """
@@ -41,6 +47,7 @@ from itertools import pairwise
 from embedq.cache.semantic.align import (
     DEFAULT_MIN_WORD_SIMILARITY,
     EmbedTexts,
+    disjoint,
     substitutions,
     unaligned,
 )
@@ -51,6 +58,8 @@ def _closed(words: str) -> frozenset[str]:
     return frozenset(words.split())
 
 
+# The slots that ask the model (word embeddings); checked only in the band.
+MODEL_SLOTS = frozenset(("content", "disjoint"))
 # Wide enough that every candidate at or above a threshold from 0.6 up is verified: the
 # content slot's word embeddings are cached, and minimal edits score up to 0.99.
 DEFAULT_BAND = 0.4
@@ -183,8 +192,12 @@ class Verifier:
                             " ".join(sorted(_times(b) - _times(a))))
         if not content:
             return None
+        content_a = [w for w in a if _is_content(w)]
+        content_b = [w for w in b if _is_content(w)]
         subs = substitutions(a, b, _is_content)
-        found = unaligned(subs, [w for w in a if _is_content(w)],
-                          [w for w in b if _is_content(w)], self.embed,
-                          self.min_word_similarity)
-        return None if found is None else Conflict("content", *found)
+        found = unaligned(subs, content_a, content_b, self.embed, self.min_word_similarity)
+        if found is not None:
+            return Conflict("content", *found)
+        if disjoint(content_a, content_b, self.embed, self.min_word_similarity):
+            return Conflict("disjoint", " ".join(content_a), " ".join(content_b))
+        return None
