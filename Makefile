@@ -39,17 +39,18 @@ lint: $(STAMP)
 unit: $(STAMP) promtool
 	$(BIN)/pytest -q tests/unit
 
-# The suite runs each fault scenario once and the API fuzz with fewer examples than
-# `make faults` (a random seed each run either way).
+# The suite runs each fault scenario once, the three that are long only for their size at
+# a smaller one (EMBEDQ_FAULTS_QUICK, tests/faults/conftest.py), and the API fuzz with
+# fewer examples than `make faults` (a random seed each run either way).
 test: $(STAMP) services lint promtool
-	EMBEDQ_FUZZ_EXAMPLES=$${EMBEDQ_FUZZ_EXAMPLES:-60} $(BIN)/pytest -q tests
+	EMBEDQ_FAULTS_QUICK=1 EMBEDQ_FUZZ_EXAMPLES=$${EMBEDQ_FUZZ_EXAMPLES:-20} $(BIN)/pytest -q tests
 
 # Each fault scenario K times; faults-report.md gets passes k/K and worst figures.
 # The API fuzz (tests/faults/test_api_fuzz.py) draws a new schemathesis seed each run:
 # EMBEDQ_FUZZ_SEED=N replays one, EMBEDQ_FUZZ_EXAMPLES=N sets examples per route (300).
 faults: $(STAMP) services
 	rm -f faults-results.jsonl
-	EMBEDQ_FAULT_REPEAT=$(K) EMBEDQ_FAULT_RESULTS=faults-results.jsonl \
+	EMBEDQ_FAULTS_QUICK=0 EMBEDQ_FAULT_REPEAT=$(K) EMBEDQ_FAULT_RESULTS=faults-results.jsonl \
 	  $(BIN)/pytest -q tests/faults; status=$$?; \
 	  $(BIN)/python scripts/faults_report.py faults-results.jsonl > faults-report.md; \
 	  cat faults-report.md; exit $$status

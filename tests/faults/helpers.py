@@ -4,6 +4,7 @@ fingerprints, and the recovery bound derived from the settings."""
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,14 @@ from embedq.config import Settings
 from embedq.models import Database, Embedding
 from embedq.service import POLL_S
 from tests import support
+
+QUICK_ENV = "EMBEDQ_FAULTS_QUICK"
+
+
+def scaled(full: int, quick: int) -> int:
+    """A scenario's size: `quick` under EMBEDQ_FAULTS_QUICK=1 (`make test`), else `full`
+    (conftest.py says which scenarios take one)."""
+    return quick if os.environ.get(QUICK_ENV) == "1" else full
 
 
 def fault_env(redis_url: str, pg_url: str, tmp: Path, tag: str, **extra: Any) -> dict[str, str]:

@@ -17,14 +17,14 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from tests import support
-from tests.faults.helpers import fault_env
+from tests.faults.helpers import fault_env, scaled
 from tests.faults.procs import wait_until
 from tests.faults.recorder import Recorder
 from tests.integration.test_api_support import ApiServer, TcpProxy
 
 pytestmark = pytest.mark.integration
 
-OUTAGE_S = 30
+OUTAGE_S = scaled(30, 10)
 CLIENTS = 4
 CLIENT_TIMEOUT_S = 20  # a request slower than this counts as a hang
 

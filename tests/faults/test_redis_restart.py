@@ -26,13 +26,13 @@ from embedq.jobs.service import JobService
 from embedq.models import JobChunk
 from embedq.service import EmbeddingService
 from tests import support
-from tests.faults.helpers import digest, fault_env
+from tests.faults.helpers import digest, fault_env, scaled
 from tests.faults.procs import RedisServer, wait_until
 from tests.faults.recorder import Recorder
 
 pytestmark = pytest.mark.integration
 
-JOB_TEXTS = 3000
+JOB_TEXTS = scaled(3000, 1200)  # chunks of 200: the kill comes after 3 are done
 ONLINE = 200
 ONLINE_FLOOR = ONLINE  # online callers that must get their vector (see the assertion)
 TIMEOUT_S = 20.0

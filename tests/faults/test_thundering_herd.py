@@ -1,4 +1,5 @@
-"""Scenario 6: 10,000 concurrent identical requests over HTTP from 200 client tasks.
+"""Scenario 6: 10,000 concurrent identical requests (2,000 under `make test`) over HTTP
+from 200 client tasks.
 One fingerprint, one claim, one queued computation, one forward pass; 10,000 answers,
 all the same vector."""
 
@@ -14,13 +15,13 @@ import pytest
 from embedq.encoders.hashing import HashingEncoder
 from embedq.testing.loadgen import fire
 from tests.conftest import Cluster
-from tests.faults.helpers import digest
+from tests.faults.helpers import digest, scaled
 from tests.faults.recorder import Recorder
 from tests.integration.test_api_support import ApiServer
 
 pytestmark = pytest.mark.integration
 
-REQUESTS = 10_000
+REQUESTS = scaled(10_000, 2_000)
 CALLERS = 200
 
 
