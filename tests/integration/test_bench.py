@@ -3,10 +3,13 @@ live worker for its model instead of waiting forever for a job nobody runs."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +48,21 @@ def test_a_worker_heartbeat_for_the_model_is_what_lets_it_start(
         require_live_worker(settings)
     hot.heartbeat(f"w-{model}", {"model": model, "revision": "hashing-v1"}, 30)
     require_live_worker(settings)
+
+
+def test_bench_http_reports_misses_against_bare_batched_encode(tmp_path: Path) -> None:
+    """Embedded (no servers), the hashing encoder: the bench starts `embedq serve`, runs both
+    phases and reports the throughput ratio the online-path target is stated in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+    env.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_DATA_DIR": str(tmp_path)})
+    done = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "http", "--n", "150", "--json"],
+        env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "misses/s / bare batched" in done.stdout
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["mode"] == "embedded" and report["requests"] == 100
+    assert report["bare_batched_texts_per_s"] > 0 and report["miss"]["requests_per_s"] > 0
+    assert report["misses_over_bare_batched"] == pytest.approx(
+        report["miss"]["requests_per_s"] / report["bare_batched_texts_per_s"], rel=0.01)
