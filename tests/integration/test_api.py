@@ -119,7 +119,10 @@ def test_openai_client_embeds_and_base64_equals_float(api: ApiServer, salt: str)
 def test_concurrent_one_text_requests_are_batched_and_encode_each_text_once(
     cluster: Cluster, api: ApiServer, salt: str
 ) -> None:
-    texts = [f"{salt} concurrent {i}" for i in range(20)]
+    # Each model batch sleeps 0.2 s, so requests that reach the server while a call is in
+    # flight are there to be grouped however the 100 client threads happen to be scheduled
+    # (with an instant encoder a slow start of the threads spread them over many calls).
+    texts = [f"{salt} concurrent {i} [[sleep:0.2]]" for i in range(20)]
     before = counters(api)
     start = threading.Barrier(100)
     with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=100)) as http:
