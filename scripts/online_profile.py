@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from embedq.bench.bulk import bare_model, best_raw_rate
+from embedq.bench.stats import percentile
 from embedq.config import Settings
 from embedq.corpus import load_texts
 
@@ -157,7 +158,7 @@ def main() -> None:
     cpu = {p: (proc_cpu_s([p]) - c) * 1000 / len(texts) for p, c in cpu0.items()}
     report: dict[str, Any] = {
         "mode": args.mode, "n": len(texts), "texts_per_s": len(texts) / (t1 - t0),
-        "p50_ms": statistics.median(lat), "p99_ms": sorted(lat)[int(0.99 * (len(lat) - 1))],
+        "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99),
         "mean_ms": statistics.mean(lat), "process_cpu_ms_per_request": cpu,
     }
     if args.spans:

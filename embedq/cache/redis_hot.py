@@ -47,21 +47,6 @@ end
 return won
 """
 
-# Keys 1..n are claims, n+1..2n the keys to delete where the claim at the same index was won.
-_ACQUIRE_CLEARING = """
-local n = #KEYS / 2
-local won = {}
-for i = 1, n do
-  if redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    won[i] = 1
-    redis.call('DEL', KEYS[n + i])
-  else
-    won[i] = 0
-  end
-end
-return won
-"""
-
 # Interest is a sorted set per fingerprint: caller id -> the epoch ms its wait ends, by
 # Redis's clock (TIME), so API and worker hosts need no common clock. The key lives as
 # long as its latest caller; members past their end are pruned on the next registration.
@@ -204,7 +189,6 @@ class RedisHotStore(HotStore):
         self.client: Any = client
         self._release = self.client.register_script(_RELEASE_IF_OWNER)
         self._acquire = self.client.register_script(_ACQUIRE)
-        self._acquire_clearing = self.client.register_script(_ACQUIRE_CLEARING)
         self._extend = self.client.register_script(_EXTEND)
         self._add_attempts = self.client.register_script(_ADD_ATTEMPTS)
         self._acquire_wanted = self.client.register_script(_ACQUIRE_WANTED)
@@ -260,13 +244,8 @@ class RedisHotStore(HotStore):
 
     def acquire_clearing(self, names: list[str], clear: list[str], owner: str,
                          ttl_ms: int) -> list[bool]:
-        if not names:
-            return []
-        if len(clear) != len(names):
-            raise ValueError("acquire_clearing needs one key to clear per key to acquire")
-        with map_redis_errors():
-            return [bool(r) for r in self._acquire_clearing(keys=[*names, *clear],
-                                                            args=[owner, ttl_ms])]
+        # The claims-with-interest script with no interest: one round trip, one script.
+        return self.acquire_wanted(names, owner, ttl_ms, {}, 1, clear=clear)
 
     def holders(self, names: list[str]) -> list[str | None]:
         if not names:

@@ -240,14 +240,13 @@ class WorkerRuntime:
                 "reused": len(stored)}
 
     def _computed(self, fps: list[str], durable: bool) -> dict[str, bytes]:
-        """Vectors already computed for `fps`: the durable tier's (when `durable`), then
-        the hot tier's for the rest (the writer fills it after the durable tier, so a hot
-        vector is a stored one)."""
-        stored = self.durable.get_many(fps) if durable else {}
-        rest = [fp for fp in fps if fp not in stored]
-        hot = {fp: blob for fp, blob in zip(rest, self.hot.get_vectors(rest), strict=True)
-               if blob is not None}
-        return {**stored, **hot}
+        """Vectors already computed for `fps`: the durable tier's when `durable`, else the
+        hot tier's (the writer fills it after the durable tier, so a hot vector is a stored
+        one, and the durable tier holds every hot one)."""
+        if durable:
+            return self.durable.get_many(fps)
+        return {fp: blob for fp, blob in zip(fps, self.hot.get_vectors(fps), strict=True)
+                if blob is not None}
 
     def _encode(self, batcher: Batcher, spec: EncodeSpec, pairs: dict[str, str],
                 suspects: set[str], lane: int, room: Room | None = None,
