@@ -86,6 +86,10 @@ class Settings:
     model_revision: str | None = None  # None: derived from the model's files
     device: str | None = None  # None: cuda when present, else cpu (fp16: cuda only)
     backend: str = "torch"  # or "onnx": ONNX Runtime on CPU, exported once (docs/backends.md)
+    # CPU threads a model runs on. 0: torch's default (one per core) in a worker; in an API
+    # process that encodes its online misses (online_encode=local), one core fewer, which
+    # is left to HTTP and the stores (docs/operations.md).
+    model_threads: int = 0
     tiers: tuple[str, ...] = ("fp32",)  # fp32, int8 (onnx), fp16 (CUDA); the first is default
     normalize: bool = True
     dimensions: int | None = None
@@ -111,6 +115,9 @@ class Settings:
     # A failed publish is tried again for this long (within the request's deadline) before
     # the caller gets a 503: a broker restarting under a request is a second's blip.
     publish_retry_s: float = 3.0
+    # Who encodes an API's online misses: "queue" (the online queue's workers) or "local"
+    # (this process loads the model and batches them straight into it; docs/operations.md).
+    online_encode: str = "queue"
 
     # --- the worker
     concurrency: int = 32
@@ -291,6 +298,11 @@ class Settings:
         if self.tenant_isolation not in {"shared", "strict"}:
             raise ConfigError(f"EMBEDQ_TENANT_ISOLATION={self.tenant_isolation!r} is unknown: "
                               "use shared (one exact cache) or strict (one per tenant)")
+        if self.online_encode not in {"queue", "local"}:
+            raise ConfigError(
+                f"EMBEDQ_ONLINE_ENCODE={self.online_encode!r} is unknown: use queue (workers "
+                "encode online misses) or local (the API process loads the model and "
+                "encodes them itself)")
         if self.backend not in {"torch", "onnx"}:
             raise ConfigError(f"EMBEDQ_BACKEND={self.backend!r} is unknown: use torch or onnx")
         unknown = [t for t in self.tiers if t not in {"fp32", "int8", "fp16"}]

@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +47,18 @@ from embedq.tasks.app import create_app
 from embedq.tasks.publish import plan_messages, publish_embed
 
 log = logging.getLogger("embedq.service")
+
+
+class LocalOutcome(Protocol):
+    """What encoding in this process settled, and what is left to await as a claim."""
+
+    settled: dict[str, bytes | EmbedqError]
+    awaited: list[str]
+
+
+# (spec, claimed (fingerprint, text) pairs, claim owner, deadline) -> outcome, or None
+# when this process does not serve the spec.
+EncodeHere = Callable[[EncodeSpec, list[tuple[str, str]], str, float], LocalOutcome | None]
 
 Vector = npt.NDArray[np.float32]
 POLL_S = 0.25
@@ -82,8 +95,10 @@ class EmbedResult:
 class EmbeddingService:
     """The producer side of embedq: answers from cache, joins work in flight, or queues it.
 
-    It never runs a model itself. `before_submit` is called before work is queued: the
-    deployment uses it to start the embedded worker on first use (`embedq.deployment`).
+    `before_submit` is called before work is queued: the deployment uses it to start the
+    embedded worker on first use (`embedq.deployment`). `encode_here`, when given, encodes
+    what this process claimed instead of queueing it (EMBEDQ_ONLINE_ENCODE=local,
+    `embedq.workers.local`); without it the service never runs a model itself.
     """
 
     def __init__(
@@ -94,6 +109,7 @@ class EmbeddingService:
         db: Database | None = None,
         app: Celery | None = None,
         before_submit: Callable[[], None] | None = None,
+        encode_here: EncodeHere | None = None,
     ) -> None:
         self.settings = settings
         self.hot = hot if hot is not None else make_hot_store(settings)
@@ -107,6 +123,7 @@ class EmbeddingService:
         self.model, self.revision = model_identity(settings)
         self.waiters = Waiters(self.hot)
         self.before_submit = before_submit
+        self.encode_here = encode_here
 
     # --- the request
     def spec(
@@ -198,10 +215,15 @@ class EmbeddingService:
         callers.bind(fps, deadline)
         won, lost = self._claim(misses, callers)
         started = time.perf_counter()
-        if won and self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner,
-                                deadline):
+        here = self._encode_here(spec, won, text_of, callers.owner, deadline) if won \
+            else None
+        if here is None and won and self._submit(
+                spec, [(fp, text_of[fp]) for fp in won], callers.owner, deadline):
             log.info("leader start: queued %d fingerprints (first %s)", len(won), won[0][:12])
-        answers = self._collect(spec, won + lost, text_of, deadline, callers)
+        settled = here.settled if here is not None else {}
+        answers = self._collect(spec, [fp for fp in won + lost if fp not in settled],
+                                text_of, deadline, callers)
+        answers.update(settled)
         cost_ms = (time.perf_counter() - started) * 1000
         counts = self._record(fps, texts, found, won, lost, answers, requests, cost_ms)
         return EmbedResult(_outcomes(fps, found, won, answers), spec, counts)
@@ -262,6 +284,20 @@ class EmbeddingService:
                                                   self.settings.claim_ttl_ms)
         return won, lost
 
+    def _encode_here(self, spec: EncodeSpec, won: list[str], text_of: dict[str, str],
+                     owner: str, deadline: float) -> LocalOutcome | None:
+        """Encode the claimed fingerprints in this process, when it does (None: queue
+        them). A store failing before anything reached the model is not the caller's
+        problem: the work is queued instead, with the queue path's retries."""
+        if self.encode_here is None:
+            return None
+        try:
+            return self.encode_here(spec, [(fp, text_of[fp]) for fp in won], owner, deadline)
+        except Unavailable as exc:
+            log.warning("encoding here failed before the model ran (%s): queueing instead",
+                        exc)
+            return None
+
     def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]], owner: str,
                 deadline: float) -> bool:
         """Queue the work; True once published.
@@ -321,8 +357,11 @@ class EmbeddingService:
             won, _ = self._claim(callers.wanted(orphans), callers)
             if won:
                 log.warning("re-queueing %d fingerprints whose claim expired", len(won))
-                self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner,
-                             deadline)
+                # Encoded here, their vectors arrive like any other (the claim is released
+                # once they are stored).
+                if self._encode_here(spec, won, text_of, callers.owner, deadline) is None:
+                    self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner,
+                                 deadline)
             return []  # every orphan is awaited again
 
         got = coordination.await_outcomes(

@@ -120,17 +120,26 @@ class AuthMiddleware:
         if authenticator is None:
             return None if public else _starting()
         token = bearer_token(scope)
-        if not await run_in_threadpool(authenticator.required):
+        # Database queries and Redis calls go to a thread; what is known here (bootstrap
+        # keys, lookups cached for up to a second, keys without a rate) is not worth a
+        # thread hop on every request.
+        required = authenticator.required_known()
+        if required is None:
+            required = await run_in_threadpool(authenticator.required)
+        if not required:
             return OPEN
         if token is None:
             if public:
                 return None
             raise Unauthorized(NO_KEY)
-        principal = await run_in_threadpool(authenticator.authenticate, token)
+        known, principal = authenticator.known(token)
+        if not known:
+            principal = await run_in_threadpool(authenticator.authenticate, token)
         if principal is None and not public:
             raise Unauthorized(BAD_KEY)
         limiter = self.limiter()
-        if principal is not None and not public and limiter is not None:
+        if principal is not None and not public and limiter is not None \
+                and principal.rate_per_s is not None:
             await run_in_threadpool(limiter.check, principal)
         return principal
 
@@ -187,7 +196,7 @@ def require_scope(scope: str | None) -> Callable[..., Any]:
     if scope is not None and scope not in SCOPES:
         raise AssertionError(f"unknown scope {scope!r}")
 
-    def dependency(
+    async def dependency(  # no I/O: async keeps it on the event loop, not a thread
         request: Request,
         _: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Principal:

@@ -111,7 +111,8 @@ def _stop_on_sigterm() -> Iterator[None]:
 @contextlib.contextmanager
 def cluster(settings: Settings, tmp: Path) -> Iterator[Target]:
     """`embedq serve` (temporary key, free loopback port) and, when no live worker serves
-    the configured model, an `embedq worker`; both stopped by process group on the way out."""
+    the configured model and the API queues its online misses (EMBEDQ_ONLINE_ENCODE=queue),
+    an `embedq worker`; both stopped by process group on the way out."""
     from embedq.cache import make_hot_store
 
     preflight(settings)
@@ -120,7 +121,8 @@ def cluster(settings: Settings, tmp: Path) -> Iterator[Target]:
     procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
     with _stop_on_sigterm():
         try:
-            if not live_workers_serving(settings)[0]:
+            # An API that encodes its own online misses needs no worker for these benches.
+            if settings.online_encode == "queue" and not live_workers_serving(settings)[0]:
                 log = tmp / "worker.log"
                 procs["worker"] = (processes.spawn_worker(env, log), log)
             port = processes.free_port()

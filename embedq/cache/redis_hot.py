@@ -39,6 +39,11 @@ end
 return n
 """
 
+# Counters: field, amount, field, amount, ... in one command.
+_INCR_MANY = """
+for i = 1, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
+"""
+
 _ACQUIRE = """
 local won = {}
 for i, key in ipairs(KEYS) do
@@ -448,8 +453,8 @@ def _queue_vectors(pipe: Any, vectors: dict[str, bytes], ttl_s: int) -> None:
 
 
 def _queue_incr(pipe: Any, counts: dict[str, int]) -> None:
-    for name, n in counts.items():
-        pipe.hincrby(keys.STATS, name, n)
+    if counts:  # one command, not one HINCRBY per counter
+        pipe.eval(_INCR_MANY, 1, keys.STATS, *[x for kv in counts.items() for x in kv])
 
 
 def _queue_observe(pipe: Any, values: dict[str, float]) -> None:

@@ -29,10 +29,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--insecure-open", action="store_true",
                    help="listen beyond loopback even with no API key configured (anyone "
                         "who reaches the port may use, read and delete everything)")
+    p.add_argument("--online-encode", choices=("queue", "local"),
+                   help="who encodes online misses: the online queue's workers (queue, the "
+                        "default) or this process, which then loads the model (local; the "
+                        "same as EMBEDQ_ONLINE_ENCODE)")
     p.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.online_encode:  # the API processes read it from the environment
+        os.environ["EMBEDQ_ONLINE_ENCODE"] = args.online_encode
     settings = Settings.from_env()  # a bad setting fails here, before any process starts
     if args.workers < 1:
         raise ConfigError("--workers must be at least 1")

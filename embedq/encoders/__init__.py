@@ -96,6 +96,10 @@ def load_encoder(settings: Settings, tier: str | None = None) -> Encoder:
     tier = tier or settings.tiers[0]
     name, revision = model_identity(settings, tier)
     check_device(settings, tier)
+    if settings.model_threads and settings.encoder == "sentence-transformers":
+        import torch
+
+        torch.set_num_threads(settings.model_threads)  # the process's; ONNX follows it
     if settings.encoder == "sentence-transformers" and (
             tier == "int8" or (tier == "fp32" and settings.backend == "onnx")):
         return _load_onnx(settings, name, revision, tier)

@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from sqlalchemy import ColumnElement, Engine, String, any_, bindparam, create_engine, event, inspect
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    String,
+    any_,
+    bindparam,
+    create_engine,
+    event,
+    inspect,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, ProgrammingError
@@ -181,6 +191,7 @@ class Database:
         self.timeouts = timeouts or DbTimeouts()
         self.engine = make_engine(self.url, self.timeouts)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Database:
@@ -202,6 +213,14 @@ class Database:
     def session(self) -> Iterator[Session]:
         with map_db_errors(), self.sessions() as session, session.begin():
             yield session
+
+    @contextlib.contextmanager
+    def statement(self) -> Iterator[Connection]:
+        """A connection for single statements, each its own transaction (autocommit): no
+        BEGIN and COMMIT round trips around a lookup or a one-statement write, which is
+        atomic on its own."""
+        with map_db_errors(), self._autocommit.connect() as conn:
+            yield conn
 
     def has_tables(self, *names: str) -> bool:
         with map_db_errors():

@@ -48,12 +48,37 @@ class Authenticator:
         self._cache: OrderedDict[str, tuple[float, Principal | None]] = OrderedDict()
         self._required: tuple[float, bool] | None = None
 
-    def required(self) -> bool:
-        """Whether requests must carry a key (cached like lookups)."""
+    def required_known(self) -> bool | None:
+        """`required()` when it needs no database query (the API asks this on its event
+        loop, and only goes to a thread for the query); None when it does."""
         if self.bootstrap:
             return True
         if self.store is None:
             return False
+        cached = self._required
+        if cached is not None and time.monotonic() - cached[0] < self.ttl_s:
+            return cached[1]
+        return None
+
+    def known(self, key: str) -> tuple[bool, Principal | None]:
+        """(True, `authenticate(key)`) when that needs no database query (a bootstrap key,
+        a cached lookup), else (False, None)."""
+        principal = self._bootstrap(key)
+        if principal is not None or self.store is None:
+            return True, principal
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(digest(key))
+        if cached is not None and now - cached[0] < self.ttl_s:
+            return True, cached[1]
+        return False, None
+
+    def required(self) -> bool:
+        """Whether requests must carry a key (cached like lookups)."""
+        known = self.required_known()
+        if known is not None:
+            return known
+        assert self.store is not None
         now = time.monotonic()
         cached = self._required
         if cached is not None and now - cached[0] < self.ttl_s:

@@ -65,6 +65,9 @@ class Item:
     future: Future[bytes] = field(default_factory=Future)
     seq: int = 0
     owner: str | None = None  # the claim owner of the online message that queued it
+    # Set by a caller in this process (EMBEDQ_ONLINE_ENCODE=local): resolved with the
+    # finished vector as soon as it is validated, before the writes (`future` after them).
+    answered: Future[bytes] | None = None
 
 
 @dataclass(eq=False)

@@ -74,19 +74,13 @@ class Fencing:
         deadline = time.monotonic() + self.settings.visibility_timeout_s
         while pending:
             fps = list(pending)
-            won = coordination.acquire_leases(self.hot, fps, self.owner,
-                                              self.settings.run_lease_ms)
-            mine = [fp for fp, w in zip(fps, won, strict=True) if w]
-            others = [fp for fp, w in zip(fps, won, strict=True) if not w]
+            mine = self.lease(fps)
+            others = [fp for fp in fps if fp not in set(mine)]
             if mine:
-                with self._lock:
-                    self._leased.update(mine)
                 try:
                     done += encode({fp: pending[fp] for fp in mine})
                 finally:
-                    with self._lock:
-                        self._leased.difference_update(mine)
-                    coordination.release_leases(self.hot, mine, self.owner)
+                    self.unlease(mine)
                 for fp in mine:
                     del pending[fp]
             if not others:
@@ -104,6 +98,20 @@ class Fencing:
             for fp in settled:
                 del pending[fp]
         return done
+
+    def lease(self, fps: list[str]) -> list[str]:
+        """Take the run leases of `fps` that no one else holds (kept fresh until
+        `unlease`); returns those taken."""
+        won = coordination.acquire_leases(self.hot, fps, self.owner, self.settings.run_lease_ms)
+        mine = [fp for fp, w in zip(fps, won, strict=True) if w]
+        with self._lock:
+            self._leased.update(mine)
+        return mine
+
+    def unlease(self, fps: list[str]) -> None:
+        with self._lock:
+            self._leased.difference_update(fps)
+        coordination.release_leases(self.hot, fps, self.owner)
 
     def _keep_leases(self) -> None:
         interval_s = self.settings.run_lease_ms / 3000

@@ -68,7 +68,10 @@ class WorkerRuntime:
         encoder: Encoder | None = None,
         hot: HotStore | None = None,
         db: Database | None = None,
+        heartbeat: bool = True,
     ) -> None:
+        """`heartbeat`: announce this runtime as a worker (False: one an API process
+        holds to encode its own online misses, which consumes no queue)."""
         self.settings = settings
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
         self.hot = hot if hot is not None else make_hot_store(settings)
@@ -89,7 +92,9 @@ class WorkerRuntime:
         self.encoder, self.writer, self.batcher = default.encoder, default.writer, \
             default.batcher
         self._stop = threading.Event()
-        threading.Thread(target=self._heartbeat, name="embedq-heartbeat", daemon=True).start()
+        if heartbeat:
+            threading.Thread(target=self._heartbeat, name="embedq-heartbeat",
+                             daemon=True).start()
 
     def _load(self, tier: str, encoder: Encoder | None) -> Served:
         settings = self.settings

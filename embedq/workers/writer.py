@@ -68,6 +68,7 @@ class BatchWriter:
                     item.fp, item.spec.model, item.spec.revision, int(vec.shape[0]),
                     to_bytes(vec), item.spec.dtype,
                 )
+        _answer_early(items, rows)
         try:
             self.durable.put_many(list(rows.values()))
         except Unavailable as exc:
@@ -150,6 +151,16 @@ class BatchWriter:
         self.fail({i.fp: failure for i in items})
         for item in items:
             item.future.set_exception(failure)
+
+
+def _answer_early(items: list[Item], rows: dict[str, StoredVector]) -> None:
+    """A caller in this process has its vector before the writes: its claim stays held
+    until they are done, so a request for the same text meanwhile joins it (no second
+    computation), and is answered from the stores once they hold it."""
+    for item in items:
+        early = item.answered
+        if early is not None and item.fp in rows and not early.done():
+            early.set_result(rows[item.fp].vector)
 
 
 def _relay(target: Future[bytes]) -> Any:

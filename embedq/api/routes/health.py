@@ -2,7 +2,8 @@
 
 Ready means: the hot store and the broker answer, the database answers, and at least one
 live worker (a heartbeat in the hot store) serves this deployment's model and revision,
-for each of its tiers (EMBEDQ_TIERS).
+for each of its tiers (EMBEDQ_TIERS), unless this process encodes its online misses
+itself (EMBEDQ_ONLINE_ENCODE=local).
 Not ready is 503 with Retry-After. Neither route needs an API key: orchestrators probe
 them without one. The checks (what is down, how many workers) are shown to callers whose
 key has the `admin` scope (and on an open API); anyone else learns ready or not ready.
@@ -84,6 +85,11 @@ def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
                 if not any(revision in served_revisions(w) for w in serving)]
     if workers and not unserved:
         checks["workers"] = f"{len(serving)} live"
+        return checks, failed
+    if service.encode_here is not None:
+        # Online misses are encoded here; only jobs (and queueing API processes) need one.
+        checks["workers"] = (f"{len(serving)} live; online misses are encoded in this "
+                             "process (EMBEDQ_ONLINE_ENCODE=local), jobs wait for a worker")
         return checks, failed
     if workers:
         checks["workers"] = (

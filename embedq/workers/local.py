@@ -1,0 +1,168 @@
+"""Online misses encoded by the process that received them (EMBEDQ_ONLINE_ENCODE=local).
+
+TEI and infinity answer a burst of one-text requests at close to the model's batched rate
+because the process that receives the requests batches them straight into the model. With
+`local` an API process does the same: it holds a `WorkerRuntime` (the batcher, writer and
+fencing a worker runs) and the fingerprints its requests claimed go to that batcher
+instead of the online queue.
+
+What stays as on the queue path:
+- the claim: taken before, held until the vector is in both stores, so a request for the
+  same text (in this process or another) joins the computation and is answered from the
+  stores; a claim that outlives its process is rescued by its waiters as usual;
+- fencing: a run lease per fingerprint (one another execution is running is left to it
+  and awaited like any claim), attempt counts, suspects encoded alone, dead letters, and
+  `abandoned` for texts whose callers all left before their batch encoded;
+- the writes: one statement per batch, then the hot tier, claim release and "done" for
+  waiters elsewhere, on the writer thread.
+
+What goes: the broker hop (publish, transit, consume, ack, the task's own bookkeeping) and
+the notification hop for the caller that computed: it has its vector as soon as the model
+produced it and it was validated, while the writer thread stores it. A process that dies
+in that window takes with it a vector its caller already has and nobody stored; the next
+request for that text computes it again.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass
+
+from embedq.errors import EmbeddingFailed, EmbedqError
+from embedq.fingerprint import EncodeSpec
+from embedq.workers.batcher import ONLINE, Item
+from embedq.workers.runtime import WorkerRuntime
+
+log = logging.getLogger("embedq.worker")
+
+DRAIN_S = 30.0  # at exit or close: how long the writer may take to store what is left
+
+
+@dataclass
+class LocalOutcome:
+    """What encoding here settled (a vector or the error that explains why not), and the
+    fingerprints left to await like any claim: leased by another execution, or not done
+    by the deadline."""
+
+    settled: dict[str, bytes | EmbedqError]
+    awaited: list[str]
+
+
+class LocalEncoding:
+    """Encodes claimed online fingerprints in this process; `EmbeddingService` calls it
+    instead of publishing (`encode_here`)."""
+
+    def __init__(self, runtime: WorkerRuntime) -> None:
+        self.runtime = runtime
+        self._unwritten: set[Future[bytes]] = set()
+        self._lock = threading.Lock()
+        # A process that exits (a CLI call, a script's Client) right after its answers
+        # first lets the writer store what it computed.
+        atexit.register(self.drain)
+
+    def drain(self, timeout_s: float = DRAIN_S) -> None:
+        """Wait (at most `timeout_s`) until every vector computed here is stored."""
+        with self._lock:
+            pending = list(self._unwritten)
+        if pending:
+            _, left = wait_futures(pending, timeout=timeout_s)
+            if left:
+                log.warning("%d vectors computed here were not stored within %.0f s",
+                            len(left), timeout_s)
+
+    def __call__(self, spec: EncodeSpec, pairs: list[tuple[str, str]], owner: str,
+                 deadline: float) -> LocalOutcome | None:
+        """Encode `pairs` (claimed by `owner`), waiting at most until `deadline`; None:
+        this process does not serve `spec` (the caller queues them). Raises what the
+        stores raise before anything was handed to the model."""
+        served = self.runtime.serving(spec)
+        if served is None:
+            return None
+        fencing = self.runtime.fencing
+        fps = [fp for fp, _ in pairs]
+        dead, suspects = fencing.triage(fps)
+        settled: dict[str, bytes | EmbedqError] = {
+            fp: _as_error(exc) for fp, exc in dead.items()}
+        mine = fencing.lease([fp for fp in fps if fp not in dead])
+        text_of = dict(pairs)
+        items = [Item(fp, text_of[fp], spec, ONLINE, alone=fp in suspects, owner=owner,
+                      answered=Future()) for fp in mine]
+        unlease = _once_all_written(items, lambda: _unlease(self.runtime, mine))
+        with self._lock:
+            self._unwritten.update(i.future for i in items)
+        for item in items:
+            assert item.answered is not None
+            item.future.add_done_callback(_settle(item.answered))
+            item.future.add_done_callback(unlease)
+            item.future.add_done_callback(self._written)
+        try:
+            served.batcher.submit(items)
+        except BaseException:
+            _unlease(self.runtime, mine)
+            raise
+        answers = [i.answered for i in items if i.answered is not None]
+        wait_futures(answers, timeout=max(0.0, deadline - time.monotonic()))
+        for item in items:
+            early = item.answered
+            if early is not None and early.done():
+                exc = early.exception()
+                settled[item.fp] = early.result() if exc is None else _as_error(exc)
+        return LocalOutcome(settled, [fp for fp in fps if fp not in settled])
+
+
+    def _written(self, future: Future[bytes]) -> None:
+        with self._lock:
+            self._unwritten.discard(future)
+
+
+def _settle(answered: Future[bytes]) -> Callable[[Future[bytes]], None]:
+    """An item's final outcome reaches its early answer, unless that came first (the
+    vector, before the writes) or the item failed (validation, the model, abandoned)."""
+    def settle(final: Future[bytes]) -> None:
+        exc = final.exception()
+        try:
+            if exc is not None:
+                answered.set_exception(exc)
+            else:
+                answered.set_result(final.result())
+        except Exception:  # InvalidStateError: answered early, as it should be
+            pass
+
+    return settle
+
+
+def _once_all_written(items: list[Item], then: Callable[[], None]
+                      ) -> Callable[[Future[bytes]], None]:
+    """A done-callback that runs `then` once every item's future has resolved."""
+    left = [len(items)]
+    lock = threading.Lock()
+
+    def done(_: Future[bytes]) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            then()
+
+    return done
+
+
+def _unlease(runtime: WorkerRuntime, fps: list[str]) -> None:
+    if not fps:
+        return
+    try:
+        runtime.fencing.unlease(fps)
+    except EmbedqError as exc:  # they expire within run_lease_ms
+        log.warning("releasing %d run leases failed: %s", len(fps), exc)
+
+
+def _as_error(exc: BaseException) -> EmbedqError:
+    if isinstance(exc, EmbedqError):
+        return exc
+    return EmbeddingFailed(f"the encoder failed on this text: {exc}")

@@ -1,0 +1,222 @@
+"""EMBEDQ_ONLINE_ENCODE=local: the process that receives online requests encodes their
+misses itself. Real Redis, Postgres, `embedq serve` and `embedq worker` processes; the
+faulty encoder's ledger counts forward passes outside the system under test.
+
+No worker consumes this module's online queue unless a test starts one, so a request that
+is answered was encoded here, and one that were queued instead would time out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from redis import Redis
+
+from embedq import coordination
+from embedq.cache import keys
+from embedq.config import Settings
+from embedq.deployment import Deployment
+from embedq.encoders.hashing import HashingEncoder
+from embedq.errors import EmbeddingTimeout
+from embedq.fingerprint import fingerprint
+from embedq.service import EmbeddingService
+from embedq.tasks.depth import broker_depth
+from tests import support
+from tests.integration.test_api_support import ApiServer
+
+pytestmark = pytest.mark.integration
+
+QUEUES = {"online_queue": "online-local", "bulk_queue": "bulk-local"}
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def expected(text: str) -> np.ndarray:
+    raw = HashingEncoder().encode([text])[0]
+    return raw / np.linalg.norm(raw)
+
+
+class Local:
+    def __init__(self, env: dict[str, str], tmp: Path) -> None:
+        self.env = env
+        self.tmp = tmp
+        self.ledger = tmp / "ledger.txt"
+        self.deployment = Deployment.from_settings(support.settings_from(env))
+        self.service = self.deployment.service
+
+    def passes(self) -> dict[str, int]:
+        return support.ledger_counts(self.ledger)
+
+    def queueing(self) -> EmbeddingService:
+        """A producer of the same deployment that queues its misses (no worker serves
+        its queue here)."""
+        settings = support.settings_from(self.env).with_overrides(online_encode="queue")
+        return EmbeddingService(settings)
+
+
+@pytest.fixture(scope="module")
+def local(redis_url: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[Local]:
+    tmp = tmp_path_factory.mktemp("local")
+    env = support.cluster_env(redis_url, pg_url, ledger_path=tmp / "ledger.txt",
+                              online_encode="local", **QUEUES)
+    here = Local(env, tmp)
+    try:
+        yield here
+    finally:
+        here.deployment.close()
+
+
+def test_misses_are_encoded_here_stored_and_never_queued(local: Local, salt: str) -> None:
+    texts = [f"{salt} first", f"{salt} second", f"{salt} first"]
+    result = local.service.embed(texts, timeout_s=30)
+    assert [o.source for o in result.outcomes] == ["computed", "computed", "computed"]
+    for outcome, text in zip(result.outcomes, texts, strict=True):
+        np.testing.assert_allclose(outcome.vector, expected(text), rtol=1e-5, atol=1e-6)
+    assert local.passes()[digest(texts[0])] == 1 and local.passes()[digest(texts[1])] == 1
+    assert broker_depth(local.service.app, QUEUES["online_queue"]) == 0
+    local.deployment.local_encoding.drain()
+    fps = [fingerprint(local.service.spec(), t) for t in texts[:2]]
+    assert set(local.service.durable.get_many(fps)) == set(fps)
+    assert None not in local.service.hot.get_vectors(fps)
+    assert coordination.claim_holders(local.service.hot, fps) == [None, None]
+    again = local.service.embed(texts[:2], timeout_s=30)
+    assert [o.source for o in again.outcomes] == ["hot", "hot"]
+    assert local.passes()[digest(texts[0])] == 1
+
+
+def test_a_producer_elsewhere_asking_meanwhile_joins_the_computation(
+        local: Local, salt: str) -> None:
+    text = f"{salt} wanted twice [[sleep:1.5]]"
+    fp = fingerprint(local.service.spec(), text)
+    answers: list[object] = []
+    leader = threading.Thread(target=lambda: answers.append(
+        local.service.embed([text], timeout_s=30).outcomes[0]))
+    leader.start()
+    support.wait_until(lambda: digest(text) in local.passes(), 15,
+                       "the text reached the model here")
+    # This producer queues to a queue no worker consumes: only joining the claim answers it.
+    joined = local.queueing().embed([text], timeout_s=30).outcomes[0]
+    leader.join(timeout=30)
+    assert joined.error is None and joined.source == "coalesced"
+    np.testing.assert_allclose(joined.vector, expected(text), rtol=1e-5, atol=1e-6)
+    assert [getattr(a, "source", None) for a in answers] == ["computed"]
+    assert local.passes()[digest(text)] == 1
+    assert coordination.claim_holders(local.service.hot, [fp]) == [None]
+
+
+def test_a_caller_gone_before_its_batch_costs_no_forward_pass(local: Local, salt: str
+                                                              ) -> None:
+    busy = f"{salt} keeps the model busy [[sleep:2]]"
+    text = f"{salt} wanted only briefly"
+    before = local.service.stats().get("abandoned", 0)
+    thread = threading.Thread(target=local.service.embed, args=([busy],),
+                              kwargs={"timeout_s": 30})
+    thread.start()
+    support.wait_until(lambda: digest(busy) in local.passes(), 15, "the busy batch started")
+    result = local.service.embed([text], timeout_s=0.5)
+    assert isinstance(result.outcomes[0].error, EmbeddingTimeout)
+    thread.join(timeout=30)
+    support.wait_until(lambda: local.service.stats().get("abandoned", 0) == before + 1, 15,
+                       "the text was counted as abandoned")
+    assert digest(text) not in local.passes()
+    # Its claim was released: the next caller computes it as usual.
+    again = local.service.embed([text], timeout_s=30).outcomes[0]
+    assert (again.error, again.source) == (None, "computed")
+    assert local.passes()[digest(text)] == 1
+
+
+def test_serve_encodes_with_no_worker_and_is_ready(local: Local, salt: str) -> None:
+    env = {k: v for k, v in local.env.items() if k != "EMBEDQ_ONLINE_ENCODE"}
+    with ApiServer(env, local.tmp / "api.log", "--online-encode", "local") as api:
+        ready = httpx.get(api.url + "/readyz", timeout=10)
+        assert ready.status_code == 200, ready.text
+        text = f"{salt} through the API"
+        resp = httpx.post(api.url + "/v1/embeddings", json={"input": text}, timeout=30)
+        assert resp.status_code == 200, resp.text
+        vector = np.array(resp.json()["data"][0]["embedding"])
+        np.testing.assert_allclose(vector, expected(text), rtol=1e-5, atol=1e-6)
+        assert local.passes()[digest(text)] == 1
+    assert broker_depth(local.service.app, QUEUES["online_queue"]) == 0
+
+
+def test_a_claim_left_by_a_dead_encoding_process_is_rescued(
+        local: Local, salt: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The API process encoding a text dies (SIGKILL) holding its claim, while a caller
+    elsewhere waits on that claim: once the claim expires the caller adopts it and queues
+    the text, and a worker computes it."""
+    caplog.set_level(logging.WARNING, logger="embedq.service")
+    redis = Redis.from_url(local.env["EMBEDQ_REDIS_URL"])
+    env = {**local.env, "EMBEDQ_CLAIM_TTL_MS": "2000"}
+    text = f"{salt} its encoder dies [[sleep:4]]"
+    fp = fingerprint(local.service.spec(), text)
+    queueing = {**env, "EMBEDQ_ONLINE_ENCODE": "queue"}
+    worker = support.WorkerProcess(queueing, local.tmp / "worker.log").start()
+    api = ApiServer(env, local.tmp / "api-dies.log").start()
+    try:
+        caller = threading.Thread(target=_post_ignoring_errors, args=(api.url, text))
+        caller.start()
+        support.wait_until(lambda: digest(text) in local.passes(), 15,
+                           "the text reached the model in the API process")
+        waited: list[object] = []
+        waiter = threading.Thread(target=lambda: waited.append(EmbeddingService(
+            support.settings_from(queueing)).embed([text], timeout_s=60).outcomes[0]))
+        waiter.start()
+        support.wait_until(lambda: redis.zcard(keys.interest(fp)) == 2, 15,
+                           "the waiter joined the claim (two callers want the text)")
+        assert coordination.claim_holders(local.service.hot, [fp])[0] is not None
+        assert api.proc is not None
+        os.killpg(api.proc.pid, signal.SIGKILL)
+        caller.join(timeout=30)
+        waiter.join(timeout=60)
+    finally:
+        api.stop()
+        worker.stop()
+    result = waited[0]
+    assert getattr(result, "error", "none") is None
+    np.testing.assert_allclose(getattr(result, "vector", None), expected(text),
+                               rtol=1e-5, atol=1e-6)
+    assert local.passes()[digest(text)] == 2  # the dead process's pass, and the worker's
+    assert "re-queueing 1 fingerprints whose claim expired" in caplog.text
+
+
+def _post_ignoring_errors(url: str, text: str) -> None:
+    with contextlib.suppress(httpx.HTTPError):  # the server dies under this request
+        httpx.post(url + "/v1/embeddings", json={"input": text}, timeout=60)
+
+
+def test_embedded_cli_stores_what_it_computed_before_exiting(tmp_path: Path) -> None:
+    """A one-shot process answers before the writes and exits: it waits for the writer,
+    so the next process finds the vector stored."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+    env.update({"EMBEDQ_DATA_DIR": str(tmp_path), "EMBEDQ_ENCODER": "hashing",
+                "EMBEDQ_ONLINE_ENCODE": "local"})
+
+    def embed() -> str:
+        done = subprocess.run([sys.executable, "-m", "embedq.cli", "embed", "kept text"],
+                              env=env, capture_output=True, text=True, timeout=120,
+                              cwd=support.ROOT)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "(computed)" in embed()
+    assert "(durable)" in embed()
+
+
+def test_online_encode_is_checked() -> None:
+    with pytest.raises(Exception, match="EMBEDQ_ONLINE_ENCODE='worker' is unknown"):
+        Settings.from_env({"EMBEDQ_ONLINE_ENCODE": "worker"})
