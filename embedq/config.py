@@ -86,9 +86,8 @@ class Settings:
     model_revision: str | None = None  # None: derived from the model's files
     device: str | None = None  # None: cuda when present, else cpu (fp16: cuda only)
     backend: str = "torch"  # or "onnx": ONNX Runtime on CPU, exported once (docs/backends.md)
-    # CPU threads a model runs on. 0: torch's default (one per core) in a worker; in an API
-    # process that encodes its online misses (online_encode=local), one core fewer, which
-    # is left to HTTP and the stores (docs/operations.md).
+    # CPU threads a torch model runs on (the process's intra-op threads). 0: torch's
+    # default, one per core (docs/benchmarks.md compares 1 and 2 on 2 cores).
     model_threads: int = 0
     tiers: tuple[str, ...] = ("fp32",)  # fp32, int8 (onnx), fp16 (CUDA); the first is default
     normalize: bool = True

@@ -15,7 +15,6 @@ start from `Deployment.from_settings()`.
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -79,10 +78,7 @@ class Deployment:
             self.ensure_worker()
             assert self._worker is not None
             return LocalEncoding(self._worker.runtime)
-        settings = self.settings
-        if not settings.model_threads:
-            settings = settings.with_overrides(model_threads=local_model_threads())
-        self._local_runtime = WorkerRuntime(settings, hot=self.hot, db=self.db,
+        self._local_runtime = WorkerRuntime(self.settings, hot=self.hot, db=self.db,
                                             heartbeat=False)
         return LocalEncoding(self._local_runtime)
 
@@ -128,14 +124,6 @@ class Deployment:
         if self._local_runtime is not None:
             self._local_runtime.close()
         self.db.dispose()
-
-
-def local_model_threads() -> int:
-    """Model threads in an API process that encodes (EMBEDQ_MODEL_THREADS=0): every core
-    but one, which serves HTTP and the stores. On 2 cores one thread: one-text batches run
-    as fast on one thread as on two (measured: 8.1 and 7.8 ms), and a second model thread
-    only competes with the requests that feed the model."""
-    return max(1, (os.cpu_count() or 2) - 1)
 
 
 def _migrate_embedded(settings: Settings) -> None:

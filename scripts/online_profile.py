@@ -149,6 +149,7 @@ def main() -> None:
     warm = [f"warm-up {run} {i}" for i in range(20)]
     sequential(args.url, warm)
     cpu0 = {p: proc_cpu_s([p]) for p in args.pids}
+    client0 = time.process_time()
     t0 = time.time()
     if args.mode == "sequential":
         lat = sequential(args.url, texts)
@@ -160,6 +161,7 @@ def main() -> None:
         "mode": args.mode, "n": len(texts), "texts_per_s": len(texts) / (t1 - t0),
         "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99),
         "mean_ms": statistics.mean(lat), "process_cpu_ms_per_request": cpu,
+        "client_cpu_ms_per_request": (time.process_time() - client0) * 1000 / len(texts),
     }
     if args.spans:
         time.sleep(0.5)
