@@ -141,14 +141,24 @@ def test_repeated_lookup_costs_no_model_call(cache: SemanticCache, cluster: Clus
 
 
 def test_absolute_ttl_expires(cache: SemanticCache, salt: str) -> None:
+    """Times count from the put's start and end, so a slow lookup on a busy machine does
+    not move them (with ttl 1 s and fixed sleeps, the put and first lookup once took over
+    0.4 s and the second check came after expiry)."""
     ns = f"ttl-{salt}"
-    cache.put(ns, "short lived", "x", ttl_s=1)
+    ttl_s = 3
+    before_put = time.monotonic()
+    cache.put(ns, "short lived", "x", ttl_s=ttl_s)
+    after_put = time.monotonic()
     assert cache.lookup(ns, "short lived").hit
-    time.sleep(0.6)
+    _sleep_until(before_put + ttl_s / 2)
     assert cache.lookup(ns, "short lived").hit  # a hit does not extend an absolute ttl
-    time.sleep(0.6)
+    _sleep_until(after_put + ttl_s + 0.2)  # a sliding ttl would run to ttl_s / 2 + ttl_s
     assert not cache.lookup(ns, "short lived").hit
     assert not cache.lookup(ns, "short lived", threshold=1.0).hit
+
+
+def _sleep_until(moment: float) -> None:
+    time.sleep(max(0.0, moment - time.monotonic()))
 
 
 def test_sliding_ttl_extends_on_hit(cache: SemanticCache, salt: str) -> None:
