@@ -18,6 +18,7 @@ what nobody waits for any more.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -56,9 +57,10 @@ class LocalOutcome(Protocol):
     awaited: list[str]
 
 
-# (spec, claimed (fingerprint, text) pairs, claim owner, deadline) -> outcome, or None
-# when this process does not serve the spec.
-EncodeHere = Callable[[EncodeSpec, list[tuple[str, str]], str, float], LocalOutcome | None]
+# (spec, claimed (fingerprint, text) pairs, claim owner, deadline, the requests that
+# want them) -> outcome, or None when this process does not serve the spec.
+EncodeHere = Callable[[EncodeSpec, list[tuple[str, str]], str, float, coordination.Callers],
+                      LocalOutcome | None]
 
 Vector = npt.NDArray[np.float32]
 POLL_S = 0.25
@@ -215,8 +217,7 @@ class EmbeddingService:
         callers.bind(fps, deadline)
         won, lost = self._claim(misses, callers)
         started = time.perf_counter()
-        here = self._encode_here(spec, won, text_of, callers.owner, deadline) if won \
-            else None
+        here = self._encode_here(spec, won, text_of, callers, deadline) if won else None
         if here is None and won and self._submit(
                 spec, [(fp, text_of[fp]) for fp in won], callers.owner, deadline):
             log.info("leader start: queued %d fingerprints (first %s)", len(won), won[0][:12])
@@ -285,18 +286,24 @@ class EmbeddingService:
         return won, lost
 
     def _encode_here(self, spec: EncodeSpec, won: list[str], text_of: dict[str, str],
-                     owner: str, deadline: float) -> LocalOutcome | None:
+                     callers: coordination.Callers, deadline: float) -> LocalOutcome | None:
         """Encode the claimed fingerprints in this process, when it does (None: queue
         them). A store failing before anything reached the model is not the caller's
-        problem: the work is queued instead, with the queue path's retries."""
+        problem: the work is queued instead, with the queue path's retries. Any other
+        failure frees the claims (nobody else waits out their ttl) and is raised."""
         if self.encode_here is None:
             return None
         try:
-            return self.encode_here(spec, [(fp, text_of[fp]) for fp in won], owner, deadline)
+            return self.encode_here(spec, [(fp, text_of[fp]) for fp in won], callers.owner,
+                                    deadline, callers)
         except Unavailable as exc:
             log.warning("encoding here failed before the model ran (%s): queueing instead",
                         exc)
             return None
+        except Exception:
+            with contextlib.suppress(EmbedqError):
+                coordination.release(self.hot, won)
+            raise
 
     def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]], owner: str,
                 deadline: float) -> bool:
@@ -359,7 +366,7 @@ class EmbeddingService:
                 log.warning("re-queueing %d fingerprints whose claim expired", len(won))
                 # Encoded here, their vectors arrive like any other (the claim is released
                 # once they are stored).
-                if self._encode_here(spec, won, text_of, callers.owner, deadline) is None:
+                if self._encode_here(spec, won, text_of, callers, deadline) is None:
                     self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner,
                                  deadline)
             return []  # every orphan is awaited again

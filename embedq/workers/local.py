@@ -34,6 +34,8 @@ from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 
+from embedq import coordination
+from embedq.coordination import Callers
 from embedq.errors import EmbeddingFailed, EmbedqError
 from embedq.fingerprint import EncodeSpec
 from embedq.workers.batcher import ONLINE, Item
@@ -41,6 +43,7 @@ from embedq.workers.runtime import WorkerRuntime
 
 log = logging.getLogger("embedq.worker")
 
+CALLERS_CHECK_S = 0.05  # how soon a departed caller's interest is withdrawn
 DRAIN_S = 30.0  # at exit or close: how long the writer may take to store what is left
 
 
@@ -77,10 +80,12 @@ class LocalEncoding:
                             len(left), timeout_s)
 
     def __call__(self, spec: EncodeSpec, pairs: list[tuple[str, str]], owner: str,
-                 deadline: float) -> LocalOutcome | None:
-        """Encode `pairs` (claimed by `owner`), waiting at most until `deadline`; None:
-        this process does not serve `spec` (the caller queues them). Raises what the
-        stores raise before anything was handed to the model."""
+                 deadline: float, callers: Callers | None = None) -> LocalOutcome | None:
+        """Encode `pairs` (claimed by `owner`), waiting at most until `deadline`, or until
+        no request of `callers` wants what is left (each one that leaves has its interest
+        withdrawn, so a text nobody waits for is not encoded); None: this process does not
+        serve `spec` (the caller queues them). Raises what the stores raise before anything
+        was handed to the model."""
         served = self.runtime.serving(spec)
         if served is None:
             return None
@@ -106,8 +111,7 @@ class LocalEncoding:
         except BaseException:
             _unlease(self.runtime, mine)
             raise
-        answers = [i.answered for i in items if i.answered is not None]
-        wait_futures(answers, timeout=max(0.0, deadline - time.monotonic()))
+        self._wait(items, deadline, callers)
         for item in items:
             early = item.answered
             if early is not None and early.done():
@@ -115,6 +119,24 @@ class LocalEncoding:
                 settled[item.fp] = early.result() if exc is None else _as_error(exc)
         return LocalOutcome(settled, [fp for fp in fps if fp not in settled])
 
+
+    def _wait(self, items: list[Item], deadline: float, callers: Callers | None) -> None:
+        """Until every item is answered, the deadline, or no caller still here wants the
+        items left; a departure is noticed within CALLERS_CHECK_S."""
+        while True:
+            left = deadline - time.monotonic()
+            answers = [i.answered for i in items
+                       if i.answered is not None and not i.answered.done()]
+            if not answers or left <= 0:
+                return
+            wait_futures(answers, timeout=min(left, CALLERS_CHECK_S))
+            if callers is not None and callers.wake.is_set():
+                callers.wake.clear()
+                open_fps = [i.fp for i in items if i.answered is not None
+                            and not i.answered.done()]
+                if open_fps and not coordination.still_wanted(self.runtime.hot, callers,
+                                                              open_fps):
+                    return
 
     def _written(self, future: Future[bytes]) -> None:
         with self._lock:

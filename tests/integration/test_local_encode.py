@@ -154,6 +154,25 @@ def test_serve_encodes_with_no_worker_and_is_ready(local: Local, salt: str) -> N
     assert broker_depth(local.service.app, QUEUES["online_queue"]) == 0
 
 
+def test_a_client_that_disconnects_costs_no_forward_pass(local: Local, salt: str) -> None:
+    """The request timeout is 120 s: only the disconnect ends this caller's interest,
+    which the API withdraws while its request waits for the model here."""
+    busy = f"{salt} keeps the API's model busy [[sleep:2]]"
+    text = f"{salt} the client hung up"
+    before = local.service.stats().get("abandoned", 0)
+    with ApiServer(local.env, local.tmp / "api-disconnect.log") as api:
+        keeper = threading.Thread(target=_post_ignoring_errors, args=(api.url, busy))
+        keeper.start()
+        support.wait_until(lambda: digest(busy) in local.passes(), 15,
+                           "the busy batch started in the API process")
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(api.url + "/v1/embeddings", json={"input": text}, timeout=0.5)
+        keeper.join(timeout=30)
+        support.wait_until(lambda: local.service.stats().get("abandoned", 0) == before + 1,
+                           15, "the text was counted as abandoned")
+    assert digest(text) not in local.passes()
+
+
 def test_a_claim_left_by_a_dead_encoding_process_is_rescued(
         local: Local, salt: str, caplog: pytest.LogCaptureFixture) -> None:
     """The API process encoding a text dies (SIGKILL) holding its claim, while a caller
