@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -50,17 +49,11 @@ from embedq.tasks.publish import plan_messages, publish_embed
 log = logging.getLogger("embedq.service")
 
 
-class LocalOutcome(Protocol):
-    """What encoding in this process settled, and what is left to await as a claim."""
-
-    settled: dict[str, bytes | EmbedqError]
-    awaited: list[str]
-
-
 # (spec, claimed (fingerprint, text) pairs, claim owner, deadline, the requests that
-# want them) -> outcome, or None when this process does not serve the spec.
+# want them) -> the outcomes settled there, or None when this process does not serve the
+# spec; what is not settled is awaited like any claim.
 EncodeHere = Callable[[EncodeSpec, list[tuple[str, str]], str, float, coordination.Callers],
-                      LocalOutcome | None]
+                      dict[str, bytes | EmbedqError] | None]
 
 Vector = npt.NDArray[np.float32]
 POLL_S = 0.25
@@ -221,7 +214,7 @@ class EmbeddingService:
         if here is None and won and self._submit(
                 spec, [(fp, text_of[fp]) for fp in won], callers.owner, deadline):
             log.info("leader start: queued %d fingerprints (first %s)", len(won), won[0][:12])
-        settled = here.settled if here is not None else {}
+        settled = here if here is not None else {}
         answers = self._collect(spec, [fp for fp in won + lost if fp not in settled],
                                 text_of, deadline, callers)
         answers.update(settled)
@@ -286,7 +279,8 @@ class EmbeddingService:
         return won, lost
 
     def _encode_here(self, spec: EncodeSpec, won: list[str], text_of: dict[str, str],
-                     callers: coordination.Callers, deadline: float) -> LocalOutcome | None:
+                     callers: coordination.Callers, deadline: float
+                     ) -> dict[str, bytes | EmbedqError] | None:
         """Encode the claimed fingerprints in this process, when it does (None: queue
         them). A store failing before anything reached the model is not the caller's
         problem: the work is queued instead, with the queue path's retries. Any other

@@ -8,6 +8,7 @@ SIGKILL the whole group (never by name).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -172,6 +173,19 @@ class WorkerProcess:
             stop_process(self.proc)
         with contextlib.suppress(Exception):
             self._log.close()
+
+
+def text_digest(text: str) -> str:
+    """How the faulty encoder's ledger names a text it encoded."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def hashing_vector(text: str) -> Any:
+    """The normalized vector the hashing (and faulty) encoder gives `text`."""
+    from embedq.encoders.hashing import HashingEncoder
+
+    raw = HashingEncoder().encode([text])[0]
+    return raw / (raw ** 2).sum() ** 0.5
 
 
 def ledger_counts(path: Path) -> dict[str, int]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 
 from embedq.models import Database, Embedding
 
@@ -51,22 +51,16 @@ class DurableStore:
         found: dict[str, bytes] = {}
         if not fps:
             return found
-        if self.db.dialect == "postgresql":
-            # On every request's path: the driver's own statement, not a compiled construct
-            # (a third of the lookup's client CPU went to SQLAlchemy's execution machinery).
-            with self.db.statement() as s:
-                for i in range(0, len(fps), READ_CHUNK):
-                    rows = s.exec_driver_sql(_PG_SELECT, (fps[i : i + READ_CHUNK],))
-                    found.update({fp: bytes(vec) for fp, vec in rows})
-            return found
+        postgres = self.db.dialect == "postgresql"
         with self.db.statement() as s:
             for i in range(0, len(fps), READ_CHUNK):
                 part = fps[i : i + READ_CHUNK]
-                rows = s.execute(
+                # On every request's path, Postgres gets the driver's own statement, not a
+                # compiled construct (a third of a lookup's client CPU went to SQLAlchemy's
+                # execution machinery).
+                rows = s.exec_driver_sql(_PG_SELECT, (part,)) if postgres else s.execute(
                     select(Embedding.fingerprint, Embedding.vector).where(
-                        self.db.among(Embedding.fingerprint, part)
-                    )
-                )
+                        self.db.among(Embedding.fingerprint, part)))
                 found.update({fp: bytes(vec) for fp, vec in rows})
         return found
 
@@ -74,30 +68,18 @@ class DurableStore:
         """Insert rows whose fingerprint is new; return how many were new."""
         if not rows:
             return 0
-        values = [
-            {
-                "fingerprint": r.fingerprint,
-                "model": r.model,
-                "revision": r.revision,
-                "dimensions": r.dimensions,
-                "dtype": r.dtype,
-                "vector": r.vector,
-            }
-            for r in rows
-        ]
-        if self.db.dialect == "postgresql":
-            params = [v for r in rows for v in (r.fingerprint, r.model, r.revision,
-                                                 r.dimensions, r.dtype, r.vector)]
-            sql = _PG_INSERT.format(values=",".join(["(%s,%s,%s,%s,%s,%s)"] * len(rows)))
-            with self.db.statement() as s:
-                result = s.exec_driver_sql(sql, tuple(params))
-            return max(int(getattr(result, "rowcount", 0) or 0), 0)
-        insert = postgresql.insert if self.db.dialect == "postgresql" else sqlite.insert
-        stmt = insert(Embedding).values(values).on_conflict_do_nothing(
-            index_elements=["fingerprint"]
-        )
         with self.db.statement() as s:
-            result = s.execute(stmt)
+            if self.db.dialect == "postgresql":
+                params = [v for r in rows for v in (r.fingerprint, r.model, r.revision,
+                                                     r.dimensions, r.dtype, r.vector)]
+                sql = _PG_INSERT.format(values=",".join(["(%s,%s,%s,%s,%s,%s)"] * len(rows)))
+                result = s.exec_driver_sql(sql, tuple(params))
+            else:
+                values = [{"fingerprint": r.fingerprint, "model": r.model,
+                           "revision": r.revision, "dimensions": r.dimensions,
+                           "dtype": r.dtype, "vector": r.vector} for r in rows]
+                result = s.execute(sqlite.insert(Embedding).values(values)
+                                   .on_conflict_do_nothing(index_elements=["fingerprint"]))
         return max(int(getattr(result, "rowcount", 0) or 0), 0)
 
     def count(self) -> int:

@@ -194,6 +194,7 @@ class RedisHotStore(HotStore):
         self.client: Any = client
         self._release = self.client.register_script(_RELEASE_IF_OWNER)
         self._acquire = self.client.register_script(_ACQUIRE)
+        self._incr_many = self.client.register_script(_INCR_MANY)
         self._extend = self.client.register_script(_EXTEND)
         self._add_attempts = self.client.register_script(_ADD_ATTEMPTS)
         self._acquire_wanted = self.client.register_script(_ACQUIRE_WANTED)
@@ -334,9 +335,7 @@ class RedisHotStore(HotStore):
         if not counts:
             return
         with map_redis_errors():
-            pipe = self.client.pipeline(transaction=False)
-            _queue_incr(pipe, counts)
-            pipe.execute()
+            self._incr_many(keys=[keys.STATS], args=_flat(counts))
 
     def record_batch(self, batch: BatchRecord) -> None:
         with map_redis_errors():
@@ -452,9 +451,17 @@ def _queue_vectors(pipe: Any, vectors: dict[str, bytes], ttl_s: int) -> None:
         pipe.set(keys.vector(fp), blob, ex=ttl_s)
 
 
+
+
+def _flat(counts: dict[str, int]) -> list[str | int]:
+    return [x for kv in counts.items() for x in kv]
+
+
 def _queue_incr(pipe: Any, counts: dict[str, int]) -> None:
-    if counts:  # one command, not one HINCRBY per counter
-        pipe.eval(_INCR_MANY, 1, keys.STATS, *[x for kv in counts.items() for x in kv])
+    # EVAL, not the registered script: a pipeline holding one first asks SCRIPT EXISTS, a
+    # round trip of its own, and this body is a few dozen bytes.
+    if counts:
+        pipe.eval(_INCR_MANY, 1, keys.STATS, *_flat(counts))
 
 
 def _queue_observe(pipe: Any, values: dict[str, float]) -> None:

@@ -99,15 +99,12 @@ class Authenticator:
         return Principal.everything(f"bootstrap-{found}") if found else None
 
     def authenticate(self, key: str) -> Principal | None:
-        principal = self._bootstrap(key)
-        if principal is not None or self.store is None:
+        known, principal = self.known(key)
+        if known:
             return principal
+        assert self.store is not None  # known() settles every key when there is none
         cache_key = digest(key)
         now = time.monotonic()
-        with self._lock:
-            cached = self._cache.get(cache_key)
-            if cached is not None and now - cached[0] < self.ttl_s:
-                return cached[1]
         principal = self.store.principal(key)
         with self._lock:
             self._cache[cache_key] = (now, principal)

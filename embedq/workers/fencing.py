@@ -75,7 +75,8 @@ class Fencing:
         while pending:
             fps = list(pending)
             mine = self.lease(fps)
-            others = [fp for fp in fps if fp not in set(mine)]
+            taken = set(mine)
+            others = [fp for fp in fps if fp not in taken]
             if mine:
                 try:
                     done += encode({fp: pending[fp] for fp in mine})

@@ -26,13 +26,13 @@ request for that text computes it again.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass
 
 from embedq import coordination
 from embedq.coordination import Callers
@@ -45,16 +45,6 @@ log = logging.getLogger("embedq.worker")
 
 CALLERS_CHECK_S = 0.05  # how soon a departed caller's interest is withdrawn
 DRAIN_S = 30.0  # at exit or close: how long the writer may take to store what is left
-
-
-@dataclass
-class LocalOutcome:
-    """What encoding here settled (a vector or the error that explains why not), and the
-    fingerprints left to await like any claim: leased by another execution, or not done
-    by the deadline."""
-
-    settled: dict[str, bytes | EmbedqError]
-    awaited: list[str]
 
 
 class LocalEncoding:
@@ -80,12 +70,15 @@ class LocalEncoding:
                             len(left), timeout_s)
 
     def __call__(self, spec: EncodeSpec, pairs: list[tuple[str, str]], owner: str,
-                 deadline: float, callers: Callers | None = None) -> LocalOutcome | None:
+                 deadline: float, callers: Callers | None = None
+                 ) -> dict[str, bytes | EmbedqError] | None:
         """Encode `pairs` (claimed by `owner`), waiting at most until `deadline`, or until
         no request of `callers` wants what is left (each one that leaves has its interest
-        withdrawn, so a text nobody waits for is not encoded); None: this process does not
-        serve `spec` (the caller queues them). Raises what the stores raise before anything
-        was handed to the model."""
+        withdrawn, so a text nobody waits for is not encoded). Returns what was settled
+        (a vector, or the error that explains why not); the rest (leased by another
+        execution, not done by then) is the caller's to await like any claim. None: this
+        process does not serve `spec` (the caller queues them). Raises what the stores
+        raise before anything was handed to the model."""
         served = self.runtime.serving(spec)
         if served is None:
             return None
@@ -96,83 +89,67 @@ class LocalEncoding:
             fp: _as_error(exc) for fp, exc in dead.items()}
         mine = fencing.lease([fp for fp in fps if fp not in dead])
         text_of = dict(pairs)
+        answers: dict[str, Future[bytes]] = {fp: Future() for fp in mine}
         items = [Item(fp, text_of[fp], spec, ONLINE, alone=fp in suspects, owner=owner,
-                      answered=Future()) for fp in mine]
-        unlease = _once_all_written(items, lambda: _unlease(self.runtime, mine))
+                      answered=answers[fp]) for fp in mine]
         with self._lock:
             self._unwritten.update(i.future for i in items)
+        finished = self._finisher(items, mine)
         for item in items:
-            assert item.answered is not None
-            item.future.add_done_callback(_settle(item.answered))
-            item.future.add_done_callback(unlease)
-            item.future.add_done_callback(self._written)
+            item.future.add_done_callback(finished)
         try:
             served.batcher.submit(items)
         except BaseException:
             _unlease(self.runtime, mine)
             raise
-        self._wait(items, deadline, callers)
-        for item in items:
-            early = item.answered
-            if early is not None and early.done():
-                exc = early.exception()
-                settled[item.fp] = early.result() if exc is None else _as_error(exc)
-        return LocalOutcome(settled, [fp for fp in fps if fp not in settled])
+        self._wait(answers, deadline, callers)
+        for fp, answer in answers.items():
+            if answer.done():
+                exc = answer.exception()
+                settled[fp] = answer.result() if exc is None else _as_error(exc)
+        return settled
 
+    def _finisher(self, items: list[Item], leased: list[str]
+                  ) -> Callable[[Future[bytes]], None]:
+        """The done-callback of each item's future (resolved after the writes, or on
+        failure): its early answer gets the final outcome unless it had the vector
+        already, and once every item is through, the run leases are released."""
+        answer_of = {id(i.future): i.answered for i in items}
+        left = [len(items)]
 
-    def _wait(self, items: list[Item], deadline: float, callers: Callers | None) -> None:
-        """Until every item is answered, the deadline, or no caller still here wants the
-        items left; a departure is noticed within CALLERS_CHECK_S."""
+        def finished(final: Future[bytes]) -> None:
+            answer = answer_of[id(final)]
+            if answer is not None:
+                with contextlib.suppress(InvalidStateError):  # answered before the writes
+                    exc = final.exception()
+                    if exc is not None:
+                        answer.set_exception(exc)
+                    else:
+                        answer.set_result(final.result())
+            with self._lock:
+                self._unwritten.discard(final)
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                _unlease(self.runtime, leased)
+
+        return finished
+
+    def _wait(self, answers: dict[str, Future[bytes]], deadline: float,
+              callers: Callers | None) -> None:
+        """Until every answer is in, the deadline, or no caller still here wants the
+        fingerprints left; a departure is noticed within CALLERS_CHECK_S."""
         while True:
             left = deadline - time.monotonic()
-            answers = [i.answered for i in items
-                       if i.answered is not None and not i.answered.done()]
-            if not answers or left <= 0:
+            open_fps = [fp for fp, answer in answers.items() if not answer.done()]
+            if not open_fps or left <= 0:
                 return
-            wait_futures(answers, timeout=min(left, CALLERS_CHECK_S))
+            wait_futures([answers[fp] for fp in open_fps],
+                         timeout=min(left, CALLERS_CHECK_S))
             if callers is not None and callers.wake.is_set():
                 callers.wake.clear()
-                open_fps = [i.fp for i in items if i.answered is not None
-                            and not i.answered.done()]
-                if open_fps and not coordination.still_wanted(self.runtime.hot, callers,
-                                                              open_fps):
+                if not coordination.still_wanted(self.runtime.hot, callers, open_fps):
                     return
-
-    def _written(self, future: Future[bytes]) -> None:
-        with self._lock:
-            self._unwritten.discard(future)
-
-
-def _settle(answered: Future[bytes]) -> Callable[[Future[bytes]], None]:
-    """An item's final outcome reaches its early answer, unless that came first (the
-    vector, before the writes) or the item failed (validation, the model, abandoned)."""
-    def settle(final: Future[bytes]) -> None:
-        exc = final.exception()
-        try:
-            if exc is not None:
-                answered.set_exception(exc)
-            else:
-                answered.set_result(final.result())
-        except Exception:  # InvalidStateError: answered early, as it should be
-            pass
-
-    return settle
-
-
-def _once_all_written(items: list[Item], then: Callable[[], None]
-                      ) -> Callable[[Future[bytes]], None]:
-    """A done-callback that runs `then` once every item's future has resolved."""
-    left = [len(items)]
-    lock = threading.Lock()
-
-    def done(_: Future[bytes]) -> None:
-        with lock:
-            left[0] -= 1
-            last = left[0] == 0
-        if last:
-            then()
-
-    return done
 
 
 def _unlease(runtime: WorkerRuntime, fps: list[str]) -> None:

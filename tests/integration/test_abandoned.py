@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,6 @@ from embedq.api.batching import RequestBatcher
 from embedq.cache import from_bytes
 from embedq.config import Settings
 from embedq.deployment import Deployment
-from embedq.encoders.hashing import HashingEncoder
 from embedq.errors import EmbeddingTimeout
 from embedq.fingerprint import fingerprint
 from embedq.jobs.service import JobService
@@ -39,13 +37,8 @@ pytestmark = pytest.mark.integration
 BUSY_S = 4.0
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def expected(text: str) -> np.ndarray:
-    raw = HashingEncoder().encode([text])[0]
-    return raw / np.linalg.norm(raw)
+digest = support.text_digest
+expected = support.hashing_vector
 
 
 class AbandonCluster:

@@ -9,7 +9,6 @@ is answered was encoded here, and one that were queued instead would time out.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import signal
@@ -28,7 +27,6 @@ from embedq import coordination
 from embedq.cache import keys
 from embedq.config import Settings
 from embedq.deployment import Deployment
-from embedq.encoders.hashing import HashingEncoder
 from embedq.errors import EmbeddingTimeout
 from embedq.fingerprint import fingerprint
 from embedq.service import EmbeddingService
@@ -41,13 +39,8 @@ pytestmark = pytest.mark.integration
 QUEUES = {"online_queue": "online-local", "bulk_queue": "bulk-local"}
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def expected(text: str) -> np.ndarray:
-    raw = HashingEncoder().encode([text])[0]
-    return raw / np.linalg.norm(raw)
+digest = support.text_digest
+expected = support.hashing_vector
 
 
 class Local:
