@@ -30,6 +30,7 @@ from celery import Celery
 
 from embedq import coordination
 from embedq.cache import DurableStore, HotStore, from_bytes, make_hot_store
+from embedq.cache.counters import CounterWriter
 from embedq.cache.waiters import Waiters
 from embedq.config import Settings
 from embedq.encoders import model_identity
@@ -117,6 +118,7 @@ class EmbeddingService:
         self.revisions = {t: model_identity(settings, t)[1] for t in settings.tiers}
         self.model, self.revision = model_identity(settings)
         self.waiters = Waiters(self.hot)
+        self.counters = CounterWriter(self.hot)
         self.before_submit = before_submit
         self.encode_here = encode_here
 
@@ -240,11 +242,7 @@ class EmbeddingService:
             "tokens_saved": _tokens_saved(fps, texts, won),
             "calls_saved": 0 if won else requests,
         }
-        try:
-            self.hot.incr(counts)
-        except Unavailable as exc:
-            # The request has its answers; losing its counters must not fail it.
-            log.warning("request counters not recorded: %s", exc)
+        self.counters.add(counts)  # behind the answer: it does not wait for the write
         if won:
             failed = sum(1 for fp in won if isinstance(answers[fp], EmbedqError))
             log.info("leader finish: %d fingerprints (%d failed) cost_ms=%.1f",
@@ -381,9 +379,11 @@ class EmbeddingService:
 
     # --- introspection
     def stats(self) -> dict[str, int]:
+        self.counters.flush()  # this process's requests are in what it reads
         return self.hot.counters()
 
     def close(self) -> None:
+        self.counters.close()
         self.db.dispose()
 
 

@@ -105,7 +105,7 @@ class ClusterCollector(Collector):
 
     def _counters(self) -> Iterator[Metric]:
         families: dict[str, CounterMetricFamily] = {}
-        counts = {"cache_hits_hot": 0, "cache_hits_durable": 0, **self.service.hot.counters()}
+        counts = {"cache_hits_hot": 0, "cache_hits_durable": 0, **self.service.stats()}
         for name, value in sorted(counts.items()):
             metric, help_, labels = _RENAMED.get(
                 name, (f"embedq_{_NAME.sub('_', name)}", f"cluster-wide counter {name!r}", {})

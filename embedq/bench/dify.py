@@ -34,7 +34,9 @@ a timeout, and the first failed one ends the bench.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import os
 import tempfile
 import threading
 import time
@@ -75,6 +77,8 @@ class Tally:
     widths: set[int] = field(default_factory=set)
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    client_cpu_s: float = 0.0  # this process's CPU during the phase (all its threads)
+    server_cpu_s: float | None = None  # the processes the bench started (None: unknown)
 
     def request(self, client: httpx.Client, path: str, body: dict[str, Any] | None,
                 sent: int = 0) -> Any:
@@ -153,6 +157,7 @@ def threaded(target: Target, parts: list[list[str]],
                 raise
 
     started = time.perf_counter()
+    cpu_before, server_before = time.process_time(), server_cpu_s(target)
     pool = ThreadPoolExecutor(len(parts), "embedq-bench-dify")
     try:
         futures = [pool.submit(one, part) for part in parts]
@@ -162,10 +167,40 @@ def threaded(target: Target, parts: list[list[str]],
         tally.stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
     seconds = time.perf_counter() - started
+    tally.client_cpu_s = time.process_time() - cpu_before
+    server_after = server_cpu_s(target)
+    if server_before is not None and server_after is not None:
+        tally.server_cpu_s = server_after - server_before
     first = next((e for e in errors if e is not None and not isinstance(e, _Stopped)), None)
     if first is not None:
         raise first
     return seconds, tally
+
+
+def server_cpu_s(target: Target) -> float | None:
+    """CPU seconds (user + system, every thread) of the processes this bench started and
+    their children, from /proc; None where that cannot be read (a server given by --url,
+    a system without /proc)."""
+    if not target.started:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        stats = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                    # after the name: state, ppid (1), ..., utime (11), stime (12)
+                    stats[int(entry.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    except OSError:
+        return None
+    ours = set(target.started.values())
+    grew = True
+    while grew:  # the started processes' descendants too
+        more = {pid for pid, (ppid, _) in stats.items() if ppid in ours} - ours
+        ours |= more
+        grew = bool(more)
+    return sum(stats[pid][1] for pid in ours if pid in stats) / tick
 
 
 def phase(target: Target, texts: list[str], seconds_tally: tuple[float, Tally],
@@ -181,7 +216,11 @@ def phase(target: Target, texts: list[str], seconds_tally: tuple[float, Tally],
         after = target.counters()
         encoded = after.get("encoded", 0) - before.get("encoded", 0)
         batches = after.get("batches", 0) - before.get("batches", 0)
+    per_text = 1000 / max(1, len(texts))
     return {"texts": len(texts), "requests": len(tally.latencies), "vectors": tally.vectors,
+            "client_cpu_ms_per_text": _sig(tally.client_cpu_s * per_text),
+            "server_cpu_ms_per_text": _sig(tally.server_cpu_s * per_text)
+            if tally.server_cpu_s is not None else None,
             "dimension": tally.widths.pop(), "seconds": round(seconds, 3),
             "texts_per_s": round(len(texts) / seconds, 1),
             "p50_ms": round(percentile(tally.latencies, 50), 2),
@@ -347,9 +386,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if bare["formed_batch_texts_per_s"] else None,
         "sequential_p50_over_bare_one_text_p50": _ratio(report["sequential"]["p50_ms"],
                                                         bare["one_text_p50_ms"]),
+        "cpu": cpu_budget(report["openai"], bare),
     })
     _print(report)
     return report
+
+
+def cpu_budget(openai: dict[str, Any], bare: dict[str, Any]) -> dict[str, Any]:
+    """Where phase (b)'s CPU went, per text, and the most (b) can reach on these cores.
+
+    The bare batched encode keeps every core busy, so the model needs at least
+    cores / (bare batched texts/s) of CPU a text. The client needs what it used in (b)
+    (Dify's indexer costs its host about as much). Whatever the server adds, (b) can
+    go no faster than cores / (model + client): over bare batched, model / (model +
+    client). A target above that ceiling is out of reach on this machine with this
+    client running on it, however little the server costs."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)
+    model_ms = cores * 1000 / max(bare["batched_texts_per_s"], 1e-9)
+    at_formed = bare.get("formed_batch_texts_per_s")
+    client_ms = openai["client_cpu_ms_per_text"]
+    return {
+        "cores": cores,
+        "bare_model_ms_per_text": _sig(model_ms),
+        "bare_model_at_formed_batch_ms_per_text":
+            _sig(cores * 1000 / at_formed) if at_formed else None,
+        "client_ms_per_text": client_ms,
+        "server_ms_per_text": openai["server_cpu_ms_per_text"],
+        "openai_ceiling_over_bare_batched": _ratio(model_ms, model_ms + client_ms),
+    }
 
 
 def _started(settings: Settings, target: Target) -> str:
@@ -361,7 +426,11 @@ def _started(settings: Settings, target: Target) -> str:
 
 def _ratio(a: float, b: float) -> float:
     """a / b to 4 significant figures (a fast test encoder makes ratios far below 0.001)."""
-    return float(f"{a / max(b, 1e-9):.4g}")
+    return _sig(a / max(b, 1e-9))
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.4g}")
 
 
 def _print(r: dict[str, Any]) -> None:
@@ -390,5 +459,18 @@ def _print(r: dict[str, Any]) -> None:
         f"  ratios: (b)/bare batched {r['openai_over_bare_batched']:.3g}, (c)/bare batched "
         f"{r['tei_over_bare_batched']:.3g}, (c)/(b) {r['tei_over_openai']:.3g}, "
         f"(d) p50 / bare one-text p50 {r['sequential_p50_over_bare_one_text_p50']:.3g}"
-        f"{at_formed}"
+        f"{at_formed}\n{_cpu_line(r['cpu'])}"
     )
+
+
+def _cpu_line(c: dict[str, Any]) -> str:
+    server = "the server's unknown (not started here)"
+    if c["server_ms_per_text"] is not None:
+        server = f"the server {c['server_ms_per_text']:.2f} ms"
+        if c["bare_model_at_formed_batch_ms_per_text"]:
+            server += (f" (the bare model at the size (b) formed needs "
+                       f"{c['bare_model_at_formed_batch_ms_per_text']:.2f} ms)")
+    return (f"  CPU a text in (b): this client {c['client_ms_per_text']:.2f} ms, {server}; "
+            f"the bare model at its best needs {c['bare_model_ms_per_text']:.2f} ms on "
+            f"{c['cores']} cores, so with this client on them (b) can reach at most "
+            f"{c['openai_ceiling_over_bare_batched']:.3g} of bare batched")

@@ -10,10 +10,11 @@ COMMIT were two of a write's four round trips.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 from sqlalchemy.dialects import sqlite
 
 from embedq.models import Database, Embedding
@@ -48,11 +49,12 @@ class DurableStore:
         self.db = db
 
     def get_many(self, fps: list[str]) -> dict[str, bytes]:
-        found: dict[str, bytes] = {}
         if not fps:
-            return found
+            return {}
         postgres = self.db.dialect == "postgresql"
-        with self.db.statement() as s:
+
+        def lookup(s: Connection) -> dict[str, bytes]:
+            found: dict[str, bytes] = {}
             for i in range(0, len(fps), READ_CHUNK):
                 part = fps[i : i + READ_CHUNK]
                 # On every request's path, Postgres gets the driver's own statement, not a
@@ -62,24 +64,31 @@ class DurableStore:
                     select(Embedding.fingerprint, Embedding.vector).where(
                         self.db.among(Embedding.fingerprint, part)))
                 found.update({fp: bytes(vec) for fp, vec in rows})
-        return found
+            return found
+
+        return self.db.statement(lookup)
 
     def put_many(self, rows: list[StoredVector]) -> int:
         """Insert rows whose fingerprint is new; return how many were new."""
         if not rows:
             return 0
-        with self.db.statement() as s:
-            if self.db.dialect == "postgresql":
-                params = [v for r in rows for v in (r.fingerprint, r.model, r.revision,
-                                                     r.dimensions, r.dtype, r.vector)]
-                sql = _PG_INSERT.format(values=",".join(["(%s,%s,%s,%s,%s,%s)"] * len(rows)))
-                result = s.exec_driver_sql(sql, tuple(params))
-            else:
-                values = [{"fingerprint": r.fingerprint, "model": r.model,
-                           "revision": r.revision, "dimensions": r.dimensions,
-                           "dtype": r.dtype, "vector": r.vector} for r in rows]
-                result = s.execute(sqlite.insert(Embedding).values(values)
-                                   .on_conflict_do_nothing(index_elements=["fingerprint"]))
+        if self.db.dialect == "postgresql":
+            params = tuple(v for r in rows for v in (r.fingerprint, r.model, r.revision,
+                                                      r.dimensions, r.dtype, r.vector))
+            sql = _PG_INSERT.format(values=",".join(["(%s,%s,%s,%s,%s,%s)"] * len(rows)))
+
+            def insert(s: Connection) -> Any:
+                return s.exec_driver_sql(sql, params)
+        else:
+            values = [{"fingerprint": r.fingerprint, "model": r.model,
+                       "revision": r.revision, "dimensions": r.dimensions,
+                       "dtype": r.dtype, "vector": r.vector} for r in rows]
+
+            def insert(s: Connection) -> Any:
+                return s.execute(sqlite.insert(Embedding).values(values)
+                                 .on_conflict_do_nothing(index_elements=["fingerprint"]))
+        # Only new rows are inserted, so a second try (a dropped connection) is safe.
+        result = self.db.statement(insert)
         return max(int(getattr(result, "rowcount", 0) or 0), 0)
 
     def count(self) -> int:

@@ -51,6 +51,8 @@ def bucket_index(name: str, value: float) -> int:
 class HotStore(ABC):
     """Shared state of one embedq cluster (or of one embedded process)."""
 
+    remote = False  # True: every call is a network round trip (Redis)
+
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()

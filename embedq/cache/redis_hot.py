@@ -175,6 +175,8 @@ def redis_link_options(socket_timeout_s: float, connect_timeout_s: float) -> dic
 
 
 class RedisHotStore(HotStore):
+    remote = True
+
     def __init__(self, url: str, socket_timeout_s: float = 10.0,
                  connect_timeout_s: float = 5.0,
                  max_connections: int = POOL_MAX_CONNECTIONS) -> None:

@@ -112,7 +112,10 @@ class Batcher:
         parallel: int = 1,
         bulk_step_ms: float = 10.0,
         keep: KeepHook | None = None,
+        warm_up: bool = False,
     ) -> None:
+        """`warm_up`: the batcher thread runs the model's first forward pass before any
+        batch; `wait_warm` waits for it."""
         self.encoder = encoder
         self.sink = sink
         self.wait_s = wait_ms / 1000
@@ -155,6 +158,9 @@ class Batcher:
         # Only a model run one batch at a time pauses between layers (not a remote pool).
         self._steps = encoder.add_checkpoint(self._checkpoint) if parallel == 1 else 0
         self._layered = self._steps > 0
+        self._warm_up = warm_up
+        self._warmed = threading.Event()
+        self._warm_error: BaseException | None = None
         for t in self._threads:
             t.start()
 
@@ -176,6 +182,18 @@ class Batcher:
                 self._lane_depth[item.lane] += 1
             self._fill(room)
             self._cond.notify()
+
+    def wait_warm(self) -> None:
+        """Block until the batcher thread has run the warm-up pass; raise what it raised.
+
+        The model runs on that thread only, its first pass included. A torch model whose
+        first parallel region ran on another thread (the one that loaded it) pays for that
+        thread's idle OpenMP team on every later call from the batcher thread: on 2 cores,
+        a one-text encode measured 8.2 ms against 6.4 ms with every pass on one thread
+        (docs/benchmarks.md, "One thread runs the model")."""
+        self._warmed.wait()
+        if self._warm_error is not None:
+            raise self._warm_error
 
     def depth(self) -> int:
         with self._cond:
@@ -279,6 +297,12 @@ class Batcher:
 
     def _encode_loop(self) -> None:
         self._encoder_thread = threading.get_ident()
+        if self._warm_up:
+            try:
+                self.encoder.warm_up()
+            except BaseException as exc:  # handed to wait_warm's caller
+                self._warm_error = exc
+        self._warmed.set()
         while True:
             self._slots.acquire()
             items = self._take()

@@ -100,15 +100,6 @@ class WorkerRuntime:
         settings = self.settings
         started = time.perf_counter()
         enc = encoder if encoder is not None else load_encoder(settings, tier)
-        enc.warm_up()
-        # The revision is every fingerprint's: an operator compares it across workers.
-        log.info(
-            "worker %s ready: model=%s revision=%s dimension=%s device=%s tier=%s "
-            "loaded+warmed in %.0f ms",
-            self.worker_id, enc.name, enc.revision,
-            enc.dimension or "unknown until the first call",
-            getattr(enc, "device", "cpu"), tier, (time.perf_counter() - started) * 1000,
-        )
         on_gpu = str(getattr(enc, "device", "cpu")).startswith("cuda")
         batcher: Batcher | None = None
 
@@ -127,6 +118,20 @@ class WorkerRuntime:
             parallel=settings.upstream_concurrency if settings.encoder == "upstream" else 1,
             bulk_step_ms=settings.bulk_step_ms,
             keep=KeepWanted(self.hot),
+            warm_up=True,  # on the batcher thread, which runs every later pass
+        )
+        try:
+            batcher.wait_warm()
+        except BaseException:
+            batcher.stop()
+            raise
+        # The revision is every fingerprint's: an operator compares it across workers.
+        log.info(
+            "worker %s ready: model=%s revision=%s dimension=%s device=%s tier=%s "
+            "loaded+warmed in %.0f ms",
+            self.worker_id, enc.name, enc.revision,
+            enc.dimension or "unknown until the first call",
+            getattr(enc, "device", "cpu"), tier, (time.perf_counter() - started) * 1000,
         )
         return Served(tier, enc, writer, batcher)
 

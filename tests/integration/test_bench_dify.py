@@ -69,6 +69,16 @@ def test_runs_every_phase_end_to_end_and_stops_what_it_started(
         report["tei"]["texts_per_s"] / report["openai"]["texts_per_s"], rel=0.01)
     for key in ("tei_over_bare_batched", "sequential_p50_over_bare_one_text_p50"):
         assert report[key] > 0
+    # CPU a text: the client's and the started server's (which did every request's work,
+    # so it used CPU), and the ceiling they imply, model / (model + client).
+    cpu = report["cpu"]
+    assert cpu["client_ms_per_text"] > 0 and cpu["server_ms_per_text"] > 0
+    assert cpu["client_ms_per_text"] == report["openai"]["client_cpu_ms_per_text"]
+    model = cpu["bare_model_ms_per_text"]
+    assert model == pytest.approx(cpu["cores"] * 1000 / bare["batched_texts_per_s"], rel=0.01)
+    assert cpu["openai_ceiling_over_bare_batched"] == pytest.approx(
+        model / (model + cpu["client_ms_per_text"]), rel=0.01)
+    assert "CPU a text in (b)" in done.stdout
     for pid in report["started"].values():
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

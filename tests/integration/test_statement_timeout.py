@@ -72,3 +72,33 @@ def test_a_silent_link_fails_the_statement_after_the_client_deadline(pg_url: str
     finally:
         database.dispose()
         proxy.close()
+
+
+def test_lookups_and_writes_survive_a_dropped_pooled_connection(pg_url: str) -> None:
+    """The single-statement path has no ping before each use: a pooled connection the
+    database dropped since (a restart, an idle-connection reaper) fails its statement,
+    which is tried once more on a new connection, so no request sees the drop."""
+    import psycopg
+
+    from embedq.cache.durable import DurableStore, StoredVector
+
+    database = Database(pg_url, DbTimeouts(connect_s=2))
+    store = DurableStore(database)
+    try:
+        row = StoredVector(f"fp-dropped-{time.time_ns()}", "m", "r", 2, b"\0" * 8)
+        assert store.put_many([row]) == 1
+        assert store.get_many([row.fingerprint]) == {row.fingerprint: row.vector}
+        for attempt in ("lookup", "write"):
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                dropped = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                ).fetchone()
+            assert dropped is not None and dropped[0] >= 1  # the pooled connection
+            if attempt == "lookup":
+                assert store.get_many([row.fingerprint]) == {row.fingerprint: row.vector}
+            else:
+                again = StoredVector(row.fingerprint + "-2", "m", "r", 2, b"\1" * 8)
+                assert store.put_many([again, row]) == 1  # only the new row is inserted
+    finally:
+        database.dispose()

@@ -11,16 +11,23 @@ FAISS kinds, chosen by `build_index` from the number of vectors:
   ivf    IndexIVFFlat past it: vectors stored as float32 (about 1.01x their raw bytes),
          `nlist` = n / `ivf_list_size` lists, `nprobe` lists searched per query.
 On a machine with a GPU (faiss-gpu installed) both kinds are built on the GPU.
+
+FAISS runs on the calling thread alone (`_one_thread`): a semantic lookup searches one
+vector, where a thread team buys nothing, and the team FAISS's OpenMP runtime would keep
+in a process that also runs a CPU model slows every later forward pass (measured on 2
+cores: a one-text encode 8.2 ms instead of 6.5 ms, docs/benchmarks.md, "One thread runs
+the model").
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import faiss
 import numpy as np
@@ -29,6 +36,19 @@ import numpy.typing as npt
 Matrix = npt.NDArray[np.float32]
 Ids = npt.NDArray[np.int64]
 Hit = tuple[int, float]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_thread(method: F) -> F:
+    """Run `method` with FAISS's OpenMP team at one thread (the setting is per calling
+    thread, so each call sets it: a C call, well under a microsecond)."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        faiss.omp_set_num_threads(1)
+        return method(*args, **kwargs)
+
+    return cast(F, wrapper)
 
 
 @dataclass(frozen=True)
@@ -188,6 +208,7 @@ class FaissIndex(VectorIndex):
         self.on_gpu = on_gpu
 
     @classmethod
+    @_one_thread
     def empty_flat(cls, dimension: int, config: IndexConfig) -> FaissIndex:
         base = faiss.IndexFlatIP(dimension)
         index: Any = faiss.IndexIDMap(base)
@@ -202,6 +223,7 @@ class FaissIndex(VectorIndex):
         return cls(dimension, cpu, kind, trained_for)
 
     @classmethod
+    @_one_thread
     def trained_ivf(cls, sample: Matrix, n: int, config: IndexConfig) -> FaissIndex:
         dimension = sample.shape[1]
         nlist = min(config.nlist_for(n), max(1, len(sample) // 39))
@@ -213,13 +235,16 @@ class FaissIndex(VectorIndex):
         cpu.nprobe = min(config.nprobe, nlist)
         return cls._placed(cpu, dimension, "ivf", n, config)
 
+    @_one_thread
     def _add(self, ids: Ids, vectors: Matrix) -> None:
         self.index.add_with_ids(vectors, ids)
 
+    @_one_thread
     def _search(self, vector: Matrix, k: int) -> list[Hit]:
         scores, ids = self.index.search(vector, k)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True)]
 
+    @_one_thread
     def _drop(self, ids: Ids) -> None:
         if self.on_gpu:
             # GPU indexes cannot remove in place: copy the live part out and re-add it.
@@ -236,6 +261,7 @@ class FaissIndex(VectorIndex):
     def contents(self) -> tuple[Ids, Matrix]:
         return self._contents_skipping(self.deleted)
 
+    @_one_thread
     def _contents_skipping(self, skip: set[int]) -> tuple[Ids, Matrix]:
         cpu = faiss.index_gpu_to_cpu(self.index) if self.on_gpu else self.index
         ids, vectors = _faiss_contents(cpu, self.kind, self.dimension)
@@ -252,12 +278,14 @@ class FaissIndex(VectorIndex):
         nlist = int(faiss.extract_index_ivf(self.index).nlist) if not self.on_gpu else 0
         return n * (4 * d + 8) + nlist * 4 * d
 
+    @_one_thread
     def save(self, path: Path) -> None:
         self.compact()
         cpu = faiss.index_gpu_to_cpu(self.index) if self.on_gpu else self.index
         faiss.write_index(cpu, str(path))
 
     @classmethod
+    @_one_thread
     def load(cls, path: Path, kind: str, trained_for: int, config: IndexConfig) -> FaissIndex:
         cpu = faiss.read_index(str(path))
         if kind == "ivf":

@@ -1,0 +1,65 @@
+"""Request counters are written behind the answers, by one thread, merged: a request
+never waits for its counters, and a reader in the same process sees every request it
+made (`flush`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from embedq.cache.counters import CounterWriter
+from embedq.cache.redis_hot import RedisHotStore
+
+pytestmark = pytest.mark.integration
+
+
+class GatedStore(RedisHotStore):
+    """Redis, whose counter writes wait until `gate` is set."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.gate = threading.Event()
+        self.writes = 0
+
+    def incr(self, counts: dict[str, int]) -> None:
+        self.gate.wait(10)
+        self.writes += 1
+        super().incr(counts)
+
+
+def test_counts_from_many_threads_all_arrive_in_fewer_writes(redis_url: str) -> None:
+    store = GatedStore(redis_url)
+    writer = CounterWriter(store)
+    assert writer.behind
+    before = store.counters()["requests"]
+
+    def requests() -> None:
+        for _ in range(50):
+            writer.add({"requests": 1, "texts": 2, "cache_hits": 0})
+
+    threads = [threading.Thread(target=requests) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store.gate.set()
+    assert writer.flush(10)
+    after = store.counters()
+    assert after["requests"] - before == 400
+    assert store.writes < 400  # merged while a write was waiting
+
+
+def test_adding_does_not_wait_for_the_store(redis_url: str) -> None:
+    store = GatedStore(redis_url)  # every write waits for the gate
+    writer = CounterWriter(store)
+    before = store.counters()["submitted"]
+    started = time.monotonic()
+    for _ in range(20):
+        writer.add({"submitted": 1})
+    assert time.monotonic() - started < 1  # no add waited on the held write
+    assert not writer.flush(0.2)  # not written yet: the write is still held
+    store.gate.set()
+    assert writer.flush(10)
+    assert store.counters()["submitted"] - before == 20

@@ -1,0 +1,59 @@
+"""Every forward pass of a worker runtime, its warm-up included, runs on one thread: the
+batcher's. (A torch model whose first pass ran on the loading thread paid for that
+thread's idle OpenMP team on every later call: a one-text encode took 8.2 ms instead of
+6.4 ms on 2 cores.)"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import wait
+from pathlib import Path
+
+import pytest
+
+from embedq.config import Settings
+from embedq.encoders.hashing import HashingEncoder
+from embedq.workers.batcher import ONLINE, Item
+from embedq.workers.runtime import WorkerRuntime
+
+
+class ThreadRecordingEncoder(HashingEncoder):
+    """The hashing encoder, noting the thread of each call (warm-up calls included)."""
+
+    def __init__(self, fail_warm_up: bool = False) -> None:
+        super().__init__()
+        self.threads: list[int] = []
+        self.fail_warm_up = fail_warm_up
+
+    def encode(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        self.threads.append(threading.get_ident())
+        if self.fail_warm_up:
+            raise RuntimeError("the model cannot run here")
+        return super().encode(texts)
+
+
+def embedded(tmp_path: Path) -> Settings:
+    return Settings.from_env({"EMBEDQ_DATA_DIR": str(tmp_path), "EMBEDQ_ENCODER": "hashing",
+                              "EMBEDQ_MODEL": "hashing"})
+
+
+def test_warm_up_and_batches_run_on_the_batcher_thread(tmp_path: Path) -> None:
+    encoder = ThreadRecordingEncoder()
+    runtime = WorkerRuntime(embedded(tmp_path), encoder=encoder, heartbeat=False)
+    try:
+        assert len(encoder.threads) == 1  # warmed before the constructor returned
+        assert encoder.threads[0] != threading.get_ident()
+        item = Item("fp-1", "one text", encoder.spec(), ONLINE)
+        runtime.batcher.submit([item])
+        done, _ = wait([item.future], timeout=10)
+        assert done
+        assert encoder.threads == [encoder.threads[0]] * 2
+    finally:
+        runtime.close()
+
+
+def test_a_failed_warm_up_stops_the_runtime_with_its_error(tmp_path: Path) -> None:
+    encoder = ThreadRecordingEncoder(fail_warm_up=True)
+    with pytest.raises(RuntimeError, match="the model cannot run here"):
+        WorkerRuntime(embedded(tmp_path), encoder=encoder, heartbeat=False)
+    assert len(encoder.threads) == 1
