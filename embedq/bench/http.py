@@ -5,8 +5,11 @@ Runs in this order, all in one run so the figures compare like with like:
      (`encode([text])`) for a sample of the pool (its median is the latency baseline),
      then the miss phase's texts in batches of BARE_BATCH (texts/s: the throughput
      baseline, what the model does when nothing stands in front of it);
-  2. starts `embedq serve` on a free loopback port with this environment (embedded
-     mode, in a temporary data dir, when no servers are configured);
+  2. starts `embedq serve` on a free loopback port with this environment: on a cluster
+     with a temporary API key, and an `embedq worker` too when the API queues its online
+     misses and no live worker serves the model (`embedq.bench.cluster`, which also names
+     a missing Redis or Postgres at once); in embedded mode (no servers configured) in a
+     temporary data dir;
   3. misses: each text of the pool (made unique to this run) requested once, one text
      per request, by CLIENTS concurrent clients;
   4. hits: the same number of requests again over the same pool, now cached.
@@ -29,11 +32,13 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from embedq.bench.cluster import cluster
 from embedq.bench.stats import percentile
 from embedq.config import Settings
 from embedq.corpus import load_texts
@@ -52,8 +57,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     bare_ms, bare_rate = _bare_encode(settings.with_overrides(model_threads=0), pool)
     bare_rate = round(bare_rate, 1)  # as reported: the ratio is of the two printed figures
     with tempfile.TemporaryDirectory(prefix="embedq-bench-http-") as tmp, \
-            _server(settings, Path(tmp)) as url:
-        headers = {"Authorization": f"Bearer {settings.api_keys[0]}"} if settings.api_keys else {}
+            _target(settings, Path(tmp)) as (url, headers, started):
         asyncio.run(_phase(url, headers, pool[:CLIENTS], warm=True))
         misses = asyncio.run(_phase(url, headers, pool[CLIENTS:]))
         hits_pool = pool[CLIENTS:]
@@ -62,6 +66,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "clients": CLIENTS,
         "requests": len(pool) - CLIENTS,
         "mode": "embedded" if settings.embedded else "cluster",
+        "online_encode": settings.online_encode,
+        "started": started,
         "encoder": settings.encoder,
         "bare_encode_p50_ms": round(bare_ms, 2),
         "bare_batched_texts_per_s": round(bare_rate, 1),
@@ -70,9 +76,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "miss_p50_over_bare_encode": round(misses["p50_ms"] / bare_ms, 2),
         "misses_over_bare_batched": round(misses["requests_per_s"] / bare_rate, 3),
     }
+    where = "in the API" if settings.online_encode == "local" else "by workers"
     print(
         f"bench http: {CLIENTS} clients, {report['requests']} one-text requests per phase "
-        f"({report['mode']}, encoder {settings.encoder})\n"
+        f"({report['mode']}, encoder {settings.encoder}; started: {', '.join(started)}; "
+        f"online misses encoded {where})\n"
         f"  misses: {misses['requests_per_s']:.0f} req/s, p50 {misses['p50_ms']:.1f} ms, "
         f"p99 {misses['p99_ms']:.1f} ms\n"
         f"  hits:   {hits['requests_per_s']:.0f} req/s, p50 {hits['p50_ms']:.1f} ms, "
@@ -107,6 +115,19 @@ def _bare_encode(settings: Settings, pool: list[str]) -> tuple[float, float]:
     rate = len(batched) / max(time.perf_counter() - started, 1e-9)
     del encoder
     return percentile(times, 50), rate
+
+
+@contextlib.contextmanager
+def _target(settings: Settings, tmp: Path) -> Iterator[tuple[str, dict[str, str], list[str]]]:
+    """(url, headers, names of the processes started) of the server under test."""
+    if settings.embedded:
+        with _server(settings, tmp) as url:
+            headers = {"Authorization": f"Bearer {settings.api_keys[0]}"} \
+                if settings.api_keys else {}
+            yield url, headers, ["serve"]
+        return
+    with cluster(settings, tmp) as target:
+        yield target.url, target.headers, sorted(target.started)
 
 
 @contextlib.contextmanager

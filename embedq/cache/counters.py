@@ -1,10 +1,11 @@
 """Request counters written behind the answers.
 
 Counting a request is a Redis round trip that nothing in the request waits for: on a
-sequential miss it was 0.6 ms of a 14 ms answer (docs/benchmarks.md, "Counters behind
-the answer"). `CounterWriter.add` merges the counts into a pending total and returns; one
-thread writes whatever is pending in one command as soon as the previous write is done,
-so a busy process writes fewer, larger increments and an idle one within a millisecond.
+sequential miss it was 0.5 ms of a 14 ms answer (docs/benchmarks.md, "One thread runs
+the model; counters behind the answer"). `CounterWriter.add` merges the counts into a
+pending total and returns; one thread writes whatever is pending in one command as soon
+as the previous write is done, so a busy process writes fewer, larger increments and an
+idle one within a millisecond.
 
 Readers in this process see their own requests: `flush` waits for what was added before
 it (the service's `stats`, /metrics, and process exit call it). A store that is down

@@ -189,8 +189,9 @@ class Batcher:
         The model runs on that thread only, its first pass included. A torch model whose
         first parallel region ran on another thread (the one that loaded it) pays for that
         thread's idle OpenMP team on every later call from the batcher thread: on 2 cores,
-        a one-text encode measured 8.2 ms against 6.4 ms with every pass on one thread
-        (docs/benchmarks.md, "One thread runs the model")."""
+        a one-text encode measured 8.5-9.3 ms against 6.8-7.3 ms with every pass on one
+        thread (`scripts/model_thread.py`; docs/benchmarks.md, "One thread runs the model;
+        counters behind the answer")."""
         self._warmed.wait()
         if self._warm_error is not None:
             raise self._warm_error

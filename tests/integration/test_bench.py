@@ -66,3 +66,26 @@ def test_bench_http_reports_misses_against_bare_batched_encode(tmp_path: Path) -
     assert report["bare_batched_texts_per_s"] > 0 and report["miss"]["requests_per_s"] > 0
     assert report["misses_over_bare_batched"] == round(
         report["miss"]["requests_per_s"] / report["bare_batched_texts_per_s"], 3)
+
+
+def test_bench_http_on_a_cluster_starts_the_worker_its_misses_need(
+    redis_url: str, pg_url: str
+) -> None:
+    """On Redis and Postgres, with misses queued for workers and none live for the model,
+    the bench starts `embedq worker` beside `embedq serve` (it waited for a worker that
+    nobody started, then gave up), runs both phases with its temporary key, and stops both."""
+    tag = uuid.uuid4().hex[:8]
+    env = support.cluster_env(redis_url, pg_url, encoder="hashing", model=f"http-{tag}",
+                              online_queue=f"http-{tag}", bulk_queue=f"http-bulk-{tag}")
+    env["EMBEDQ_ONLINE_ENCODE"] = "queue"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "http", "--n", "150", "--json"],
+        env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["mode"] == "cluster" and report["online_encode"] == "queue"
+    assert report["started"] == ["serve", "worker"]
+    assert report["miss"]["requests_per_s"] > 0 and report["hit"]["requests_per_s"] > 0
+    assert time.monotonic() - started < 200
