@@ -239,3 +239,26 @@ def test_a_chunked_body_is_cut_at_the_first_chunk_past_the_limit() -> None:
 
 def test_a_malformed_content_length_is_400() -> None:
     assert _run([b"x"], [(b"content-length", b"1x")])[0] == 400
+
+
+def test_vector_bodies_carry_exactly_the_floats_json_dumps_would() -> None:
+    """The vector routes write JSON with orjson: every float reads back as the same
+    float64 that json.dumps's repr gives (float32 values, extremes and tiny ones
+    included), in both the OpenAI and the TEI body."""
+    import numpy as np
+
+    from embedq.api.routes.embeddings import _json_body
+    from embedq.api.routes.tei import _vectors_json
+    from embedq.service import Outcome
+
+    rng = np.random.default_rng(7)
+    vectors = [rng.standard_normal(384).astype(np.float32) for _ in range(3)]
+    vectors.append(np.array([1e-38, -3.4e38, 0.0, -0.0, 1e-7, 0.1], dtype=np.float32))
+    outcomes = [Outcome(v, None, "computed") for v in vectors]
+    openai = json.loads(_json_body(outcomes, "float", "m", 7))
+    tei = json.loads(_vectors_json(outcomes))
+    for i, v in enumerate(vectors):
+        expected = json.loads(json.dumps(v.tolist()))
+        assert openai["data"][i]["embedding"] == expected
+        assert tei[i] == expected
+    assert openai["usage"] == {"prompt_tokens": 7, "total_tokens": 7}

@@ -20,6 +20,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -271,7 +272,7 @@ def _vectors_json(outcomes: list[Outcome]) -> bytes:
     for outcome in outcomes:
         assert outcome.vector is not None
         rows.append(outcome.vector.tolist())
-    return json.dumps(rows, separators=(",", ":")).encode("utf-8")
+    return orjson.dumps(rows)  # as embeddings.py: the same floats, faster
 
 
 def _tokens_json(tokens: list[list[Any]]) -> bytes:
