@@ -89,3 +89,22 @@ def test_a_hub_model_loads_its_pinned_revision_or_says_what_to_set() -> None:
     with pytest.raises(ConfigError, match="@not-a-cached-commit") as refused:
         load_encoder(settings)
     assert "EMBEDQ_MODEL_REVISION" in str(refused.value)
+
+
+def test_the_encoders_direct_pass_equals_sentence_transformers_encode(model_encoder: Any
+                                                                      ) -> None:
+    """The runtime encoder takes encode's steps itself (no device scan, no sorting, no
+    tensor per row): its vectors are encode's, bit for bit, for texts of mixed lengths
+    in one batch, and for one text alone."""
+    from embedq.corpus import load_texts
+
+    assert model_encoder._direct  # the default model asks for no prompt
+    texts = load_texts(12, split="heldout")
+    texts[3] = texts[3] * 20  # past the window: truncated alike
+    bare = model_encoder.model.encode(texts, batch_size=len(texts), convert_to_numpy=True,
+                                      normalize_embeddings=False, show_progress_bar=False)
+    np.testing.assert_array_equal(model_encoder.encode(texts), bare)
+    np.testing.assert_array_equal(model_encoder.encode(texts[:1]),
+                                  model_encoder.model.encode(texts[:1], convert_to_numpy=True,
+                                                             show_progress_bar=False))
+    assert model_encoder.encode(texts).dtype == np.float32
