@@ -5,6 +5,10 @@ to one thread. Each case runs in a fresh process (OpenMP teams live as long as t
 thread), on the configured model.
 
     python scripts/model_thread.py [--calls 150] [--gap-ms 3] [--rounds 2]
+    python scripts/model_thread.py --encode-path [--calls 150] [--rounds 2]
+
+`--encode-path`: on one thread, `SentenceTransformer.encode` against the torch encoder's
+own direct pass (`SentenceTransformerEncoder.encode`), one text and four texts a call.
 
 Texts: the held-out corpus split. A measuring tool: nothing in embedq imports it.
 """
@@ -18,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 CASES = {
     "all passes on one thread (embedq's batcher since this change)": "one-thread",
@@ -63,13 +68,53 @@ def measure(case: str, calls: int, gap_s: float) -> float:
     return statistics.median(times[20:])
 
 
+def encode_path(calls: int) -> dict[str, float]:
+    """In this process, on one thread: p50 ms of stock encode and of the direct pass."""
+    from embedq.config import Settings
+    from embedq.corpus import load_texts
+    from embedq.encoders import load_encoder
+
+    encoder: Any = load_encoder(Settings.from_env())
+    model = encoder.model
+    texts = load_texts(4 * calls + 20, split="heldout")
+    out: dict[str, float] = {}
+
+    def stock(batch: list[str]) -> Any:
+        return model.encode(batch, batch_size=len(batch), convert_to_numpy=True,
+                            normalize_embeddings=False, show_progress_bar=False)
+
+    def run() -> None:
+        encoder.warm_up()
+        for size in (1, 4):
+            for name, fn in (("stock encode", stock), ("direct pass", encoder.encode)):
+                times = []
+                for i in range(0, size * calls, size):
+                    started = time.perf_counter()
+                    fn(texts[i : i + size])
+                    times.append((time.perf_counter() - started) * 1000)
+                out[f"{name}, {size} text{'s' if size > 1 else ''} a call"] = \
+                    statistics.median(times[10:])
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=150)
     ap.add_argument("--gap-ms", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--encode-path", action="store_true")
     ap.add_argument("--case", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.encode_path:
+        rounds = [encode_path(args.calls) for _ in range(args.rounds)]
+        print(f"p50 ms a call on one thread, {args.calls} calls, {args.rounds} rounds:")
+        for label in rounds[0]:
+            print(f"  {' / '.join(f'{r[label]:.2f}' for r in rounds)} ms  {label}")
+        return
     if args.case:
         print(json.dumps(measure(args.case, args.calls, args.gap_ms / 1000)))
         return
