@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import threading
 import time
@@ -27,7 +26,7 @@ from typing import Any
 import httpx
 
 from embedq.bench.bulk import bare_model, best_raw_rate
-from embedq.bench.stats import percentile
+from embedq.bench.stats import percentile, proc_cpu_s
 from embedq.config import Settings
 from embedq.corpus import load_texts
 
@@ -120,19 +119,6 @@ def breakdown(spans: list[dict[str, Any]], requests: int) -> dict[str, dict[str,
     return out
 
 
-def proc_cpu_s(pids: list[int]) -> float:
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-        except OSError:
-            pass
-    return total
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
@@ -148,7 +134,7 @@ def main() -> None:
     texts = [f"{t} [{run}-{i}]" for i, t in enumerate(load_texts(args.n, split="heldout"))]
     warm = [f"warm-up {run} {i}" for i in range(20)]
     sequential(args.url, warm)
-    cpu0 = {p: proc_cpu_s([p]) for p in args.pids}
+    cpu0 = {p: proc_cpu_s([p]) or 0.0 for p in args.pids}
     client0 = time.process_time()
     t0 = time.time()
     if args.mode == "sequential":
@@ -156,7 +142,7 @@ def main() -> None:
     else:
         lat = threads(args.url, texts, args.threads)
     t1 = time.time()
-    cpu = {p: (proc_cpu_s([p]) - c) * 1000 / len(texts) for p, c in cpu0.items()}
+    cpu = {p: ((proc_cpu_s([p]) or 0.0) - c) * 1000 / len(texts) for p, c in cpu0.items()}
     report: dict[str, Any] = {
         "mode": args.mode, "n": len(texts), "texts_per_s": len(texts) / (t1 - t0),
         "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99),

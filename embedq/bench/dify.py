@@ -34,7 +34,6 @@ a timeout, and the first failed one ends the bench.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import os
 import tempfile
@@ -50,7 +49,7 @@ from typing import Any
 import httpx
 
 from embedq.bench.cluster import Target, cluster
-from embedq.bench.stats import percentile
+from embedq.bench.stats import percentile, proc_cpu_s
 from embedq.config import Settings
 from embedq.corpus import load_texts
 from embedq.errors import ConfigError, Unavailable
@@ -178,29 +177,11 @@ def threaded(target: Target, parts: list[list[str]],
 
 
 def server_cpu_s(target: Target) -> float | None:
-    """CPU seconds (user + system, every thread) of the processes this bench started and
-    their children, from /proc; None where that cannot be read (a server given by --url,
-    a system without /proc)."""
+    """CPU seconds of the processes this bench started and their children; None where
+    that cannot be read (a server given by --url, a system without /proc)."""
     if not target.started:
         return None
-    tick = os.sysconf("SC_CLK_TCK")
-    try:
-        stats = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):
-                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                    # after the name: state, ppid (1), ..., utime (11), stime (12)
-                    stats[int(entry.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-    except OSError:
-        return None
-    ours = set(target.started.values())
-    grew = True
-    while grew:  # the started processes' descendants too
-        more = {pid for pid, (ppid, _) in stats.items() if ppid in ours} - ours
-        ours |= more
-        grew = bool(more)
-    return sum(stats[pid][1] for pid in ours if pid in stats) / tick
+    return proc_cpu_s(target.started.values(), descendants=True)
 
 
 def phase(target: Target, texts: list[str], seconds_tally: tuple[float, Tally],

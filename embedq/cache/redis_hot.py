@@ -453,8 +453,6 @@ def _queue_vectors(pipe: Any, vectors: dict[str, bytes], ttl_s: int) -> None:
         pipe.set(keys.vector(fp), blob, ex=ttl_s)
 
 
-
-
 def _flat(counts: dict[str, int]) -> list[str | int]:
     return [x for kv in counts.items() for x in kv]
 

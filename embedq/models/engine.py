@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+
 @dataclass(frozen=True)
 class DbTimeouts:
     """How long a Postgres link may stay silent; 0 turns a server-side timeout off."""
@@ -230,16 +231,17 @@ class Database:
         is found by the statement itself, not by a ping first: the pool is then
         invalidated and `run` tried once more on a new connection, so `run` must be
         safe to repeat (a lookup, an insert of new rows only)."""
-        for attempt in range(2):
+        with map_db_errors():  # the driver's errors as embedq's
             try:
-                with self._autocommit.connect() as conn:
-                    return run(conn)
+                return self._on_connection(run)
             except DBAPIError as exc:
-                if attempt == 0 and exc.connection_invalidated:
-                    continue
-                with map_db_errors():  # the driver's error as embedq's
+                if not exc.connection_invalidated:
                     raise
-        raise AssertionError("unreachable")
+            return self._on_connection(run)
+
+    def _on_connection(self, run: Callable[[Connection], T]) -> T:
+        with self._autocommit.connect() as conn:
+            return run(conn)
 
     def has_tables(self, *names: str) -> bool:
         with map_db_errors():
