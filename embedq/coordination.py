@@ -82,8 +82,16 @@ def release(hot: HotStore, fps: list[str], owner: str | None = None) -> None:
 
 
 # --- run leases
-def acquire_leases(hot: HotStore, fps: list[str], owner: str, ttl_ms: int) -> list[bool]:
-    return hot.acquire([keys.run_lease(fp) for fp in fps], owner, ttl_ms)
+def lease_unless_stored(hot: HotStore, fps: list[str], owner: str, ttl_ms: int
+                        ) -> tuple[list[str], dict[str, bytes]]:
+    """(fingerprints whose run lease this call took, vectors already in the hot tier), in
+    one atomic round trip: a fingerprint computed and released between a caller's lookup
+    and its lease is found here, not computed again."""
+    got = hot.acquire_unless([keys.run_lease(fp) for fp in fps],
+                             [keys.vector(fp) for fp in fps], owner, ttl_ms)
+    won = [fp for fp, g in zip(fps, got, strict=True) if g is True]
+    stored = {fp: g for fp, g in zip(fps, got, strict=True) if isinstance(g, bytes)}
+    return won, stored
 
 
 def extend_leases(hot: HotStore, fps: list[str], ttl_ms: int) -> None:

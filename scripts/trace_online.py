@@ -108,7 +108,7 @@ def install() -> None:
           lambda s, payload, *a, **k: [fp for fp, _ in payload["items"]])
     _wrap(fencing.Fencing, "triage", "redis.attempts_peek", _arg(1))
     _wrap(fencing.Fencing, "count_attempt", "redis.attempts_incr", _arg(1))
-    _wrap(coordination, "acquire_leases", "redis.lease_acquire", _arg(1))
+    _wrap(coordination, "lease_unless_stored", "redis.lease_acquire", _arg(1))
     _wrap(coordination, "release_leases", "redis.lease_release", _arg(1))
     _wrap(batcher.Batcher, "submit", "worker.batcher_submit",
           lambda s, items, *a, **k: [i.fp for i in items])

@@ -90,6 +90,14 @@ class HotStore(ABC):
         return won
 
     @abstractmethod
+    def acquire_unless(self, names: list[str], present: list[str], owner: str,
+                       ttl_ms: int) -> list[bytes | bool]:
+        """Per index, atomically: the value at `present[i]` when it exists (nothing is
+        acquired), else whether this call won `names[i]` (`acquire`). A run lease is taken
+        this way unless the vector is already stored: whoever computed it wrote the vector
+        before releasing its lease, so a lease won here is never a second computation."""
+
+    @abstractmethod
     def holders(self, names: list[str]) -> list[str | None]: ...
 
     @abstractmethod
@@ -280,6 +288,23 @@ class MemoryHotStore(HotStore):
                 else:
                     won.append(False)
         return won
+
+    def acquire_unless(self, names: list[str], present: list[str], owner: str,
+                       ttl_ms: int) -> list[bytes | bool]:
+        if len(present) != len(names):
+            raise ValueError("acquire_unless needs one key to look at per key to acquire")
+        out: list[bytes | bool] = []
+        with self._mutex:
+            for name, there in zip(names, present, strict=True):
+                value = self._get(there)
+                if value is not None:
+                    out.append(value)  # type: ignore[arg-type]
+                elif self._get(name) is None:
+                    self._set(name, owner, ttl_ms / 1000)
+                    out.append(True)
+                else:
+                    out.append(False)
+        return out
 
     def holders(self, names: list[str]) -> list[str | None]:
         with self._mutex:

@@ -52,6 +52,22 @@ end
 return won
 """
 
+# KEYS: n keys to acquire, then n keys to look at. Per index: the value of the key looked
+# at when it exists (nothing acquired), else 1 where SET NX won and 0 where it did not.
+_ACQUIRE_UNLESS = """
+local n = #KEYS / 2
+local out = {}
+for i = 1, n do
+  local there = redis.call('GET', KEYS[n + i])
+  if there then
+    out[i] = there
+  else
+    out[i] = redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0
+  end
+end
+return out
+"""
+
 # Interest is a sorted set per fingerprint: caller id -> the epoch ms its wait ends, by
 # Redis's clock (TIME), so API and worker hosts need no common clock. The key lives as
 # long as its latest caller; members past their end are pruned on the next registration.
@@ -196,6 +212,7 @@ class RedisHotStore(HotStore):
         self.client: Any = client
         self._release = self.client.register_script(_RELEASE_IF_OWNER)
         self._acquire = self.client.register_script(_ACQUIRE)
+        self._acquire_unless = self.client.register_script(_ACQUIRE_UNLESS)
         self._incr_many = self.client.register_script(_INCR_MANY)
         self._extend = self.client.register_script(_EXTEND)
         self._add_attempts = self.client.register_script(_ADD_ATTEMPTS)
@@ -254,6 +271,16 @@ class RedisHotStore(HotStore):
                          ttl_ms: int) -> list[bool]:
         # The claims-with-interest script with no interest: one round trip, one script.
         return self.acquire_wanted(names, owner, ttl_ms, {}, 1, clear=clear)
+
+    def acquire_unless(self, names: list[str], present: list[str], owner: str,
+                       ttl_ms: int) -> list[bytes | bool]:
+        if len(present) != len(names):
+            raise ValueError("acquire_unless needs one key to look at per key to acquire")
+        if not names:
+            return []
+        with map_redis_errors():
+            got = self._acquire_unless(keys=[*names, *present], args=[owner, ttl_ms])
+        return [r if isinstance(r, bytes) else bool(r) for r in got]
 
     def holders(self, names: list[str]) -> list[str | None]:
         if not names:

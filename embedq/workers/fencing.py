@@ -66,48 +66,61 @@ class Fencing:
         self.hot.clear_attempts(fps)
 
     # --- leases
-    def run_leased(self, pairs: dict[str, str], encode: Callable[[dict[str, str]], int]) -> int:
+    def run_leased(self, pairs: dict[str, str],
+                   encode: Callable[[dict[str, str]], tuple[int, int]]) -> tuple[int, int]:
         """Encode `pairs` under run leases; wait out fingerprints another execution is
-        running, and take over those whose runner vanished. Returns how many got a vector."""
-        done = 0
+        running, and take over those whose runner vanished. A fingerprint whose vector is
+        in the hot tier when its lease is asked for is not leased: it counts as reused.
+        `encode(leased)` returns (got a vector, of which reused); so does this."""
+        done = reused = 0
         pending = dict(pairs)
         deadline = time.monotonic() + self.settings.visibility_timeout_s
         while pending:
             fps = list(pending)
-            mine = self.lease(fps)
-            taken = set(mine)
-            others = [fp for fp in fps if fp not in taken]
+            mine, stored = self.lease(fps)
+            if stored:
+                done += len(stored)
+                reused += len(stored)
             if mine:
                 try:
-                    done += encode({fp: pending[fp] for fp in mine})
+                    got, again = encode({fp: pending[fp] for fp in mine})
+                    done += got
+                    reused += again
                 finally:
                     self.unlease(mine)
-                for fp in mine:
-                    del pending[fp]
+            taken = set(mine) | set(stored)
+            others = [fp for fp in fps if fp not in taken]
+            for fp in taken:
+                del pending[fp]
             if not others:
                 break
-            got = coordination.await_outcomes(
+            got_out = coordination.await_outcomes(
                 self.hot, others, deadline=deadline, holder=keys.run_lease,
                 poll_s=LEASE_POLL_S,
             )
-            done += len(got.vectors)
+            done += len(got_out.vectors)
             # Orphans (their runner died) and work still running go round again: the
             # orphans are leased here. At the deadline what still runs is left to it.
-            settled = set(got.vectors) | set(got.failures)
+            settled = set(got_out.vectors) | set(got_out.failures)
             if time.monotonic() >= deadline:
-                settled |= set(got.pending)
+                settled |= set(got_out.pending)
             for fp in settled:
                 del pending[fp]
-        return done
+        return done, reused
 
-    def lease(self, fps: list[str]) -> list[str]:
-        """Take the run leases of `fps` that no one else holds (kept fresh until
-        `unlease`); returns those taken."""
-        won = coordination.acquire_leases(self.hot, fps, self.owner, self.settings.run_lease_ms)
-        mine = [fp for fp, w in zip(fps, won, strict=True) if w]
+    def lease(self, fps: list[str]) -> tuple[list[str], dict[str, bytes]]:
+        """Take the run leases of `fps` that no one else holds and whose vector is not in
+        the hot tier (kept fresh until `unlease`), in one atomic step: a runner writes the
+        vector before it releases the lease, so a lease taken here is never a second
+        computation. Returns (those leased, the vectors found instead); the vectors found
+        are published like computed ones (claims freed, waiters woken)."""
+        mine, stored = coordination.lease_unless_stored(
+            self.hot, fps, self.owner, self.settings.run_lease_ms)
+        if stored:
+            coordination.publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
         with self._lock:
             self._leased.update(mine)
-        return mine
+        return mine, stored
 
     def unlease(self, fps: list[str]) -> None:
         with self._lock:

@@ -87,7 +87,9 @@ class LocalEncoding:
         dead, suspects = fencing.triage(fps)
         settled: dict[str, bytes | EmbedqError] = {
             fp: _as_error(exc) for fp, exc in dead.items()}
-        mine = fencing.lease([fp for fp in fps if fp not in dead])
+        # A vector stored between the caller's lookup and its claim is found here.
+        mine, stored = fencing.lease([fp for fp in fps if fp not in dead])
+        settled.update(stored)
         text_of = dict(pairs)
         answers: dict[str, Future[bytes]] = {fp: Future() for fp in mine}
         items = [Item(fp, text_of[fp], spec, ONLINE, alone=fp in suspects, owner=owner,

@@ -6,11 +6,14 @@ batcher and writer, warms them up, and then serves every task thread. A message'
 names a revision, which names its tier: its texts go to the encoder of that revision.
 `embed_pairs` is the whole life of one message's texts:
 
-  1. fingerprints already computed (a duplicate delivery) are answered from the hot tier
-     or, for a delivery that may repeat a finished one, from the durable tier;
-  2. texts that died with their process `max_attempts` times are dead-lettered (fencing);
-  3. a run lease per fingerprint fences concurrent deliveries of the same work (fencing);
-  4. the rest go through the batcher; the writer persists each batch and resolves each
+  1. a run lease per fingerprint fences concurrent deliveries of the same work
+     (fencing), taken in the same atomic step that finds a vector already in the hot
+     tier: such a fingerprint (a duplicate delivery) is answered, not leased. A runner
+     stores its vector before it releases its lease, so checking first and leasing next
+     would let a copy that looked just before the runner finished compute it again;
+  2. under the lease, a delivery that may repeat a finished one also looks in the durable
+     tier; texts that died with their process `max_attempts` times are dead-lettered;
+  3. the rest go through the batcher; the writer persists each batch and resolves each
      item on its own. An online message's texts that nobody waits for any more when
      their batch is about to encode are left out (`workers.interest`).
 """
@@ -235,28 +238,24 @@ class WorkerRuntime:
             self.writer.fail({fp: err for fp in fps})
             return {"done": 0, "failed": len(fps), "reused": 0}
 
-        stored = self._computed(fps, durable)
-        if stored:
-            coordination.publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
-        todo = [fp for fp in fps if fp not in stored]
-        dead, suspects = self.fencing.triage(todo)
-        todo = [fp for fp in todo if fp not in dead]
+        fencing = self.fencing
 
-        def encode(mine: dict[str, str]) -> int:
-            return self._encode(served.batcher, spec, mine, suspects, lane, room, owner)
+        def encode(mine: dict[str, str]) -> tuple[int, int]:
+            # Under the lease: a vector the hot tier had was found when leasing; one only
+            # the durable tier holds (a redelivery, a hot copy that expired) is found here.
+            fps_mine = list(mine)
+            stored = self.durable.get_many(fps_mine) if durable else {}
+            if stored:
+                coordination.publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
+            rest = [fp for fp in fps_mine if fp not in stored]
+            dead, suspects = fencing.triage(rest)
+            todo = {fp: mine[fp] for fp in rest if fp not in dead}
+            got = self._encode(served.batcher, spec, todo, suspects, lane, room, owner) \
+                if todo else 0
+            return got + len(stored), len(stored)
 
-        done = self.fencing.run_leased({fp: pairs[fp] for fp in todo}, encode)
-        return {"done": done + len(stored), "failed": len(fps) - done - len(stored),
-                "reused": len(stored)}
-
-    def _computed(self, fps: list[str], durable: bool) -> dict[str, bytes]:
-        """Vectors already computed for `fps`: the durable tier's when `durable`, else the
-        hot tier's (the writer fills it after the durable tier, so a hot vector is a stored
-        one, and the durable tier holds every hot one)."""
-        if durable:
-            return self.durable.get_many(fps)
-        return {fp: blob for fp, blob in zip(fps, self.hot.get_vectors(fps), strict=True)
-                if blob is not None}
+        done, reused = fencing.run_leased(pairs, encode)
+        return {"done": done, "failed": len(fps) - done, "reused": reused}
 
     def _encode(self, batcher: Batcher, spec: EncodeSpec, pairs: dict[str, str],
                 suspects: set[str], lane: int, room: Room | None = None,

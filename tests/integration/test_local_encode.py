@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,13 +25,15 @@ import pytest
 from redis import Redis
 
 from embedq import coordination
-from embedq.cache import keys
+from embedq.cache import keys, to_bytes
 from embedq.config import Settings
 from embedq.deployment import Deployment
 from embedq.errors import EmbeddingTimeout
 from embedq.fingerprint import fingerprint
 from embedq.service import EmbeddingService
 from embedq.tasks.depth import broker_depth
+from embedq.workers.batcher import ONLINE
+from embedq.workers.local import LocalEncoding
 from tests import support
 from tests.integration.test_api_support import ApiServer
 
@@ -110,6 +113,48 @@ def test_a_producer_elsewhere_asking_meanwhile_joins_the_computation(
     assert [getattr(a, "source", None) for a in answers] == ["computed"]
     assert local.passes()[digest(text)] == 1
     assert coordination.claim_holders(local.service.hot, [fp]) == [None]
+
+
+def _stored_elsewhere(local: Local, text: str) -> tuple[str, bytes]:
+    """The hot copy another process wrote for `text` (it computed it and released its
+    claim and lease) just after this process looked it up and missed."""
+    fp = fingerprint(local.service.spec(), text)
+    blob = to_bytes(np.asarray(expected(text), dtype=np.float32))
+    local.service.hot.put_vectors({fp: blob}, ttl_s=60)
+    return fp, blob
+
+
+def test_a_vector_stored_between_lookup_and_claim_is_not_computed_again(
+        local: Local, salt: str) -> None:
+    text = f"{salt} stored meanwhile"
+    fp, blob = _stored_elsewhere(local, text)
+    callers = coordination.Callers([1])
+    callers.bind([fp], time.monotonic() + 30)
+    won, _ = coordination.claim_wanted(local.service.hot, [fp], callers, 30_000)
+    assert won == [fp]
+    encode_here = local.service.encode_here
+    assert encode_here is not None
+    settled = encode_here(local.service.spec(), [(fp, text)], callers.owner,
+                          time.monotonic() + 30, callers)
+    assert settled == {fp: blob}
+    assert digest(text) not in local.passes()
+    # The claim this caller won is freed, and no run lease was left behind.
+    assert coordination.claim_holders(local.service.hot, [fp]) == [None]
+    assert local.service.hot.holders([keys.run_lease(fp)]) == [None]
+
+
+def test_a_redelivery_finds_a_vector_stored_after_its_lookup(local: Local, salt: str
+                                                             ) -> None:
+    """The worker path: a redelivered message's texts looked up before their first copy
+    finished are answered when leased, not encoded a second time."""
+    text = f"{salt} redelivered"
+    fp, _ = _stored_elsewhere(local, text)
+    encode_here = local.service.encode_here
+    assert isinstance(encode_here, LocalEncoding)
+    runtime = encode_here.runtime
+    counts = runtime.embed_pairs(local.service.spec(), {fp: text}, ONLINE, durable=True)
+    assert counts == {"done": 1, "failed": 0, "reused": 1}
+    assert digest(text) not in local.passes()
 
 
 def test_a_caller_gone_before_its_batch_costs_no_forward_pass(local: Local, salt: str

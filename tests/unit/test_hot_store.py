@@ -28,6 +28,17 @@ def test_claims_are_won_once_and_expire(store: HotStore) -> None:
     assert store.acquire([names[1]], "you", ttl_ms=300) == [True]
 
 
+def test_a_lease_is_not_taken_where_the_vector_is_already_stored(store: HotStore) -> None:
+    leases = [keys.run_lease("done"), keys.run_lease("free"), keys.run_lease("held")]
+    vectors = [keys.vector("done"), keys.vector("free"), keys.vector("held")]
+    store.put_vectors({"done": b"\x07\x08"}, ttl_s=60)
+    assert store.acquire([leases[2]], "other", ttl_ms=5000) == [True]
+    got = store.acquire_unless(leases, vectors, "me", ttl_ms=5000)
+    assert got == [b"\x07\x08", True, False]
+    # The stored fingerprint's lease stays free; only the free one is now held by "me".
+    assert store.holders(leases) == [None, "me", "other"]
+
+
 def test_attempts_count_up_and_clear(store: HotStore) -> None:
     assert store.add_attempts(["p", "q"], ttl_s=60) == [1, 1]
     assert store.add_attempts(["p"], ttl_s=60) == [2]
