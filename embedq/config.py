@@ -77,6 +77,11 @@ class Settings:
     # on an answer after this + db_connect_timeout_s (the server may never see the query)
     db_lock_timeout_ms: int = 10_000  # row locks and the semantic-cache write lock; 0: none
     db_keepalive_idle_s: int = 30  # TCP keepalive probes after this much idle time
+    # Vector rows are committed without waiting for the WAL flush (Postgres
+    # synchronous_commit=off, those statements only): a database server crash may lose the
+    # last fraction of a second of them, computed again on the next request; every other
+    # write waits, and its flush covers the vector rows before it (docs/operations.md).
+    vector_sync_commit: bool = False
     redis_socket_timeout_s: float = 10.0  # hot store, claims and broker; broker floor 2 s
     redis_connect_timeout_s: float = 5.0  # also the broker's connection timeout (amqp too)
 

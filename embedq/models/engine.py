@@ -60,9 +60,10 @@ class DbTimeouts:
         connect timeout for the server's error to arrive. None: no statement timeout."""
         return self.statement_ms / 1000 + self.connect_s if self.statement_ms else None
 
-    def connect_args(self) -> dict[str, Any]:
+    def connect_args(self, server: dict[str, str] | None = None) -> dict[str, Any]:
         """libpq parameters: TCP keepalives probe an idle link (idle, then 3 probes a third
-        of that apart); tcp_user_timeout drops one whose sent data goes unacknowledged."""
+        of that apart); tcp_user_timeout drops one whose sent data goes unacknowledged;
+        the timeouts and `server`'s settings as the session's options."""
         interval_s = max(1, self.keepalive_idle_s // 3)
         args: dict[str, Any] = {
             "connect_timeout": self.connect_s,
@@ -75,6 +76,7 @@ class DbTimeouts:
         options = [f"-c {name}={ms}" for name, ms in
                    (("statement_timeout", self.statement_ms), ("lock_timeout", self.lock_ms))
                    if ms]
+        options += [f"-c {name}={value}" for name, value in (server or {}).items()]
         if options:
             args["options"] = " ".join(options)
         return args
@@ -126,12 +128,13 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str, timeouts: DbTimeouts | None = None, *, pre_ping: bool = True
-                ) -> Engine:
+def make_engine(url: str, timeouts: DbTimeouts | None = None, *, pre_ping: bool = True,
+                server: dict[str, str] | None = None) -> Engine:
     """An engine for `url`. Postgres links get `timeouts`; None: connect timeout and
     keepalives only, no statement or lock timeout (migrations may run long). `pre_ping`:
     a round trip before each checkout finds connections the database dropped (False: the
-    caller retries on one, `Database.statement`)."""
+    caller retries on one, `Database.statement`). `server`: Postgres settings for every
+    session of the engine (name -> value)."""
     url = normalize_url(url)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -154,7 +157,7 @@ def make_engine(url: str, timeouts: DbTimeouts | None = None, *, pre_ping: bool 
         max_overflow=20,
         pool_pre_ping=pre_ping,
         pool_recycle=1800,
-        connect_args=bounds.connect_args(),
+        connect_args=bounds.connect_args(server),
     )
     connection_class: type[BoundedConnection] = type(
         "BoundedConnection", (BoundedConnection,), {"answer_deadline_s": bounds.answer_deadline_s})
@@ -191,7 +194,8 @@ def map_db_errors() -> Iterator[None]:
 class Database:
     """One engine and session factory per process."""
 
-    def __init__(self, url: str, timeouts: DbTimeouts | None = None) -> None:
+    def __init__(self, url: str, timeouts: DbTimeouts | None = None, *,
+                 vector_sync_commit: bool = False) -> None:
         self.url = normalize_url(url)
         self.timeouts = timeouts or DbTimeouts()
         self.engine = make_engine(self.url, self.timeouts)
@@ -199,14 +203,20 @@ class Database:
         # Single statements get an engine of their own, without the ping before each
         # checkout (a round trip: 40% of a durable write's time): `statement` retries on
         # a connection found dead instead. SQLite has no links to ping and one file.
+        # Their writes (vector rows: a cache of what the model computes again) do not wait
+        # for the WAL flush unless `vector_sync_commit`; a later synchronous commit (a
+        # job's chunk marked done) flushes the WAL through them, so it never survives a
+        # server crash that they do not.
         statements = self.engine if self.dialect == "sqlite" else make_engine(
-            self.url, self.timeouts, pre_ping=False)
+            self.url, self.timeouts, pre_ping=False,
+            server=None if vector_sync_commit else {"synchronous_commit": "off"})
         self._autocommit = statements.execution_options(isolation_level="AUTOCOMMIT")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Database:
         """The database `settings` name, with their timeouts on every link."""
-        return cls(settings.resolved_database_url, DbTimeouts.from_settings(settings))
+        return cls(settings.resolved_database_url, DbTimeouts.from_settings(settings),
+                   vector_sync_commit=settings.vector_sync_commit)
 
     @property
     def dialect(self) -> str:

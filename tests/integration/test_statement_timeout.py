@@ -7,10 +7,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 
 from embedq.cache.semantic.store import WRITE_LOCK_KEY, SemanticStore
+from embedq.config import Settings
 from embedq.errors import DatabaseUnavailable
 from embedq.models.engine import Database, DbTimeouts
 from tests.faults.silent_proxy import SilentProxy
@@ -102,3 +103,24 @@ def test_lookups_and_writes_survive_a_dropped_pooled_connection(pg_url: str) -> 
                 assert store.put_many([again, row]) == 1  # only the new row is inserted
     finally:
         database.dispose()
+
+
+def test_only_vector_statements_skip_the_wal_flush_wait(pg_url: str) -> None:
+    def setting(database: Database) -> tuple[str, str]:
+        # (the single statements' session: vector lookups and writes; a session's)
+        def show(conn: Connection) -> str:
+            return str(conn.exec_driver_sql("SHOW synchronous_commit").scalar())
+
+        with database.session() as s:
+            other = str(s.scalar(text("SHOW synchronous_commit")))
+        return database.statement(show), other
+
+    default = Database(pg_url, DbTimeouts(connect_s=1))
+    strict = Database.from_settings(Settings.from_env({
+        "EMBEDQ_DATABASE_URL": pg_url, "EMBEDQ_VECTOR_SYNC_COMMIT": "1"}))
+    try:
+        assert setting(default) == ("off", "on")
+        assert setting(strict) == ("on", "on")
+    finally:
+        default.dispose()
+        strict.dispose()
