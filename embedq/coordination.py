@@ -315,6 +315,15 @@ class Callers:
                 self._unsettled.append(k)
         self.wake.set()
 
+    def waiting(self) -> bool:
+        """Every request of the call is still here (none left, the deadline not past), so
+        each of its fingerprints is wanted, without asking the store. Safe from any
+        thread, no I/O."""
+        with self._lock:
+            if self._gone:
+                return False
+        return bool(self._fps) and time.monotonic() < self._deadline
+
     def ttl_ms(self) -> int:
         """Milliseconds until the deadline: how long registered interest lives."""
         return max(1, int((self._deadline - time.monotonic()) * 1000))

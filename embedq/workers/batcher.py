@@ -68,6 +68,9 @@ class Item:
     # Set by a caller in this process (EMBEDQ_ONLINE_ENCODE=local): resolved with the
     # finished vector as soon as it is validated, before the writes (`future` after them).
     answered: Future[bytes] | None = None
+    # Also set by a caller in this process: True while it still waits (the interest check
+    # before encoding then needs no round trip; False: the hot store decides).
+    wanted: Callable[[], bool] | None = None
 
 
 @dataclass(eq=False)

@@ -9,7 +9,9 @@ as `abandoned`. Nothing is written for it.
 
 A text is always encoded when any item for it came without an owner: a job's chunk (which
 claims for itself and waits for what it wants), or a message from a producer that does
-not register interest. A store error encodes the whole batch: the check only saves work.
+not register interest; and when a caller in this process still waits for it (local
+encoding): the check then costs no round trip. A store error encodes the whole batch: the
+check only saves work.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class KeepWanted:
         self.hot = hot
 
     def __call__(self, items: list[Item]) -> list[Item]:
-        always = {i.fp for i in items if i.owner is None}
+        always = {i.fp for i in items
+                  if i.owner is None or (i.wanted is not None and i.wanted())}
         owners = sorted({(i.fp, i.owner) for i in items
                          if i.owner is not None and i.fp not in always})
         if not owners:

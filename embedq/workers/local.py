@@ -92,8 +92,9 @@ class LocalEncoding:
         settled.update(stored)
         text_of = dict(pairs)
         answers: dict[str, Future[bytes]] = {fp: Future() for fp in mine}
+        wanted = callers.waiting if callers is not None else None
         items = [Item(fp, text_of[fp], spec, ONLINE, alone=fp in suspects, owner=owner,
-                      answered=answers[fp]) for fp in mine]
+                      answered=answers[fp], wanted=wanted) for fp in mine]
         with self._lock:
             self._unwritten.update(i.future for i in items)
         finished = self._finisher(items, mine)

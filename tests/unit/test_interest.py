@@ -135,6 +135,27 @@ def test_keep_wanted_encodes_whatever_an_item_without_an_owner_wants(store: HotS
     assert store.counters()["abandoned"] == before
 
 
+def test_a_caller_waiting_in_this_process_keeps_its_item_without_the_store(
+        store: HotStore) -> None:
+    """Local encoding: the call's own `Callers` answers while all its requests are here
+    (nothing is registered in the store here, which alone would drop both items); once
+    one has left, or the deadline passed, the store decides."""
+    here = coordination.Callers([1])
+    here.bind(["here"], time.monotonic() + 30)
+    left = coordination.Callers([1])
+    left.bind(["left"], time.monotonic() + 30)
+    left.leave(0)
+    late = coordination.Callers([1])
+    late.bind(["late"], time.monotonic() - 1)
+    batch = [Item(fp=c._fps[0], text="t", spec=SPEC, owner=c.owner, wanted=c.waiting)
+             for c in (here, left, late)]
+    assert (here.waiting(), left.waiting(), late.waiting()) == (True, False, False)
+    kept = KeepWanted(store)(batch)
+    assert [i.fp for i in kept] == ["here"]
+    assert isinstance(batch[1].future.exception(timeout=0), Abandoned)
+    assert isinstance(batch[2].future.exception(timeout=0), Abandoned)
+
+
 def test_items_left_out_are_never_encoded() -> None:
     store = MemoryHotStore()
     store.want({"fp-wanted": ["a"]}, ttl_ms=30_000)
