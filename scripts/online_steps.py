@@ -2,7 +2,7 @@
 (EMBEDQ_ONLINE_ENCODE=local), in process, without HTTP: each step of
 `EmbeddingService.embed` and of the in-process encode path timed around its call.
 
-    python scripts/online_steps.py [--n 100]
+    python scripts/online_steps.py [--n 100] [--gap-ms 0]
 
 Runs on the EMBEDQ_* environment (a cluster: Redis and Postgres, or embedded). Texts:
 the held-out corpus split, salted per run so every call misses. A measuring tool: nothing
@@ -39,6 +39,8 @@ def timed(obj: Any, name: str, label: str, spent: dict[str, list[float]]) -> Non
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100)
+    ap.add_argument("--gap-ms", type=float, default=0.0,
+                    help="pause between calls (a client's think time; not in the figures)")
     args = ap.parse_args()
     deployment = Deployment.from_settings(Settings.from_env().with_overrides(
         online_encode="local"))
@@ -64,10 +66,13 @@ def main() -> None:
     for text in texts[:5]:
         service.embed([text])
     spent.clear()
-    started = time.perf_counter()
+    elapsed = 0.0
     for text in texts[5:]:
+        time.sleep(args.gap_ms / 1000)
+        started = time.perf_counter()
         service.embed([text])
-    total = (time.perf_counter() - started) * 1000 / args.n
+        elapsed += time.perf_counter() - started
+    total = elapsed * 1000 / args.n
     print(f"{args.n} sequential one-text misses, {total:.2f} ms a call:")
     for label, times in spent.items():
         print(f"  {label:38s} {sum(times) * 1000 / args.n:6.2f} ms")
