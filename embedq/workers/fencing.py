@@ -83,8 +83,8 @@ class Fencing:
                 reused += len(stored)
             if mine:
                 try:
-                    got, again = encode({fp: pending[fp] for fp in mine})
-                    done += got
+                    encoded, again = encode({fp: pending[fp] for fp in mine})
+                    done += encoded
                     reused += again
                 finally:
                     self.unlease(mine)
@@ -94,16 +94,16 @@ class Fencing:
                 del pending[fp]
             if not others:
                 break
-            got_out = coordination.await_outcomes(
+            got = coordination.await_outcomes(
                 self.hot, others, deadline=deadline, holder=keys.run_lease,
                 poll_s=LEASE_POLL_S,
             )
-            done += len(got_out.vectors)
+            done += len(got.vectors)
             # Orphans (their runner died) and work still running go round again: the
             # orphans are leased here. At the deadline what still runs is left to it.
-            settled = set(got_out.vectors) | set(got_out.failures)
+            settled = set(got.vectors) | set(got.failures)
             if time.monotonic() >= deadline:
-                settled |= set(got_out.pending)
+                settled |= set(got.pending)
             for fp in settled:
                 del pending[fp]
         return done, reused
