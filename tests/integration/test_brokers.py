@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import socket
 from pathlib import Path
 
 import numpy as np
 import pytest
+from redis import Redis
 
+from embedq.fingerprint import EncodeSpec
 from embedq.service import EmbeddingService
+from embedq.tasks.app import create_app
+from embedq.tasks.publish import publish_embed
 from tests import support
 
 pytestmark = pytest.mark.integration
@@ -39,3 +45,25 @@ def test_rabbitmq_as_broker(redis_url: str, pg_url: str, tmp_path: Path, salt: s
         assert [o.source for o in result.outcomes] == ["computed"] * 20
     finally:
         worker.stop()
+
+
+def test_queued_messages_keep_the_texts_out_of_their_summary(redis_url: str, salt: str
+                                                             ) -> None:
+    """A message's `argsrepr` (what worker logs and monitors such as Flower show) names
+    how many texts it carries, not the texts themselves; the body still has them."""
+    queue = f"repr-{salt}"
+    settings = support.settings_from(support.cluster_env(redis_url, "", online_queue=queue))
+    app = create_app(settings)
+    text = f"{salt} a private sentence"
+    publish_embed(app, EncodeSpec("hashing", "hashing-v1"), [[("f" * 64, text)]], queue)
+    client = Redis.from_url(settings.broker_url)
+    try:
+        raw = client.lpop(queue)
+    finally:
+        client.delete(queue)
+        client.close()
+    assert raw is not None
+    message = json.loads(raw)
+    assert message["headers"]["argsrepr"] == "<1 texts, spec hashing>"
+    assert text not in json.dumps(message["headers"])
+    assert text in base64.b64decode(message["body"]).decode()
