@@ -126,8 +126,13 @@ def publish_vectors(hot: HotStore, vectors: dict[str, bytes], ttl_s: int) -> Non
     """Vectors found or computed outside a batch write: hot copy, claims freed, waiters
     woken. (A written batch does the same in one round trip: `HotStore.record_batch`.)"""
     hot.put_vectors(vectors, ttl_s)
-    hot.release([keys.claim(fp) for fp in vectors])
-    hot.publish_done(sorted(vectors))
+    announce(hot, list(vectors))
+
+
+def announce(hot: HotStore, fps: list[str]) -> None:
+    """Fingerprints whose vectors the hot tier already holds: claims freed, waiters woken."""
+    hot.release([keys.claim(fp) for fp in fps])
+    hot.publish_done(sorted(fps))
 
 
 def publish_failures(hot: HotStore, failures: dict[str, BaseException], ttl_s: int) -> None:

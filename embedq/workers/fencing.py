@@ -112,12 +112,12 @@ class Fencing:
         """Take the run leases of `fps` that no one else holds and whose vector is not in
         the hot tier (kept fresh until `unlease`), in one atomic step: a runner writes the
         vector before it releases the lease, so a lease taken here is never a second
-        computation. Returns (those leased, the vectors found instead); the vectors found
-        are published like computed ones (claims freed, waiters woken)."""
+        computation. Returns (those leased, the vectors found instead); for the vectors
+        found, claims are freed and waiters woken (the hot tier has them already)."""
         mine, stored = coordination.lease_unless_stored(
             self.hot, fps, self.owner, self.settings.run_lease_ms)
         if stored:
-            coordination.publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
+            coordination.announce(self.hot, list(stored))
         with self._lock:
             self._leased.update(mine)
         return mine, stored
