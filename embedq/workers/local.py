@@ -83,13 +83,20 @@ class LocalEncoding:
         if served is None:
             return None
         fencing = self.runtime.fencing
-        fps = [fp for fp, _ in pairs]
-        dead, suspects = fencing.triage(fps)
-        settled: dict[str, bytes | EmbedqError] = {
-            fp: _as_error(exc) for fp, exc in dead.items()}
         # A vector stored between the caller's lookup and its claim is found here.
-        mine, stored = fencing.lease([fp for fp in fps if fp not in dead])
-        settled.update(stored)
+        mine, stored = fencing.lease([fp for fp, _ in pairs])
+        settled: dict[str, bytes | EmbedqError] = dict(stored)
+        # Attempt counts are read under the lease, as on the worker path: a count raised
+        # by another execution still running the text is not a death to count here.
+        try:
+            dead, suspects = fencing.triage(mine)
+        except BaseException:
+            _unlease(self.runtime, mine)
+            raise
+        if dead:
+            settled.update({fp: _as_error(exc) for fp, exc in dead.items()})
+            _unlease(self.runtime, list(dead))
+            mine = [fp for fp in mine if fp not in dead]
         text_of = dict(pairs)
         answers: dict[str, Future[bytes]] = {fp: Future() for fp in mine}
         wanted = callers.waiting if callers is not None else None

@@ -28,7 +28,7 @@ from embedq import coordination
 from embedq.cache import keys, to_bytes
 from embedq.config import Settings
 from embedq.deployment import Deployment
-from embedq.errors import EmbeddingTimeout
+from embedq.errors import EmbeddingTimeout, PoisonText
 from embedq.fingerprint import fingerprint
 from embedq.service import EmbeddingService
 from embedq.tasks.depth import broker_depth
@@ -141,6 +141,63 @@ def test_a_vector_stored_between_lookup_and_claim_is_not_computed_again(
     # The claim this caller won is freed, and no run lease was left behind.
     assert coordination.claim_holders(local.service.hot, [fp]) == [None]
     assert local.service.hot.holders([keys.run_lease(fp)]) == [None]
+
+
+def test_a_text_another_runner_is_on_its_last_attempt_with_is_awaited_not_dead_lettered(
+        local: Local, salt: str) -> None:
+    """Attempt counts are read under the run lease, as on the worker path: a text that
+    another execution is running for the last time (its count already at max_attempts)
+    is that runner's to finish or to dead-letter, not failed here while it may succeed."""
+    text = f"{salt} last attempt elsewhere"
+    hot = local.service.hot
+    fp = fingerprint(local.service.spec(), text)
+    settings = local.service.settings
+    for _ in range(settings.max_attempts):
+        hot.add_attempts([fp], 600)
+    runner = "worker-elsewhere"
+    mine, _ = coordination.lease_unless_stored(hot, [fp], runner, 30_000)
+    assert mine == [fp]
+    callers = coordination.Callers([1])
+    callers.bind([fp], time.monotonic() + 30)
+    won, _ = coordination.claim_wanted(hot, [fp], callers, 30_000)
+    assert won == [fp]
+    encode_here = local.service.encode_here
+    assert encode_here is not None
+    settled = encode_here(local.service.spec(), [(fp, text)], callers.owner,
+                          time.monotonic() + 30, callers)
+    assert settled == {}  # left to its runner, awaited like any claim
+    assert coordination.read_outcomes(hot, [fp]) == ({}, {}, [fp])
+    assert hot.peek_attempts([fp]) == [settings.max_attempts]
+    # The runner finishes: its vector answers the waiter, nothing was computed here.
+    blob = to_bytes(np.asarray(expected(text), dtype=np.float32))
+    coordination.publish_vectors(hot, {fp: blob}, 60)
+    coordination.release_leases(hot, [fp], runner)
+    got = coordination.await_outcomes(hot, [fp], deadline=time.monotonic() + 10)
+    assert got.vectors == {fp: blob} and not got.failures
+    assert digest(text) not in local.passes()
+
+
+def test_a_text_that_killed_its_runners_is_dead_lettered_here_and_its_lease_freed(
+        local: Local, salt: str) -> None:
+    text = f"{salt} died every time"
+    hot = local.service.hot
+    fp = fingerprint(local.service.spec(), text)
+    for _ in range(local.service.settings.max_attempts):
+        hot.add_attempts([fp], 600)
+    callers = coordination.Callers([1])
+    callers.bind([fp], time.monotonic() + 30)
+    won, _ = coordination.claim_wanted(hot, [fp], callers, 30_000)
+    assert won == [fp]
+    encode_here = local.service.encode_here
+    assert encode_here is not None
+    settled = encode_here(local.service.spec(), [(fp, text)], callers.owner,
+                          time.monotonic() + 30, callers)
+    assert list(settled) == [fp] and isinstance(settled[fp], PoisonText)
+    _, failures, _ = coordination.read_outcomes(hot, [fp])
+    assert isinstance(failures[fp], PoisonText)  # every waiter learns it
+    assert hot.holders([keys.run_lease(fp)]) == [None]
+    assert coordination.claim_holders(hot, [fp]) == [None]
+    assert digest(text) not in local.passes()
 
 
 def test_a_redelivery_finds_a_vector_stored_after_its_lookup(local: Local, salt: str
