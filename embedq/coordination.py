@@ -83,13 +83,16 @@ def release(hot: HotStore, fps: list[str], owner: str | None = None) -> None:
 
 # --- run leases
 def lease_unless_stored(hot: HotStore, fps: list[str], owner: str, ttl_ms: int
-                        ) -> tuple[list[str], dict[str, bytes]]:
-    """(fingerprints whose run lease this call took, vectors already in the hot tier), in
-    one atomic round trip: a fingerprint computed and released between a caller's lookup
-    and its lease is found here, not computed again."""
+                        ) -> tuple[dict[str, int], dict[str, bytes]]:
+    """(the fingerprints whose run lease this call took, each with its attempt count;
+    vectors already in the hot tier), in one atomic round trip: a fingerprint computed
+    and released between a caller's lookup and its lease is found here, not computed
+    again, and the count read under the lease is what earlier runs left, not one that
+    another execution still running the text has just raised."""
     got = hot.acquire_unless([keys.run_lease(fp) for fp in fps],
-                             [keys.vector(fp) for fp in fps], owner, ttl_ms)
-    won = [fp for fp, g in zip(fps, got, strict=True) if g is True]
+                             [keys.vector(fp) for fp in fps], owner, ttl_ms,
+                             counted=[keys.attempts(fp) for fp in fps])
+    won = {fp: g for fp, g in zip(fps, got, strict=True) if isinstance(g, int)}
     stored = {fp: g for fp, g in zip(fps, got, strict=True) if isinstance(g, bytes)}
     return won, stored
 

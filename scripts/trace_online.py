@@ -106,9 +106,9 @@ def install() -> None:
 
     _wrap(runtime.WorkerRuntime, "handle_embed", "worker.task",
           lambda s, payload, *a, **k: [fp for fp, _ in payload["items"]])
-    _wrap(fencing.Fencing, "triage", "redis.attempts_peek", _arg(1))
+    _wrap(fencing.Fencing, "triage", "worker.triage", lambda s, attempts: list(attempts))
     _wrap(fencing.Fencing, "count_attempt", "redis.attempts_incr", _arg(1))
-    _wrap(coordination, "lease_unless_stored", "redis.lease_acquire", _arg(1))
+    _wrap(coordination, "lease_unless_stored", "redis.lease_acquire", _arg(1))  # + attempts
     _wrap(coordination, "release_leases", "redis.lease_release", _arg(1))
     _wrap(batcher.Batcher, "submit", "worker.batcher_submit",
           lambda s, items, *a, **k: [i.fp for i in items])

@@ -91,11 +91,15 @@ class HotStore(ABC):
 
     @abstractmethod
     def acquire_unless(self, names: list[str], present: list[str], owner: str,
-                       ttl_ms: int) -> list[bytes | bool]:
+                       ttl_ms: int, counted: list[str] | None = None
+                       ) -> list[bytes | int | None]:
         """Per index, atomically: the value at `present[i]` when it exists (nothing is
-        acquired), else whether this call won `names[i]` (`acquire`). A run lease is taken
-        this way unless the vector is already stored: whoever computed it wrote the vector
-        before releasing its lease, so a lease won here is never a second computation."""
+        acquired); else, where this call won `names[i]` (`acquire`), the integer at
+        `counted[i]` (0 when absent, or without `counted`); else None (held by another).
+        A run lease is taken this way unless the vector is already stored: whoever
+        computed it wrote the vector before releasing its lease, so a lease won here is
+        never a second computation; the attempt count read with it is what earlier runs
+        of the text left (no other run moves it while the lease is held)."""
 
     @abstractmethod
     def holders(self, names: list[str]) -> list[str | None]: ...
@@ -290,20 +294,21 @@ class MemoryHotStore(HotStore):
         return won
 
     def acquire_unless(self, names: list[str], present: list[str], owner: str,
-                       ttl_ms: int) -> list[bytes | bool]:
-        if len(present) != len(names):
-            raise ValueError("acquire_unless needs one key to look at per key to acquire")
-        out: list[bytes | bool] = []
+                       ttl_ms: int, counted: list[str] | None = None
+                       ) -> list[bytes | int | None]:
+        check_unless(names, present, counted)
+        out: list[bytes | int | None] = []
         with self._mutex:
-            for name, there in zip(names, present, strict=True):
+            for i, (name, there) in enumerate(zip(names, present, strict=True)):
                 value = self._get(there)
                 if value is not None:
                     out.append(value)  # type: ignore[arg-type]
                 elif self._get(name) is None:
                     self._set(name, owner, ttl_ms / 1000)
-                    out.append(True)
+                    out.append(int(self._get(counted[i]) or 0)  # type: ignore[call-overload]
+                               if counted is not None else 0)
                 else:
-                    out.append(False)
+                    out.append(None)
         return out
 
     def holders(self, names: list[str]) -> list[str | None]:
@@ -430,6 +435,13 @@ class MemoryHotStore(HotStore):
 
     def publish_done(self, fps: list[str]) -> None:
         self._dispatch(list(fps))
+
+
+def check_unless(names: list[str], present: list[str], counted: list[str] | None) -> None:
+    """`acquire_unless`'s arguments: one key to look at, and one counter if any, per key."""
+    if len(present) != len(names) or (counted is not None and len(counted) != len(names)):
+        raise ValueError("acquire_unless needs one key to look at (and one counter, when "
+                         "counted) per key to acquire")
 
 
 def encode_failure(error: BaseException) -> dict[str, str]:

@@ -26,6 +26,7 @@ from embedq.cache.hot import (
     HistogramSnapshot,
     HotStore,
     bucket_index,
+    check_unless,
 )
 from embedq.errors import BrokerUnavailable
 
@@ -52,17 +53,21 @@ end
 return won
 """
 
-# KEYS: n keys to acquire, then n keys to look at. Per index: the value of the key looked
-# at when it exists (nothing acquired), else 1 where SET NX won and 0 where it did not.
+# KEYS: n keys to acquire, n keys to look at, then none or n counters; ARGV: owner, ttl
+# ms, n. Per index: the value of the key looked at when it exists (nothing acquired), else
+# where SET NX won the counter's value (0 when absent or not asked for), else nil.
 _ACQUIRE_UNLESS = """
-local n = #KEYS / 2
+local n = tonumber(ARGV[3])
+local counted = #KEYS > 2 * n
 local out = {}
 for i = 1, n do
   local there = redis.call('GET', KEYS[n + i])
   if there then
     out[i] = there
+  elseif redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    out[i] = counted and tonumber(redis.call('GET', KEYS[2 * n + i]) or '0') or 0
   else
-    out[i] = redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0
+    out[i] = false
   end
 end
 return out
@@ -273,14 +278,15 @@ class RedisHotStore(HotStore):
         return self.acquire_wanted(names, owner, ttl_ms, {}, 1, clear=clear)
 
     def acquire_unless(self, names: list[str], present: list[str], owner: str,
-                       ttl_ms: int) -> list[bytes | bool]:
-        if len(present) != len(names):
-            raise ValueError("acquire_unless needs one key to look at per key to acquire")
+                       ttl_ms: int, counted: list[str] | None = None
+                       ) -> list[bytes | int | None]:
+        check_unless(names, present, counted)
         if not names:
             return []
         with map_redis_errors():
-            got = self._acquire_unless(keys=[*names, *present], args=[owner, ttl_ms])
-        return [r if isinstance(r, bytes) else bool(r) for r in got]
+            got = self._acquire_unless(keys=[*names, *present, *(counted or [])],
+                                       args=[owner, ttl_ms, len(names)])
+        return [r if r is None or isinstance(r, bytes) else int(r) for r in got]
 
     def holders(self, names: list[str]) -> list[str | None]:
         if not names:

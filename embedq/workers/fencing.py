@@ -42,9 +42,9 @@ class Fencing:
         self._stop.set()
 
     # --- attempts and dead letters
-    def triage(self, fps: list[str]) -> tuple[dict[str, BaseException], set[str]]:
-        """(dead-lettered failures, suspects) among `fps`, from their attempt counts."""
-        attempts = dict(zip(fps, self.hot.peek_attempts(fps), strict=True))
+    def triage(self, attempts: dict[str, int]) -> tuple[dict[str, BaseException], set[str]]:
+        """(dead-lettered failures, suspects) among leased fingerprints, from the attempt
+        counts read with their leases (`lease`); the dead-lettered are published."""
         dead: dict[str, BaseException] = {
             fp: PoisonText(
                 f"the worker process died {n} times while encoding this text; it is "
@@ -67,11 +67,13 @@ class Fencing:
 
     # --- leases
     def run_leased(self, pairs: dict[str, str],
-                   encode: Callable[[dict[str, str]], tuple[int, int]]) -> tuple[int, int]:
+                   encode: Callable[[dict[str, str], dict[str, int]], tuple[int, int]]
+                   ) -> tuple[int, int]:
         """Encode `pairs` under run leases; wait out fingerprints another execution is
         running, and take over those whose runner vanished. A fingerprint whose vector is
         in the hot tier when its lease is asked for is not leased: it counts as reused.
-        `encode(leased)` returns (got a vector, of which reused); so does this."""
+        `encode(leased, attempts)` (the leased pairs, their attempt counts) returns (got a
+        vector, of which reused); so does this."""
         done = reused = 0
         pending = dict(pairs)
         deadline = time.monotonic() + self.settings.visibility_timeout_s
@@ -83,11 +85,11 @@ class Fencing:
                 reused += len(stored)
             if mine:
                 try:
-                    encoded, again = encode({fp: pending[fp] for fp in mine})
+                    encoded, again = encode({fp: pending[fp] for fp in mine}, mine)
                     done += encoded
                     reused += again
                 finally:
-                    self.unlease(mine)
+                    self.unlease(list(mine))
             taken = set(mine) | set(stored)
             others = [fp for fp in fps if fp not in taken]
             for fp in taken:
@@ -108,12 +110,13 @@ class Fencing:
                 del pending[fp]
         return done, reused
 
-    def lease(self, fps: list[str]) -> tuple[list[str], dict[str, bytes]]:
+    def lease(self, fps: list[str]) -> tuple[dict[str, int], dict[str, bytes]]:
         """Take the run leases of `fps` that no one else holds and whose vector is not in
         the hot tier (kept fresh until `unlease`), in one atomic step: a runner writes the
         vector before it releases the lease, so a lease taken here is never a second
-        computation. Returns (those leased, the vectors found instead); for the vectors
-        found, claims are freed and waiters woken (the hot tier has them already)."""
+        computation. Returns (those leased, each with its attempt count for `triage`; the
+        vectors found instead); for the vectors found, claims are freed and waiters woken
+        (the hot tier has them already)."""
         mine, stored = coordination.lease_unless_stored(
             self.hot, fps, self.owner, self.settings.run_lease_ms)
         if stored:

@@ -86,31 +86,31 @@ class LocalEncoding:
         # A vector stored between the caller's lookup and its claim is found here.
         mine, stored = fencing.lease([fp for fp, _ in pairs])
         settled: dict[str, bytes | EmbedqError] = dict(stored)
-        # Attempt counts are read under the lease, as on the worker path: a count raised
-        # by another execution still running the text is not a death to count here.
+        # Attempt counts come with the leases, as on the worker path: a count raised by
+        # another execution still running the text is not a death to count here.
         try:
             dead, suspects = fencing.triage(mine)
         except BaseException:
-            _unlease(self.runtime, mine)
+            _unlease(self.runtime, list(mine))
             raise
         if dead:
             settled.update({fp: _as_error(exc) for fp, exc in dead.items()})
             _unlease(self.runtime, list(dead))
-            mine = [fp for fp in mine if fp not in dead]
+        leased = [fp for fp in mine if fp not in dead]
         text_of = dict(pairs)
-        answers: dict[str, Future[bytes]] = {fp: Future() for fp in mine}
+        answers: dict[str, Future[bytes]] = {fp: Future() for fp in leased}
         wanted = callers.waiting if callers is not None else None
         items = [Item(fp, text_of[fp], spec, ONLINE, alone=fp in suspects, owner=owner,
-                      answered=answers[fp], wanted=wanted) for fp in mine]
+                      answered=answers[fp], wanted=wanted) for fp in leased]
         with self._lock:
             self._unwritten.update(i.future for i in items)
-        finished = self._finisher(items, mine)
+        finished = self._finisher(items, leased)
         for item in items:
             item.future.add_done_callback(finished)
         try:
             served.batcher.submit(items)
         except BaseException:
-            _unlease(self.runtime, mine)
+            _unlease(self.runtime, leased)
             raise
         self._wait(answers, deadline, callers)
         for fp, answer in answers.items():

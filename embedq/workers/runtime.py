@@ -240,7 +240,7 @@ class WorkerRuntime:
 
         fencing = self.fencing
 
-        def encode(mine: dict[str, str]) -> tuple[int, int]:
+        def encode(mine: dict[str, str], attempts: dict[str, int]) -> tuple[int, int]:
             # Under the lease: a vector the hot tier had was found when leasing; one only
             # the durable tier holds (a redelivery, a hot copy that expired) is found here.
             fps_mine = list(mine)
@@ -248,7 +248,7 @@ class WorkerRuntime:
             if stored:
                 coordination.publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
             rest = [fp for fp in fps_mine if fp not in stored]
-            dead, suspects = fencing.triage(rest)
+            dead, suspects = fencing.triage({fp: attempts[fp] for fp in rest})
             todo = {fp: mine[fp] for fp in rest if fp not in dead}
             got = self._encode(served.batcher, spec, todo, suspects, lane, room, owner) \
                 if todo else 0

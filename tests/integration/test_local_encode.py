@@ -156,7 +156,7 @@ def test_a_text_another_runner_is_on_its_last_attempt_with_is_awaited_not_dead_l
         hot.add_attempts([fp], 600)
     runner = "worker-elsewhere"
     mine, _ = coordination.lease_unless_stored(hot, [fp], runner, 30_000)
-    assert mine == [fp]
+    assert mine == {fp: settings.max_attempts}
     callers = coordination.Callers([1])
     callers.bind([fp], time.monotonic() + 30)
     won, _ = coordination.claim_wanted(hot, [fp], callers, 30_000)

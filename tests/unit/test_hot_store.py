@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from embedq.cache import keys
 from embedq.cache.hot import HotStore
 from tests import support
@@ -34,9 +36,24 @@ def test_a_lease_is_not_taken_where_the_vector_is_already_stored(store: HotStore
     store.put_vectors({"done": b"\x07\x08"}, ttl_s=60)
     assert store.acquire([leases[2]], "other", ttl_ms=5000) == [True]
     got = store.acquire_unless(leases, vectors, "me", ttl_ms=5000)
-    assert got == [b"\x07\x08", True, False]
+    assert got == [b"\x07\x08", 0, None]
     # The stored fingerprint's lease stays free; only the free one is now held by "me".
     assert store.holders(leases) == [None, "me", "other"]
+
+
+def test_a_lease_comes_with_the_count_of_the_runs_before_it(store: HotStore) -> None:
+    fps = ["tried", "new", "held"]
+    leases = [keys.run_lease(fp) for fp in fps]
+    vectors = [keys.vector(fp) for fp in fps]
+    store.add_attempts(["tried", "held"], ttl_s=60)
+    store.add_attempts(["tried"], ttl_s=60)
+    assert store.acquire([leases[2]], "other", ttl_ms=5000) == [True]
+    got = store.acquire_unless(leases, vectors, "me", ttl_ms=5000,
+                               counted=[keys.attempts(fp) for fp in fps])
+    assert got == [2, 0, None]  # the held one's count is its runner's, not read here
+    assert store.holders(leases) == ["me", "me", "other"]
+    with pytest.raises(ValueError, match="one counter"):
+        store.acquire_unless(leases, vectors, "me", ttl_ms=5000, counted=[keys.attempts("x")])
 
 
 def test_attempts_count_up_and_clear(store: HotStore) -> None:
