@@ -124,3 +124,27 @@ def test_only_vector_statements_skip_the_wal_flush_wait(pg_url: str) -> None:
     finally:
         default.dispose()
         strict.dispose()
+
+
+def test_single_statements_leave_no_transaction_behind_on_a_pooled_connection(
+        db: Database) -> None:
+    """Single statements run in autocommit from the connection's start, and their pool
+    does not roll back on return: a statement that failed leaves no aborted transaction
+    for the next statement on the same connection, and a write is visible at once."""
+    def fail(conn: Connection) -> None:
+        conn.exec_driver_sql("SELECT 1 / 0")
+
+    def backend(conn: Connection) -> int:
+        return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() or 0)
+
+    def in_transaction(conn: Connection) -> bool:
+        # now() is the transaction's start: in a transaction two reads of it agree.
+        first = conn.exec_driver_sql("SELECT now()").scalar()
+        time.sleep(0.01)
+        return bool(first == conn.exec_driver_sql("SELECT now()").scalar())
+
+    pid = db.statement(backend)
+    with pytest.raises(Exception, match="division by zero"):
+        db.statement(fail)
+    assert db.statement(backend) == pid  # the same pooled connection, usable
+    assert db.statement(in_transaction) is False
