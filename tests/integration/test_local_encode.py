@@ -28,7 +28,7 @@ from embedq import coordination
 from embedq.cache import keys, to_bytes
 from embedq.config import Settings
 from embedq.deployment import Deployment
-from embedq.errors import EmbeddingTimeout, PoisonText
+from embedq.errors import EmbeddingTimeout, EmbedqError, PoisonText
 from embedq.fingerprint import fingerprint
 from embedq.service import EmbeddingService
 from embedq.tasks.depth import broker_depth
@@ -119,15 +119,20 @@ def _stored_elsewhere(local: Local, text: str) -> tuple[str, bytes]:
     """The hot copy another process wrote for `text` (it computed it and released its
     claim and lease) just after this process looked it up and missed."""
     fp = fingerprint(local.service.spec(), text)
-    blob = to_bytes(np.asarray(expected(text), dtype=np.float32))
+    blob = _vector_of(text)
     local.service.hot.put_vectors({fp: blob}, ttl_s=60)
     return fp, blob
 
 
-def test_a_vector_stored_between_lookup_and_claim_is_not_computed_again(
-        local: Local, salt: str) -> None:
-    text = f"{salt} stored meanwhile"
-    fp, blob = _stored_elsewhere(local, text)
+def _vector_of(text: str) -> bytes:
+    """The stored form of the vector the hashing encoder computes for `text`."""
+    return to_bytes(np.asarray(expected(text), dtype=np.float32))
+
+
+def _claim_and_encode_here(local: Local, fp: str, text: str
+                           ) -> dict[str, bytes | EmbedqError]:
+    """What the service does for a miss it claimed: claim `fp` as one caller, then hand
+    it to the local encoder; returns what that settled."""
     callers = coordination.Callers([1])
     callers.bind([fp], time.monotonic() + 30)
     won, _ = coordination.claim_wanted(local.service.hot, [fp], callers, 30_000)
@@ -136,6 +141,21 @@ def test_a_vector_stored_between_lookup_and_claim_is_not_computed_again(
     assert encode_here is not None
     settled = encode_here(local.service.spec(), [(fp, text)], callers.owner,
                           time.monotonic() + 30, callers)
+    assert settled is not None
+    return settled
+
+
+def _died_every_time(local: Local, fp: str) -> None:
+    """`fp`'s attempt count at max_attempts: as many runs of it began as are allowed."""
+    for _ in range(local.service.settings.max_attempts):
+        local.service.hot.add_attempts([fp], 600)
+
+
+def test_a_vector_stored_between_lookup_and_claim_is_not_computed_again(
+        local: Local, salt: str) -> None:
+    text = f"{salt} stored meanwhile"
+    fp, blob = _stored_elsewhere(local, text)
+    settled = _claim_and_encode_here(local, fp, text)
     assert settled == {fp: blob}
     assert digest(text) not in local.passes()
     # The claim this caller won is freed, and no run lease was left behind.
@@ -152,24 +172,16 @@ def test_a_text_another_runner_is_on_its_last_attempt_with_is_awaited_not_dead_l
     hot = local.service.hot
     fp = fingerprint(local.service.spec(), text)
     settings = local.service.settings
-    for _ in range(settings.max_attempts):
-        hot.add_attempts([fp], 600)
+    _died_every_time(local, fp)
     runner = "worker-elsewhere"
     mine, _ = coordination.lease_unless_stored(hot, [fp], runner, 30_000)
     assert mine == {fp: settings.max_attempts}
-    callers = coordination.Callers([1])
-    callers.bind([fp], time.monotonic() + 30)
-    won, _ = coordination.claim_wanted(hot, [fp], callers, 30_000)
-    assert won == [fp]
-    encode_here = local.service.encode_here
-    assert encode_here is not None
-    settled = encode_here(local.service.spec(), [(fp, text)], callers.owner,
-                          time.monotonic() + 30, callers)
+    settled = _claim_and_encode_here(local, fp, text)
     assert settled == {}  # left to its runner, awaited like any claim
     assert coordination.read_outcomes(hot, [fp]) == ({}, {}, [fp])
     assert hot.peek_attempts([fp]) == [settings.max_attempts]
     # The runner finishes: its vector answers the waiter, nothing was computed here.
-    blob = to_bytes(np.asarray(expected(text), dtype=np.float32))
+    blob = _vector_of(text)
     coordination.publish_vectors(hot, {fp: blob}, 60)
     coordination.release_leases(hot, [fp], runner)
     got = coordination.await_outcomes(hot, [fp], deadline=time.monotonic() + 10)
@@ -182,16 +194,8 @@ def test_a_text_that_killed_its_runners_is_dead_lettered_here_and_its_lease_free
     text = f"{salt} died every time"
     hot = local.service.hot
     fp = fingerprint(local.service.spec(), text)
-    for _ in range(local.service.settings.max_attempts):
-        hot.add_attempts([fp], 600)
-    callers = coordination.Callers([1])
-    callers.bind([fp], time.monotonic() + 30)
-    won, _ = coordination.claim_wanted(hot, [fp], callers, 30_000)
-    assert won == [fp]
-    encode_here = local.service.encode_here
-    assert encode_here is not None
-    settled = encode_here(local.service.spec(), [(fp, text)], callers.owner,
-                          time.monotonic() + 30, callers)
+    _died_every_time(local, fp)
+    settled = _claim_and_encode_here(local, fp, text)
     assert list(settled) == [fp] and isinstance(settled[fp], PoisonText)
     _, failures, _ = coordination.read_outcomes(hot, [fp])
     assert isinstance(failures[fp], PoisonText)  # every waiter learns it

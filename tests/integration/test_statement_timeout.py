@@ -138,10 +138,10 @@ def test_single_statements_leave_no_transaction_behind_on_a_pooled_connection(
         return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() or 0)
 
     def in_transaction(conn: Connection) -> bool:
-        # now() is the transaction's start: in a transaction two reads of it agree.
-        first = conn.exec_driver_sql("SELECT now()").scalar()
-        time.sleep(0.01)
-        return bool(first == conn.exec_driver_sql("SELECT now()").scalar())
+        # Inside one transaction both statements see its id; in autocommit each statement
+        # is a transaction of its own, with a new id.
+        first = conn.exec_driver_sql("SELECT txid_current()").scalar()
+        return bool(first == conn.exec_driver_sql("SELECT txid_current()").scalar())
 
     pid = db.statement(backend)
     with pytest.raises(Exception, match="division by zero"):
