@@ -13,7 +13,7 @@ from embedq.deployment import Deployment
 from embedq.service import EmbedResult, Vector
 
 if TYPE_CHECKING:
-    from embedq.cache.semantic import LookupResult, SemanticCache
+    from embedq.semantic import LookupResult, SemanticCache
 
 
 class Client:
@@ -58,11 +58,11 @@ class Client:
     def stats(self) -> dict[str, int]:
         return self.service.stats()
 
-    # --- the semantic cache (loaded on first use; see embedq/cache/semantic)
+    # --- the semantic cache (loaded on first use; see embedq/semantic)
     @property
     def semantic(self) -> SemanticCache:
         if getattr(self, "_semantic", None) is None:
-            from embedq.cache.semantic import SemanticCache
+            from embedq.semantic import SemanticCache
 
             self._semantic = SemanticCache(self.service)
         return self._semantic

@@ -24,8 +24,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from embedq.cache.semantic.feedback import FeedbackConflict
-from embedq.cache.semantic.store import NamespaceLimitReached
 from embedq.errors import (
     ConfigError,
     DailyLimitReached,
@@ -47,6 +45,8 @@ from embedq.errors import (
     UnsupportedMediaType,
     UpstreamError,
 )
+from embedq.semantic.feedback import FeedbackConflict
+from embedq.semantic.store import NamespaceLimitReached
 
 log = logging.getLogger("embedq.api")
 

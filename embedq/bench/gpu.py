@@ -13,7 +13,7 @@ Measured, in about 1-3 minutes on one H200-class GPU (`make gpu-check`):
    batch size runs whole passes for at least `min_s` after one warm-up batch;
 2. fidelity: the cosine of each GPU tier's vector to CPU fp32 torch's vector of the same
    text, over the 2,000 held-out texts: mean, 1st percentile, min, top-10 overlap;
-3. the semantic index: embedq's own `build_index` (cache/semantic/index.py; IVF past
+3. the semantic index: embedq's own `build_index` (semantic/index.py; IVF past
    EMBEDQ_SEMANTIC_FLAT_MAX, its list size and nprobe) over `entries` vectors, on the GPU
    when faiss has GPU support, else on CPU FAISS with a note saying so; one-query
    lookup p50/p99, and recall@1 against exact search (`faiss.knn`, brute force).
@@ -106,7 +106,7 @@ def perturbed(base: Matrix, n: int, seed: int = 0) -> Matrix:
     """`n` unit vectors: the rows of `base` in turn, each plus Gaussian noise of norm about
     PERTURBATION (so each copy is at cosine ~0.89 to its row, and copies of one row ~0.8
     to each other)."""
-    from embedq.cache.semantic.index import unit_rows
+    from embedq.semantic.index import unit_rows
 
     rng = np.random.default_rng(seed)
     unit = unit_rows(base)
@@ -130,7 +130,7 @@ def measure_index(vectors: Matrix, queries: Matrix, settings: Settings) -> dict[
     """
     import faiss
 
-    from embedq.cache.semantic.index import (
+    from embedq.semantic.index import (
         FaissIndex,
         IndexConfig,
         build_index,

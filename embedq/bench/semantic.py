@@ -21,9 +21,9 @@ import faiss
 import numpy as np
 
 from embedq.bench.stats import percentile
-from embedq.cache.semantic.index import FaissIndex, IndexConfig, build_index, unit_rows
 from embedq.config import Settings
 from embedq.errors import ConfigError
+from embedq.semantic.index import FaissIndex, IndexConfig, build_index, unit_rows
 
 DIMENSION = 384
 CLUSTER_SIZE = 100

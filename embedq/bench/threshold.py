@@ -42,11 +42,11 @@ import numpy as np
 import numpy.typing as npt
 
 from embedq.bench.stats import percentile
-from embedq.cache.semantic.guard import contrasting
-from embedq.cache.semantic.index import unit_rows
-from embedq.cache.semantic.verify import DEFAULT_BAND, MODEL_SLOTS, Conflict, Verifier
 from embedq.config import Settings
 from embedq.errors import BadInputFile, InvalidInput
+from embedq.semantic.guard import contrasting
+from embedq.semantic.index import unit_rows
+from embedq.semantic.verify import DEFAULT_BAND, MODEL_SLOTS, Conflict, Verifier
 
 PAIRS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 TUNE = PAIRS_DIR / "semantic_pairs.tune.jsonl"
@@ -181,7 +181,7 @@ def lookup_cost(pairs: list[Pair], client: Client) -> dict[str, dict[str, float]
     the rows, the guard, the verifier where on (spans cached), the negatives, and the
     hit's or miss's record. The two modes are two caches over the same table, timed
     alternately, LOOKUP_ROUNDS times per pair."""
-    from embedq.cache.semantic import SemanticCache
+    from embedq.semantic import SemanticCache
 
     on = client.semantic
     off = SemanticCache(client.service, on.settings.with_overrides(semantic_verify=False))

@@ -20,7 +20,7 @@ _DURABLE = ("DurableStore", "StoredVector", "from_bytes", "to_bytes")
 
 def __getattr__(name: str) -> Any:
     # The durable tier needs SQLAlchemy: imported on first use, so the semantic index
-    # (cache/semantic/index.py) imports without it (`embedq bench gpu` on a GPU machine).
+    # (semantic/index.py) imports without it (`embedq bench gpu` on a GPU machine).
     if name in _DURABLE:
         from embedq.cache import durable
 

@@ -83,8 +83,8 @@ def _json(raw: str | None, name: str) -> Any:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from embedq.cache.semantic.service import SemanticCache
     from embedq.deployment import Deployment
+    from embedq.semantic.service import SemanticCache
     from embedq.tenants import DEFAULT_TENANT, check_tenant
 
     if args.cache_action == "delete" and (args.entry_id is None) == (not args.all):

@@ -74,7 +74,7 @@ def create_server(service: EmbeddingService, local: Principal | None = None,
 
     def semantic() -> Any:
         if "semantic" not in state:
-            from embedq.cache.semantic import SemanticCache
+            from embedq.semantic import SemanticCache
 
             state["semantic"] = SemanticCache(service)
         return state["semantic"]

@@ -3,7 +3,7 @@
 Every FAISS index is a rebuildable view of `semantic_entries`. `semantic_changes` is the
 log other processes follow by watermark: one row per entry added or deleted, with a
 monotonic `seq` whose order is commit order (writers hold one advisory lock while they
-write, see embedq.cache.semantic.store). `semantic_namespaces` keeps per-namespace hit and
+write, see embedq.semantic.store). `semantic_namespaces` keeps per-namespace hit and
 miss counters and marks a namespace as known.
 """
 

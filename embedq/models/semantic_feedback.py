@@ -2,7 +2,7 @@
 
 `semantic_budgets` holds a namespace's policy: its base threshold (null: the server's
 default), its `max_false_hit_rate` (null: no budget), and the threshold the feedback rule
-(embedq.cache.semantic.budget) last derived. `semantic_hits` records each match a lookup
+(embedq.semantic.budget) last derived. `semantic_hits` records each match a lookup
 served, under an unguessable id the caller sends back with its verdict; rows expire
 (EMBEDQ_SEMANTIC_FEEDBACK_TTL_S) and are swept. `semantic_feedback` keeps every verdict
 with the score and the threshold in force when the hit was served: the rule reads them.

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from embedq.cache.semantic import SemanticCache
 from embedq.errors import InputTooLarge, InvalidInput, NotFound
+from embedq.semantic import SemanticCache
 from tests import support
 from tests.conftest import Cluster
 

@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
-from embedq.cache.semantic import SemanticCache
-from embedq.cache.semantic.budget import just_above
 from embedq.client import Client
 from embedq.config import Settings
+from embedq.semantic import SemanticCache
+from embedq.semantic.budget import just_above
 from tests import support
 from tests.conftest import Cluster
 from tests.integration.test_api_support import ApiServer

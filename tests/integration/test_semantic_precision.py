@@ -26,8 +26,8 @@ from embedq.bench.threshold import (
     load_pairs,
     score_pairs,
 )
-from embedq.cache.semantic import LookupResult
-from embedq.cache.semantic.verify import Verifier
+from embedq.semantic import LookupResult
+from embedq.semantic.verify import Verifier
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 

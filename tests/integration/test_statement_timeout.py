@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import make_url
 
-from embedq.cache.semantic.store import WRITE_LOCK_KEY, SemanticStore
 from embedq.config import Settings
 from embedq.errors import DatabaseUnavailable
 from embedq.models.engine import Database, DbTimeouts
+from embedq.semantic.store import WRITE_LOCK_KEY, SemanticStore
 from tests.faults.silent_proxy import SilentProxy
 
 pytestmark = pytest.mark.integration

@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"tasks"},
     {"jobs"},
     {"workers", "service"},
-    {"deployment"},
+    {"deployment", "semantic"},
     {"client", "api", "mcp"},
     {"__init__", "demo", "bench"},
     {"cli"},

@@ -1,11 +1,11 @@
-"""The error budget's threshold rule (embedq/cache/semantic/budget.py) and a namespace's
+"""The error budget's threshold rule (embedq/semantic/budget.py) and a namespace's
 policy (feedback.Policy): pure functions of the verdicts, pinned case by case."""
 
 from __future__ import annotations
 
 import pytest
 
-from embedq.cache.semantic.budget import (
+from embedq.semantic.budget import (
     EXACT,
     Z_95,
     Verdict,
@@ -14,7 +14,7 @@ from embedq.cache.semantic.budget import (
     just_above,
     wilson_upper,
 )
-from embedq.cache.semantic.feedback import Policy
+from embedq.semantic.feedback import Policy
 
 BASE = 0.70
 BUDGET = 0.01

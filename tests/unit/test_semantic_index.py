@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embedq.cache.semantic.guard import contrasting
-from embedq.cache.semantic.index import (
+from embedq.semantic.guard import contrasting
+from embedq.semantic.index import (
     ExactIndex,
     FaissIndex,
     IndexConfig,

@@ -1,4 +1,4 @@
-"""The verifier's slots (embedq/cache/semantic/verify.py), with the hashing encoder as the
+"""The verifier's slots (embedq/semantic/verify.py), with the hashing encoder as the
 span embedder: it places different words apart and the same words together."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from embedq.cache.semantic.verify import Verifier
 from embedq.encoders.hashing import HashingEncoder
+from embedq.semantic.verify import Verifier
 
 ENCODER = HashingEncoder()
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from embedq.cache.semantic import space_of
 from embedq.config import DEFAULT_MODEL, Settings
 from embedq.encoders import check_device, load_encoder, model_identity, model_path
 from embedq.encoders.cuda import cuda_missing
@@ -17,6 +16,7 @@ from embedq.encoders.export import export_model
 from embedq.encoders.tiers import tier_label, tier_of_revision, tier_revision
 from embedq.errors import ConfigError
 from embedq.fingerprint import EncodeSpec, fingerprint
+from embedq.semantic import space_of
 from embedq.workers.runtime import WorkerRuntime
 
 MODEL = DEFAULT_MODEL

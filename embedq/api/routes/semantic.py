@@ -34,9 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from embedq.api.auth import ANY_KEY, CacheReader, CacheWriter
-from embedq.cache.semantic import SemanticCache
-from embedq.cache.semantic.service import MAX_K, MAX_TTL_S
 from embedq.errors import Unavailable
+from embedq.semantic import SemanticCache
+from embedq.semantic.service import MAX_K, MAX_TTL_S
 
 
 @asynccontextmanager

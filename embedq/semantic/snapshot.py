@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from embedq.cache.semantic.index import ExactIndex, FaissIndex, IndexConfig, VectorIndex
+from embedq.semantic.index import ExactIndex, FaissIndex, IndexConfig, VectorIndex
 
 log = logging.getLogger("embedq.semantic")
 VERSION = 1

@@ -44,14 +44,14 @@ from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
 
-from embedq.cache.semantic.align import (
+from embedq.semantic.align import (
     DEFAULT_MIN_WORD_SIMILARITY,
     EmbedTexts,
     disjoint,
     substitutions,
     unaligned,
 )
-from embedq.cache.semantic.guard import words
+from embedq.semantic.guard import words
 
 
 def _closed(words: str) -> frozenset[str]:

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from embedq.cache.semantic import snapshot
-from embedq.cache.semantic.index import (
+from embedq.errors import EmbedqError
+from embedq.semantic import snapshot
+from embedq.semantic.index import (
     Hit,
     Ids,
     IndexConfig,
@@ -37,8 +38,7 @@ from embedq.cache.semantic.index import (
     build_index,
     wants_rebuild,
 )
-from embedq.cache.semantic.store import Change, SemanticStore, utcnow
-from embedq.errors import EmbedqError
+from embedq.semantic.store import Change, SemanticStore, utcnow
 
 log = logging.getLogger("embedq.semantic")
 

@@ -42,16 +42,16 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from embedq.cache.semantic.feedback import FeedbackStore, Policy, new_hit_id
-from embedq.cache.semantic.guard import contrast
-from embedq.cache.semantic.index import IndexConfig, Matrix, unit_rows
-from embedq.cache.semantic.store import Entry, SemanticStore, TenantCaps, utcnow
-from embedq.cache.semantic.sync import IndexSync, SyncConfig
-from embedq.cache.semantic.verify import Verifier
 from embedq.config import Settings
 from embedq.errors import ConfigError, InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import EncodeSpec
 from embedq.models import DEFAULT_TENANT, Database
+from embedq.semantic.feedback import FeedbackStore, Policy, new_hit_id
+from embedq.semantic.guard import contrast
+from embedq.semantic.index import IndexConfig, Matrix, unit_rows
+from embedq.semantic.store import Entry, SemanticStore, TenantCaps, utcnow
+from embedq.semantic.sync import IndexSync, SyncConfig
+from embedq.semantic.verify import Verifier
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_K = 100

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from embedq.cache.semantic.guard import stem
+from embedq.semantic.guard import stem
 
 EmbedTexts = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
 

@@ -22,8 +22,6 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from embedq.cache.semantic.budget import Verdict, budget_threshold
-from embedq.cache.semantic.store import Entry, aware
 from embedq.errors import InvalidInput, NotFound
 from embedq.models import (
     Database,
@@ -33,6 +31,8 @@ from embedq.models import (
     SemanticHit,
     SemanticNegative,
 )
+from embedq.semantic.budget import Verdict, budget_threshold
+from embedq.semantic.store import Entry, aware
 
 HIT_ID_HEX = 32
 

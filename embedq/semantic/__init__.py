@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from embedq.cache.semantic.index import ExactIndex, FaissIndex, IndexConfig, VectorIndex
+from embedq.semantic.index import ExactIndex, FaissIndex, IndexConfig, VectorIndex
 
 if TYPE_CHECKING:
-    from embedq.cache.semantic.service import LookupResult, Match, SemanticCache, space_of
+    from embedq.semantic.service import LookupResult, Match, SemanticCache, space_of
 
 __all__ = [
     "ExactIndex", "FaissIndex", "IndexConfig", "LookupResult", "Match", "SemanticCache",
@@ -27,7 +27,7 @@ def __getattr__(name: str) -> Any:
     # The service needs the tables (SQLAlchemy) and the encoders: imported on first use, so
     # the index alone imports with FAISS and numpy (`embedq bench gpu` on a GPU machine).
     if name in {"LookupResult", "Match", "SemanticCache", "space_of"}:
-        from embedq.cache.semantic import service
+        from embedq.semantic import service
 
         return getattr(service, name)
-    raise AttributeError(f"module 'embedq.cache.semantic' has no attribute {name!r}")
+    raise AttributeError(f"module 'embedq.semantic' has no attribute {name!r}")
