@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from embedq.cache import DurableStore, HotStore, keys
+from embedq.cache import HotStore, keys
 from embedq.cache.waiters import Waiters
 from embedq.errors import (
     EmbeddingFailed,
@@ -40,6 +40,7 @@ from embedq.errors import (
     Unavailable,
     UpstreamError,
 )
+from embedq.models.vectors import VectorStore
 
 log = logging.getLogger("embedq.coordination")
 
@@ -187,7 +188,7 @@ def await_outcomes(
     deadline: float | None,
     holder: Callable[[str], str] = keys.claim,
     adopt: Adopt | None = None,
-    durable: DurableStore | None = None,
+    durable: VectorStore | None = None,
     poll_s: float = 0.25,
     check_s: float = 0.0,
     wake: Waiters | None = None,
@@ -264,7 +265,7 @@ def _kept(pending: list[str], keep: Callable[[list[str]], list[str]],
 
 
 def _check_holders(hot: HotStore, pending: list[str], holder: Callable[[str], str],
-                   adopt: Adopt | None, durable: DurableStore | None,
+                   adopt: Adopt | None, durable: VectorStore | None,
                    out: Outcomes) -> list[str]:
     """Resolve orphans (stored, taken back, or re-queued by `adopt`); return the rest."""
     held = hot.holders([holder(fp) for fp in pending])

@@ -26,6 +26,7 @@ from embedq.config import Settings
 from embedq.jobs.service import JobService
 from embedq.jobs.store import JobStore, utcnow
 from embedq.models import Database
+from embedq.models.vectors import open_vectors
 from embedq.service import EmbeddingService
 from embedq.tasks.app import create_app
 from embedq.tasks.depth import broker_depth
@@ -42,6 +43,7 @@ class Deployment:
         self.embedded = settings.embedded
         self.hot = hot if hot is not None else make_hot_store(settings)
         self.db = db if db is not None else Database.from_settings(settings)
+        self.durable = open_vectors(self.db, sync_commit=settings.vector_sync_commit)
         self.app = create_app(settings)
         self._worker: EmbeddedWorker | None = None
         self._local_runtime: WorkerRuntime | None = None
@@ -66,7 +68,8 @@ class Deployment:
     @cached_property
     def service(self) -> EmbeddingService:
         local = self.local_encoding if self.settings.online_encode == "local" else None
-        return EmbeddingService(self.settings, hot=self.hot, db=self.db, app=self.app,
+        return EmbeddingService(self.settings, hot=self.hot, db=self.db,
+                                durable=self.durable, app=self.app,
                                 before_submit=self.ensure_worker, encode_here=local)
 
     @cached_property
@@ -79,7 +82,7 @@ class Deployment:
             assert self._worker is not None
             return LocalEncoding(self._worker.runtime)
         self._local_runtime = WorkerRuntime(self.settings, hot=self.hot, db=self.db,
-                                            heartbeat=False)
+                                            durable=self.durable, heartbeat=False)
         return LocalEncoding(self._local_runtime)
 
     def jobs(self, clock: Callable[[], datetime] = utcnow) -> JobService:
@@ -123,6 +126,7 @@ class Deployment:
             self.local_encoding.drain()
         if self._local_runtime is not None:
             self._local_runtime.close()
+        self.durable.close()
         self.db.dispose()
 
 

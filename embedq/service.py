@@ -29,7 +29,7 @@ import numpy.typing as npt
 from celery import Celery
 
 from embedq import coordination
-from embedq.cache import DurableStore, HotStore, from_bytes, make_hot_store
+from embedq.cache import HotStore, make_hot_store
 from embedq.cache.counters import CounterWriter
 from embedq.cache.waiters import Waiters
 from embedq.config import Settings
@@ -44,6 +44,7 @@ from embedq.errors import (
 )
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
+from embedq.models.vectors import VectorStore, from_bytes, open_vectors
 from embedq.tasks.app import create_app
 from embedq.tasks.publish import plan_messages, publish_embed
 
@@ -103,6 +104,7 @@ class EmbeddingService:
         *,
         hot: HotStore | None = None,
         db: Database | None = None,
+        durable: VectorStore | None = None,
         app: Celery | None = None,
         before_submit: Callable[[], None] | None = None,
         encode_here: EncodeHere | None = None,
@@ -110,7 +112,9 @@ class EmbeddingService:
         self.settings = settings
         self.hot = hot if hot is not None else make_hot_store(settings)
         self.db = db if db is not None else Database.from_settings(settings)
-        self.durable = DurableStore(self.db)
+        self._owns_durable = durable is None
+        self.durable = durable if durable is not None else open_vectors(
+            self.db, sync_commit=settings.vector_sync_commit)
         self.app = app if app is not None else create_app(settings)
         # One identity per served tier (EMBEDQ_TIERS); the first is the default, and
         # `model`/`revision` name it. A tier's revision is what routes its work to the
@@ -384,6 +388,8 @@ class EmbeddingService:
 
     def close(self) -> None:
         self.counters.close()
+        if self._owns_durable:
+            self.durable.close()
         self.db.dispose()
 
 

@@ -10,15 +10,14 @@ them the caller gets `DatabaseUnavailable` (retryable, HTTP 503), never a hang.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from sqlalchemy import (
     ColumnElement,
-    Connection,
     Engine,
     String,
     any_,
@@ -36,8 +35,6 @@ from embedq.errors import ConfigError, DatabaseUnavailable
 
 if TYPE_CHECKING:
     from embedq.config import Settings
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -133,7 +130,7 @@ def make_engine(url: str, timeouts: DbTimeouts | None = None, *, pre_ping: bool 
     """An engine for `url`. Postgres links get `timeouts`; None: connect timeout and
     keepalives only, no statement or lock timeout (migrations may run long). `pre_ping`:
     a round trip before each checkout finds connections the database dropped (False: the
-    caller retries on one, `Database.statement`). `server`: Postgres settings for every
+    caller retries on one, `PostgresVectors.run`). `server`: Postgres settings for every
     session of the engine (name -> value). `autocommit` (Postgres): every connection is
     in autocommit from its start, so no transaction is ever left to roll back when one
     goes back to the pool (an engine switched per checkout instead sets and resets the
@@ -197,31 +194,19 @@ def map_db_errors() -> Iterator[None]:
 
 
 class Database:
-    """One engine and session factory per process."""
+    """One engine and session factory per process (the vector rows, on every request's
+    path, have an engine of their own: `embedq.models.vectors`)."""
 
-    def __init__(self, url: str, timeouts: DbTimeouts | None = None, *,
-                 vector_sync_commit: bool = False) -> None:
+    def __init__(self, url: str, timeouts: DbTimeouts | None = None) -> None:
         self.url = normalize_url(url)
         self.timeouts = timeouts or DbTimeouts()
         self.engine = make_engine(self.url, self.timeouts)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
-        # Single statements get an engine of their own, without the ping before each
-        # checkout (a round trip: 40% of a durable write's time): `statement` retries on
-        # a connection found dead instead. SQLite has no links to ping and one file.
-        # Their writes (vector rows: a cache of what the model computes again) do not wait
-        # for the WAL flush unless `vector_sync_commit`; a later synchronous commit (a
-        # job's chunk marked done) flushes the WAL through them, so it never survives a
-        # server crash that they do not.
-        self._autocommit = self.engine.execution_options(
-            isolation_level="AUTOCOMMIT") if self.dialect == "sqlite" else make_engine(
-            self.url, self.timeouts, pre_ping=False, autocommit=True,
-            server=None if vector_sync_commit else {"synchronous_commit": "off"})
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Database:
         """The database `settings` name, with their timeouts on every link."""
-        return cls(settings.resolved_database_url, DbTimeouts.from_settings(settings),
-                   vector_sync_commit=settings.vector_sync_commit)
+        return cls(settings.resolved_database_url, DbTimeouts.from_settings(settings))
 
     @property
     def dialect(self) -> str:
@@ -239,25 +224,6 @@ class Database:
         with map_db_errors(), self.sessions() as session, session.begin():
             yield session
 
-    def statement(self, run: Callable[[Connection], T]) -> T:
-        """`run(connection)`, where each statement is its own transaction (autocommit): no
-        BEGIN and COMMIT round trips around a lookup or a one-statement write, which is
-        atomic on its own. A pooled connection the database dropped (it restarted since)
-        is found by the statement itself, not by a ping first: the pool is then
-        invalidated and `run` tried once more on a new connection, so `run` must be
-        safe to repeat (a lookup, an insert of new rows only)."""
-        with map_db_errors():  # the driver's errors as embedq's
-            try:
-                return self._on_connection(run)
-            except DBAPIError as exc:
-                if not exc.connection_invalidated:
-                    raise
-            return self._on_connection(run)
-
-    def _on_connection(self, run: Callable[[Connection], T]) -> T:
-        with self._autocommit.connect() as conn:
-            return run(conn)
-
     def has_tables(self, *names: str) -> bool:
         with map_db_errors():
             existing = set(inspect(self.engine).get_table_names())
@@ -265,4 +231,3 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
-        self._autocommit.engine.dispose()

@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from embedq import coordination
-from embedq.cache import DurableStore, HotStore, make_hot_store
+from embedq.cache import HotStore, make_hot_store
 from embedq.config import Settings
 from embedq.encoders import Encoder, check_device, load_encoder
 from embedq.encoders.tiers import CUDA_TIERS, tier_of_revision
 from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
+from embedq.models.vectors import VectorStore, open_vectors
 from embedq.workers.batcher import BULK, ONLINE, Batcher, Item, Room
 from embedq.workers.fencing import Fencing
 from embedq.workers.interest import KeepWanted
@@ -71,6 +72,7 @@ class WorkerRuntime:
         encoder: Encoder | None = None,
         hot: HotStore | None = None,
         db: Database | None = None,
+        durable: VectorStore | None = None,
         heartbeat: bool = True,
     ) -> None:
         """`heartbeat`: announce this runtime as a worker (False: one an API process
@@ -79,7 +81,9 @@ class WorkerRuntime:
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
         self.hot = hot if hot is not None else make_hot_store(settings)
         self.db = db if db is not None else Database.from_settings(settings)
-        self.durable = DurableStore(self.db)
+        self._owns_durable = durable is None
+        self.durable = durable if durable is not None else open_vectors(
+            self.db, sync_commit=settings.vector_sync_commit)
         self.fencing = Fencing(self.hot, settings, self.worker_id)
         # Every tier's device first: a worker that cannot serve fp16 (no CUDA) stops
         # before it spends a minute loading the tiers it can.
@@ -174,6 +178,8 @@ class WorkerRuntime:
         self.fencing.close()
         for served in self.served.values():
             served.batcher.stop()
+        if self._owns_durable:
+            self.durable.close()
 
     # --- one message
     def handle_embed(self, payload: dict[str, Any], lane: int = ONLINE, *,

@@ -17,11 +17,12 @@ from concurrent.futures import Future
 from typing import Any
 
 from embedq import coordination
-from embedq.cache import DurableStore, HotStore, StoredVector, keys, to_bytes
+from embedq.cache import HotStore, keys
 from embedq.cache.hot import BatchRecord
 from embedq.config import Settings
 from embedq.encoders import Encoder, finish_vector
 from embedq.errors import EmbeddingFailed, InvalidVector, Unavailable, UpstreamError
+from embedq.models.vectors import StoredVector, VectorStore, to_bytes
 from embedq.workers.batcher import ONLINE, Batch, Item
 
 log = logging.getLogger("embedq.worker")
@@ -30,7 +31,7 @@ BULK_HOT_TTL_S = 300
 
 
 class BatchWriter:
-    def __init__(self, hot: HotStore, durable: DurableStore, settings: Settings,
+    def __init__(self, hot: HotStore, durable: VectorStore, settings: Settings,
                  encoder: Encoder, resubmit: Callable[[list[Item]], None]) -> None:
         self.hot = hot
         self.durable = durable

@@ -21,13 +21,13 @@ import pytest
 
 from embedq import coordination
 from embedq.api.batching import RequestBatcher
-from embedq.cache import from_bytes
 from embedq.config import Settings
 from embedq.deployment import Deployment
 from embedq.errors import EmbeddingTimeout
 from embedq.fingerprint import fingerprint
 from embedq.jobs.service import JobService
 from embedq.models import JobStatus
+from embedq.models.vectors import from_bytes
 from embedq.service import EmbeddingService
 from tests import support
 from tests.integration.test_api_support import ApiServer

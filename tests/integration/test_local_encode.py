@@ -25,11 +25,12 @@ import pytest
 from redis import Redis
 
 from embedq import coordination
-from embedq.cache import keys, to_bytes
+from embedq.cache import keys
 from embedq.config import Settings
 from embedq.deployment import Deployment
 from embedq.errors import EmbeddingTimeout, EmbedqError, PoisonText
 from embedq.fingerprint import fingerprint
+from embedq.models.vectors import to_bytes
 from embedq.service import EmbeddingService
 from embedq.tasks.depth import broker_depth
 from embedq.workers.batcher import ONLINE

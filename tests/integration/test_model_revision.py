@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from embedq.cache import DurableStore
 from embedq.errors import EmbeddingFailed
 from embedq.fingerprint import fingerprint
 from embedq.service import EmbeddingService
@@ -39,7 +38,7 @@ def test_a_worker_refuses_a_revision_it_does_not_serve(
             assert "'rev-a'" in message and "'rev-b'" in message
             assert "EMBEDQ_MODEL_REVISION" in message
         fps = [fingerprint(result.spec, t) for t in texts]
-        assert DurableStore(other.db).get_many(fps) == {}
+        assert other.durable.get_many(fps) == {}
         assert other.hot.get_vectors(fps) == [None] * len(fps)
         digests = {hashlib.sha256(t.encode()).hexdigest() for t in texts}
         assert not digests & set(support.ledger_counts(ledger))  # no forward pass either

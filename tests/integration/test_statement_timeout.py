@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from embedq.config import Settings
 from embedq.errors import DatabaseUnavailable
 from embedq.models.engine import Database, DbTimeouts
+from embedq.models.vectors import PostgresVectors, StoredVector, open_vectors
 from embedq.semantic.store import WRITE_LOCK_KEY, SemanticStore
 from tests.faults.silent_proxy import SilentProxy
 
@@ -76,15 +77,12 @@ def test_a_silent_link_fails_the_statement_after_the_client_deadline(pg_url: str
 
 
 def test_lookups_and_writes_survive_a_dropped_pooled_connection(pg_url: str) -> None:
-    """The single-statement path has no ping before each use: a pooled connection the
+    """The vector rows' engine has no ping before each use: a pooled connection the
     database dropped since (a restart, an idle-connection reaper) fails its statement,
     which is tried once more on a new connection, so no request sees the drop."""
     import psycopg
 
-    from embedq.cache.durable import DurableStore, StoredVector
-
-    database = Database(pg_url, DbTimeouts(connect_s=2))
-    store = DurableStore(database)
+    store = PostgresVectors(pg_url, DbTimeouts(connect_s=2))
     try:
         row = StoredVector(f"fp-dropped-{time.time_ns()}", "m", "r", 2, b"\0" * 8)
         assert store.put_many([row]) == 1
@@ -102,33 +100,37 @@ def test_lookups_and_writes_survive_a_dropped_pooled_connection(pg_url: str) -> 
                 again = StoredVector(row.fingerprint + "-2", "m", "r", 2, b"\1" * 8)
                 assert store.put_many([again, row]) == 1  # only the new row is inserted
     finally:
-        database.dispose()
+        store.close()
 
 
 def test_only_vector_statements_skip_the_wal_flush_wait(pg_url: str) -> None:
-    def setting(database: Database) -> tuple[str, str]:
-        # (the single statements' session: vector lookups and writes; a session's)
+    def setting(vectors: PostgresVectors, database: Database) -> tuple[str, str]:
+        # (the vector rows' session; any other session's)
         def show(conn: Connection) -> str:
             return str(conn.exec_driver_sql("SHOW synchronous_commit").scalar())
 
         with database.session() as s:
             other = str(s.scalar(text("SHOW synchronous_commit")))
-        return database.statement(show), other
+        return vectors.run(show), other
 
-    default = Database(pg_url, DbTimeouts(connect_s=1))
-    strict = Database.from_settings(Settings.from_env({
-        "EMBEDQ_DATABASE_URL": pg_url, "EMBEDQ_VECTOR_SYNC_COMMIT": "1"}))
+    settings = Settings.from_env({"EMBEDQ_DATABASE_URL": pg_url,
+                                  "EMBEDQ_VECTOR_SYNC_COMMIT": "1"})
+    database = Database.from_settings(settings)
+    default = open_vectors(database)
+    strict = open_vectors(database, sync_commit=settings.vector_sync_commit)
     try:
-        assert setting(default) == ("off", "on")
-        assert setting(strict) == ("on", "on")
+        assert isinstance(default, PostgresVectors) and isinstance(strict, PostgresVectors)
+        assert setting(default, database) == ("off", "on")
+        assert setting(strict, database) == ("on", "on")
     finally:
-        default.dispose()
-        strict.dispose()
+        default.close()
+        strict.close()
+        database.dispose()
 
 
-def test_single_statements_leave_no_transaction_behind_on_a_pooled_connection(
-        db: Database) -> None:
-    """Single statements run in autocommit from the connection's start, and their pool
+def test_vector_statements_leave_no_transaction_behind_on_a_pooled_connection(
+        pg_url: str) -> None:
+    """Vector statements run in autocommit from the connection's start, and their pool
     does not roll back on return: a statement that failed leaves no aborted transaction
     for the next statement on the same connection, and a write is visible at once."""
     def fail(conn: Connection) -> None:
@@ -143,8 +145,12 @@ def test_single_statements_leave_no_transaction_behind_on_a_pooled_connection(
         first = conn.exec_driver_sql("SELECT txid_current()").scalar()
         return bool(first == conn.exec_driver_sql("SELECT txid_current()").scalar())
 
-    pid = db.statement(backend)
-    with pytest.raises(Exception, match="division by zero"):
-        db.statement(fail)
-    assert db.statement(backend) == pid  # the same pooled connection, usable
-    assert db.statement(in_transaction) is False
+    vectors = PostgresVectors(pg_url, DbTimeouts(connect_s=1, statement_ms=300, lock_ms=200))
+    try:
+        pid = vectors.run(backend)
+        with pytest.raises(Exception, match="division by zero"):
+            vectors.run(fail)
+        assert vectors.run(backend) == pid  # the same pooled connection, usable
+        assert vectors.run(in_transaction) is False
+    finally:
+        vectors.close()

@@ -18,7 +18,6 @@ import httpx
 import numpy as np
 import pytest
 
-from embedq.cache import DurableStore
 from embedq.config import Settings
 from embedq.errors import ConfigError, EmbeddingFailed, InvalidInput, UnknownModel
 from embedq.fingerprint import fingerprint
@@ -74,7 +73,7 @@ def test_a_worker_serving_two_tiers_stores_each_under_its_own_fingerprint(
     assert int8.counts["submitted"] == 1 and also_int8.counts["cache_hits"] == 1
     fps = [fingerprint(fp32.spec, text), fingerprint(int8.spec, text)]
     assert fps[0] != fps[1]
-    assert set(DurableStore(service.db).get_many(fps)) == set(fps)
+    assert set(service.durable.get_many(fps)) == set(fps)
     assert all(o.error is None for o in [*fp32.outcomes, *int8.outcomes])
     beats = [w for w in service.hot.live_workers().values()
              if w.get("revision") == "tiers-r"]
@@ -145,7 +144,7 @@ def test_jobs_run_on_EMBEDQ_JOB_PRECISION_unless_they_name_a_tier(
     assert jobs.get(exact).revision == "tiers-r"
     int8_spec = service.spec(precision="int8")
     rows = list(jobs.results(cheap, limit=200))
-    stored = DurableStore(service.db).get_many([fingerprint(int8_spec, t) for t in texts])
+    stored = service.durable.get_many([fingerprint(int8_spec, t) for t in texts])
     assert len(rows) == 120 and len(stored) == 120
     assert [r.vector for r in rows] == [stored[fingerprint(int8_spec, t)] for t in texts]
     service.close()
@@ -277,6 +276,6 @@ def test_one_worker_answers_fp32_and_int8_each_from_its_own_model(
     service = EmbeddingService(support.settings_from(onnx_api.env))
     fps = [fingerprint(service.spec(precision=t), text) for t in ("fp32", "int8")]
     assert fps[0] != fps[1]
-    stored = DurableStore(service.db).get_many(fps)
+    stored = service.durable.get_many(fps)
     assert set(stored) == set(fps)  # each vector under its own tier's fingerprint
     service.close()

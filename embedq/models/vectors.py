@@ -1,0 +1,179 @@
+"""Vector rows: the durable store of finished vectors, one row per fingerprint.
+
+`VectorStore` is the contract; `PostgresVectors` (every cluster) and `SQLiteVectors`
+(embedded mode) implement it, and one contract test runs on both
+(tests/integration/test_vector_store.py):
+
+- `get_many(fps)`: the stored vectors among `fps`, one query per READ_CHUNK fingerprints;
+- `put_many(rows)`: `INSERT .. ON CONFLICT DO NOTHING`, one statement per batch, returning
+  how many rows were new. A duplicate execution is harmless: the primary key on the
+  fingerprint is the real fence against computing a text twice;
+- vectors are stored as little-endian float32 bytes (`to_bytes`), never pickled.
+
+On Postgres each call is one statement in autocommit on an engine of its own: no BEGIN
+and COMMIT round trips (one statement is atomic on its own), no ping before each checkout
+(a statement that finds its pooled connection dropped is tried once more on a new one),
+and, unless `sync_commit`, no wait for the WAL flush (vectors are a cache the model can
+compute again; a later synchronous commit, such as a job's chunk marked done, flushes the
+WAL through them, so it never survives a crash that they do not).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection, func, select
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.exc import DBAPIError
+
+from embedq.models.embedding import Embedding
+from embedq.models.engine import Database, DbTimeouts, make_engine, map_db_errors
+
+T = TypeVar("T")
+
+READ_CHUNK = 5000
+PG_SELECT = "SELECT fingerprint, vector FROM embeddings WHERE fingerprint = ANY(%s)"
+_PG_INSERT = ("INSERT INTO embeddings (fingerprint, model, revision, dimensions, dtype, vector) "
+              "VALUES {values} ON CONFLICT (fingerprint) DO NOTHING")
+
+
+def to_bytes(vector: npt.NDArray[np.floating]) -> bytes:
+    """float32 little-endian bytes: the only stored form of a vector (never pickle)."""
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+def from_bytes(blob: bytes) -> npt.NDArray[np.float32]:
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+@dataclass(frozen=True)
+class StoredVector:
+    fingerprint: str
+    model: str
+    revision: str
+    dimensions: int
+    vector: bytes
+    dtype: str = "float32"
+
+
+class VectorStore(ABC):
+    """The durable store of vectors (see the module docstring for the contract)."""
+
+    @abstractmethod
+    def get_many(self, fps: list[str]) -> dict[str, bytes]:
+        """fingerprint -> vector bytes, for those of `fps` that are stored."""
+
+    @abstractmethod
+    def put_many(self, rows: list[StoredVector]) -> int:
+        """Insert the rows whose fingerprint is new; return how many were new."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """Rows stored."""
+
+    def close(self) -> None:  # noqa: B027 - a store without links of its own
+        """Release the store's own connections."""
+
+
+class PostgresVectors(VectorStore):
+    def __init__(self, url: str, timeouts: DbTimeouts | None = None, *,
+                 sync_commit: bool = False) -> None:
+        self.engine = make_engine(
+            url, timeouts or DbTimeouts(), pre_ping=False, autocommit=True,
+            server=None if sync_commit else {"synchronous_commit": "off"})
+
+    def run(self, statement: Callable[[Connection], T]) -> T:
+        """`statement(connection)` in autocommit. A pooled connection the database dropped
+        (it restarted since) is found by the statement itself, not by a ping first: the
+        pool is then invalidated and `statement` tried once more on a new connection, so
+        it must be safe to repeat (a lookup, an insert of new rows only)."""
+        with map_db_errors():
+            try:
+                return self._on_connection(statement)
+            except DBAPIError as exc:
+                if not exc.connection_invalidated:
+                    raise
+            return self._on_connection(statement)
+
+    def _on_connection(self, statement: Callable[[Connection], T]) -> T:
+        with self.engine.connect() as conn:
+            return statement(conn)
+
+    def get_many(self, fps: list[str]) -> dict[str, bytes]:
+        if not fps:
+            return {}
+
+        def lookup(conn: Connection) -> dict[str, bytes]:
+            found: dict[str, bytes] = {}
+            for i in range(0, len(fps), READ_CHUNK):
+                # The driver's own statement, not a compiled construct: a third of a
+                # lookup's client CPU went to SQLAlchemy's execution machinery.
+                rows = conn.exec_driver_sql(PG_SELECT, (fps[i:i + READ_CHUNK],))
+                found.update({fp: bytes(vec) for fp, vec in rows})
+            return found
+
+        return self.run(lookup)
+
+    def put_many(self, rows: list[StoredVector]) -> int:
+        if not rows:
+            return 0
+        params = tuple(v for r in rows for v in (r.fingerprint, r.model, r.revision,
+                                                  r.dimensions, r.dtype, r.vector))
+        sql = _PG_INSERT.format(values=",".join(["(%s,%s,%s,%s,%s,%s)"] * len(rows)))
+        result = self.run(lambda conn: conn.exec_driver_sql(sql, params))
+        return max(int(result.rowcount or 0), 0)
+
+    def count(self) -> int:
+        return int(self.run(lambda conn: conn.exec_driver_sql(
+            "SELECT count(*) FROM embeddings").scalar()) or 0)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+class SQLiteVectors(VectorStore):
+    """On the database's own engine: one file, no links to ping or keep."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.engine = db.engine.execution_options(isolation_level="AUTOCOMMIT")
+
+    def _run(self, statement: Callable[[Connection], T]) -> T:
+        with map_db_errors(), self.engine.connect() as conn:
+            return statement(conn)
+
+    def get_many(self, fps: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for i in range(0, len(fps), READ_CHUNK):
+            query = select(Embedding.fingerprint, Embedding.vector).where(
+                Embedding.fingerprint.in_(fps[i:i + READ_CHUNK]))
+            found.update({fp: bytes(vec) for fp, vec in self._run(
+                lambda conn, q=query: conn.execute(q).all())})  # type: ignore[misc]
+        return found
+
+    def put_many(self, rows: list[StoredVector]) -> int:
+        if not rows:
+            return 0
+        values = [{"fingerprint": r.fingerprint, "model": r.model, "revision": r.revision,
+                   "dimensions": r.dimensions, "dtype": r.dtype, "vector": r.vector}
+                  for r in rows]
+        insert = sqlite.insert(Embedding).values(values).on_conflict_do_nothing(
+            index_elements=["fingerprint"])
+        result = self._run(lambda conn: conn.execute(insert))
+        return max(int(result.rowcount or 0), 0)
+
+    def count(self) -> int:
+        return int(self._run(lambda conn: conn.scalar(
+            select(func.count()).select_from(Embedding))) or 0)
+
+
+def open_vectors(db: Database, *, sync_commit: bool = False) -> VectorStore:
+    """The vector store of `db`'s database (`sync_commit`: wait for the WAL flush)."""
+    if db.dialect == "postgresql":
+        return PostgresVectors(db.url, db.timeouts, sync_commit=sync_commit)
+    return SQLiteVectors(db)

@@ -1,0 +1,78 @@
+"""The vector store's contract, one body on Postgres and on SQLite."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embedq.models import Database
+from embedq.models.migrate import upgrade
+from embedq.models.vectors import (
+    READ_CHUNK,
+    PostgresVectors,
+    SQLiteVectors,
+    StoredVector,
+    VectorStore,
+    from_bytes,
+    open_vectors,
+    to_bytes,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def vectors(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'vectors.db'}"
+        upgrade(url)
+    else:
+        url = request.getfixturevalue("pg_url")
+    db = Database(url)
+    store = open_vectors(db)
+    assert isinstance(store, SQLiteVectors if request.param == "sqlite" else PostgresVectors)
+    yield store
+    store.close()
+    db.dispose()
+
+
+def row(fp: str, value: float = 0.5, dims: int = 4) -> StoredVector:
+    return StoredVector(fp, "model", "rev", dims, to_bytes(np.full(dims, value)))
+
+
+def test_a_put_row_reads_back_as_the_same_float32_bytes(vectors: VectorStore) -> None:
+    fp = uuid.uuid4().hex
+    vector = np.array([0.1, -2.5, 3e-8, 1e6], dtype=np.float32)
+    assert vectors.put_many([StoredVector(fp, "m", "r", 4, to_bytes(vector))]) == 1
+    got = vectors.get_many([fp, "absent-" + fp])
+    assert list(got) == [fp]
+    np.testing.assert_array_equal(from_bytes(got[fp]), vector)
+
+
+def test_a_fingerprint_stored_twice_keeps_its_first_row(vectors: VectorStore) -> None:
+    """The primary key is the fence: a duplicate execution inserts nothing."""
+    fp, other = uuid.uuid4().hex, uuid.uuid4().hex
+    assert vectors.put_many([row(fp, 1.0)]) == 1
+    assert vectors.put_many([row(fp, 2.0), row(other, 3.0)]) == 1
+    got = vectors.get_many([fp, other])
+    assert from_bytes(got[fp])[0] == 1.0 and from_bytes(got[other])[0] == 3.0
+
+
+def test_empty_calls_touch_nothing(vectors: VectorStore) -> None:
+    before = vectors.count()
+    assert vectors.put_many([]) == 0
+    assert vectors.get_many([]) == {}
+    assert vectors.count() == before
+
+
+def test_lookups_past_one_read_chunk_find_every_row(vectors: VectorStore) -> None:
+    fps = [uuid.uuid4().hex for _ in range(READ_CHUNK + 7)]
+    before = vectors.count()
+    assert vectors.put_many([row(fp, dims=2) for fp in fps[:2000]]) == 2000
+    assert vectors.put_many([row(fp, dims=2) for fp in fps[2000:]]) == len(fps) - 2000
+    assert set(vectors.get_many(fps)) == set(fps)
+    assert vectors.count() == before + len(fps)
