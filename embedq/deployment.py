@@ -21,8 +21,9 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import cached_property
 
-from embedq.cache import HotStore, make_hot_store
 from embedq.config import Settings
+from embedq.coordination import HotStore, make_hot_store
+from embedq.coordination.executor import Executor
 from embedq.jobs.service import JobService
 from embedq.jobs.store import JobStore, utcnow
 from embedq.models import Database
@@ -30,9 +31,10 @@ from embedq.models.vectors import open_vectors
 from embedq.service import EmbeddingService
 from embedq.tasks.app import create_app
 from embedq.tasks.depth import broker_depth
+from embedq.tasks.executor import QueueExecutor
 from embedq.workers.chunk import run_chunk
 from embedq.workers.embedded import EmbeddedWorker
-from embedq.workers.local import LocalEncoding
+from embedq.workers.local import LocalExecutor
 from embedq.workers.runtime import WorkerRuntime
 
 
@@ -67,23 +69,29 @@ class Deployment:
     # --- the services
     @cached_property
     def service(self) -> EmbeddingService:
-        local = self.local_encoding if self.settings.online_encode == "local" else None
         return EmbeddingService(self.settings, hot=self.hot, db=self.db,
-                                durable=self.durable, app=self.app,
-                                before_submit=self.ensure_worker, encode_here=local)
+                                durable=self.durable, app=self.app, executor=self.executor)
 
     @cached_property
-    def local_encoding(self) -> LocalEncoding:
-        """Online misses encoded in this process (EMBEDQ_ONLINE_ENCODE=local): on the
-        embedded worker's model, or in a cluster on a model loaded here (it does not
-        announce itself as a worker: it consumes no queue)."""
+    def executor(self) -> Executor:
+        """Where the service's claimed misses are encoded: the online queue (the embedded
+        worker starts on first use), or with EMBEDQ_ONLINE_ENCODE=local this process."""
+        queue = QueueExecutor(self.app, self.settings, self.hot,
+                              before_publish=self.ensure_worker)
+        return self.local_executor(queue) if self.settings.online_encode == "local" \
+            else queue
+
+    def local_executor(self, fallback: Executor) -> LocalExecutor:
+        """Online misses encoded in this process: on the embedded worker's model, or in a
+        cluster on a model loaded here (it does not announce itself as a worker: it
+        consumes no queue)."""
         if self.embedded:
             self.ensure_worker()
             assert self._worker is not None
-            return LocalEncoding(self._worker.runtime)
+            return LocalExecutor(self._worker.runtime, fallback)
         self._local_runtime = WorkerRuntime(self.settings, hot=self.hot, db=self.db,
                                             durable=self.durable, heartbeat=False)
-        return LocalEncoding(self._local_runtime)
+        return LocalExecutor(self._local_runtime, fallback)
 
     def jobs(self, clock: Callable[[], datetime] = utcnow) -> JobService:
         """Jobs over this deployment's service; embedded jobs run their chunks here."""
@@ -122,8 +130,9 @@ class Deployment:
         return broker_depth(self.app, queue) + here
 
     def close(self) -> None:
-        if "local_encoding" in self.__dict__:  # built: store what it computed first
-            self.local_encoding.drain()
+        executor = self.__dict__.get("executor")
+        if isinstance(executor, LocalExecutor):  # store what it computed first
+            executor.drain()
         if self._local_runtime is not None:
             self._local_runtime.close()
         self.durable.close()

@@ -12,55 +12,40 @@
   5. answer in input order, each text with its vector or its own error.
 
 Each caller's interest in its fingerprints is registered with the claims and lasts until
-its deadline (or until its client disconnects, `Callers.leave`): a worker does not encode
-what nobody waits for any more.
+its deadline (or until its client disconnects, `RequestGroup.leave`): a worker does not
+encode what nobody waits for any more. Where a claimed miss is encoded (the queue, or this
+process) is the executor's business (`embedq.coordination.executor`), chosen by the
+deployment.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 from celery import Celery
 
-from embedq import coordination
-from embedq.cache import HotStore, make_hot_store
-from embedq.cache.counters import CounterWriter
-from embedq.cache.waiters import Waiters
 from embedq.config import Settings
+from embedq.coordination import HotStore, make_hot_store
+from embedq.coordination.counters import CounterWriter
+from embedq.coordination.executor import Executor, Ticket
+from embedq.coordination.interest import RequestGroup
+from embedq.coordination.waiting import REQUEST, Waiting
 from embedq.encoders import model_identity
 from embedq.encoders.tiers import TIERS
-from embedq.errors import (
-    EmbeddingTimeout,
-    EmbedqError,
-    InvalidInput,
-    Unavailable,
-    UnknownModel,
-)
+from embedq.errors import EmbeddingTimeout, EmbedqError, InvalidInput, UnknownModel
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
 from embedq.models.vectors import VectorStore, from_bytes, open_vectors
 from embedq.tasks.app import create_app
-from embedq.tasks.publish import plan_messages, publish_embed
+from embedq.tasks.executor import QueueExecutor
 
 log = logging.getLogger("embedq.service")
 
-
-# (spec, claimed (fingerprint, text) pairs, claim owner, deadline, the requests that
-# want them) -> the outcomes settled there, or None when this process does not serve the
-# spec; what is not settled is awaited like any claim.
-EncodeHere = Callable[[EncodeSpec, list[tuple[str, str]], str, float, coordination.Callers],
-                      dict[str, bytes | EmbedqError] | None]
-
 Vector = npt.NDArray[np.float32]
-POLL_S = 0.25
-PUBLISH_RETRY_INTERVAL_S = 0.25
-CLAIM_CHECK_S = 1.0
 
 
 @dataclass
@@ -92,10 +77,8 @@ class EmbedResult:
 class EmbeddingService:
     """The producer side of embedq: answers from cache, joins work in flight, or queues it.
 
-    `before_submit` is called before work is queued: the deployment uses it to start the
-    embedded worker on first use (`embedq.deployment`). `encode_here`, when given, encodes
-    what this process claimed instead of queueing it (EMBEDQ_ONLINE_ENCODE=local,
-    `embedq.workers.local`); without it the service never runs a model itself.
+    `executor` is where the fingerprints it claims are encoded (default: the online
+    queue); the deployment chooses it (`embedq.deployment`).
     """
 
     def __init__(
@@ -106,8 +89,7 @@ class EmbeddingService:
         db: Database | None = None,
         durable: VectorStore | None = None,
         app: Celery | None = None,
-        before_submit: Callable[[], None] | None = None,
-        encode_here: EncodeHere | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.settings = settings
         self.hot = hot if hot is not None else make_hot_store(settings)
@@ -121,10 +103,10 @@ class EmbeddingService:
         # worker encoder that serves it.
         self.revisions = {t: model_identity(settings, t)[1] for t in settings.tiers}
         self.model, self.revision = model_identity(settings)
-        self.waiters = Waiters(self.hot)
+        self.waiting = Waiting(self.hot, self.durable)
         self.counters = CounterWriter(self.hot)
-        self.before_submit = before_submit
-        self.encode_here = encode_here
+        self.executor: Executor = executor if executor is not None else QueueExecutor(
+            self.app, settings, self.hot)
 
     # --- the request
     def spec(
@@ -196,9 +178,9 @@ class EmbeddingService:
         requests: int = 1,
         precision: str | None = None,
         tenant: str | None = None,
-        callers: coordination.Callers | None = None,
+        group: RequestGroup | None = None,
     ) -> EmbedResult:
-        """`callers`: the requests `texts` came from (one by default), which the API tells
+        """`group`: the requests `texts` came from (one by default), which the API tells
         when one goes away; the call returns early once every one has gone."""
         spec = self.spec(model, dimensions, normalize, precision, tenant)
         for i, t in enumerate(texts):
@@ -212,17 +194,14 @@ class EmbeddingService:
         found = self._lookup(unique)
         misses = [fp for fp in unique if fp not in found]
         deadline = time.monotonic() + (timeout_s or self.settings.request_timeout_s)
-        callers = callers if callers is not None else coordination.Callers([len(texts)])
-        callers.bind(fps, deadline)
-        won, lost = self._claim(misses, callers)
+        group = group if group is not None else RequestGroup.single(len(texts))
+        group.bind(fps, deadline)
+        won, lost = self._claim(misses, group)
         started = time.perf_counter()
-        here = self._encode_here(spec, won, text_of, callers, deadline) if won else None
-        if here is None and won and self._submit(
-                spec, [(fp, text_of[fp]) for fp in won], callers.owner, deadline):
-            log.info("leader start: queued %d fingerprints (first %s)", len(won), won[0][:12])
-        settled = here if here is not None else {}
+        settled = self.executor.start(spec, [(fp, text_of[fp]) for fp in won],
+                                      Ticket(group.owner, group), deadline) if won else {}
         answers = self._collect(spec, [fp for fp in won + lost if fp not in settled],
-                                text_of, deadline, callers)
+                                text_of, deadline, group)
         answers.update(settled)
         cost_ms = (time.perf_counter() - started) * 1000
         counts = self._record(fps, texts, found, won, lost, answers, requests, cost_ms)
@@ -260,7 +239,7 @@ class EmbeddingService:
     def _lookup(self, fps: list[str]) -> dict[str, tuple[str, bytes]]:
         """Exact cache: one MGET, then one durable query for the rest."""
         found: dict[str, tuple[str, bytes]] = {}
-        for fp, blob in zip(fps, self.hot.get_vectors(fps), strict=True):
+        for fp, blob in zip(fps, self.hot.vectors(fps), strict=True):
             if blob is not None:
                 found[fp] = ("hot", blob)
         rest = [fp for fp in fps if fp not in found]
@@ -271,114 +250,39 @@ class EmbeddingService:
             found.update({fp: ("durable", blob) for fp, blob in stored.items()})
         return found
 
-    def _claim(self, fps: list[str], callers: coordination.Callers
-               ) -> tuple[list[str], list[str]]:
-        won: list[str] = []
-        lost: list[str] = []
-        if fps:
-            won, lost = coordination.claim_wanted(self.hot, fps, callers,
-                                                  self.settings.claim_ttl_ms)
-        return won, lost
+    def _claim(self, fps: list[str], group: RequestGroup) -> tuple[list[str], list[str]]:
+        if not fps:
+            return [], []
+        claimed = self.hot.claim(fps, group.owner, self.settings.claim_ttl_ms,
+                                 group.interest(fps))
+        return claimed.won, claimed.lost
 
-    def _encode_here(self, spec: EncodeSpec, won: list[str], text_of: dict[str, str],
-                     callers: coordination.Callers, deadline: float
-                     ) -> dict[str, bytes | EmbedqError] | None:
-        """Encode the claimed fingerprints in this process, when it does (None: queue
-        them). A store failing before anything reached the model is not the caller's
-        problem: the work is queued instead, with the queue path's retries. Any other
-        failure frees the claims (nobody else waits out their ttl) and is raised."""
-        if self.encode_here is None:
-            return None
-        try:
-            return self.encode_here(spec, [(fp, text_of[fp]) for fp in won], callers.owner,
-                                    deadline, callers)
-        except Unavailable as exc:
-            log.warning("encoding here failed before the model ran (%s): queueing instead",
-                        exc)
-            return None
-        except Exception:
-            with contextlib.suppress(EmbedqError):
-                coordination.release(self.hot, won)
-            raise
-
-    def _submit(self, spec: EncodeSpec, pairs: list[tuple[str, str]], owner: str,
-                deadline: float) -> bool:
-        """Queue the work; True once published.
-
-        A failed publish is tried again every PUBLISH_RETRY_INTERVAL_S for up to
-        `publish_retry_s` (never past the request's deadline): a broker restarting under
-        the request is a blip, not an answer. If it still fails, the claims are freed and
-        the error is raised: the caller answers at once (503). When the claims cannot be
-        freed either, the hot store went down with the broker (one Redis for both,
-        restarting): this caller then waits like any waiter, riding the outage out until
-        its deadline, and the rescue re-queues what lost its claim (a restarted Redis lost
-        them all). False says nothing was published.
-        """
-        if self.before_submit is not None:
-            self.before_submit()
-        fps = [fp for fp, _ in pairs]
-        text_of = dict(pairs)
-        groups = [
-            [(fp, text_of[fp]) for fp in part]
-            for part in plan_messages(fps, self.settings.message_max_texts)
-        ]
-        give_up_at = min(deadline, time.monotonic() + self.settings.publish_retry_s)
-        while True:
-            try:
-                publish_embed(self.app, spec, groups, self.settings.online_queue, owner=owner)
-                return True
-            except EmbedqError as exc:
-                if time.monotonic() + PUBLISH_RETRY_INTERVAL_S < give_up_at:
-                    log.warning("publish failed (%s): trying again", exc)
-                    time.sleep(PUBLISH_RETRY_INTERVAL_S)
-                    continue
-                try:
-                    coordination.release(self.hot, fps)  # do not block these for a claim ttl
-                except Unavailable as gone:
-                    log.warning("publish failed (%s) and the hot store is down too (%s): "
-                                "waiting for it to come back", exc, gone)
-                    return False
-                raise
-
-    def _collect(
-        self,
-        spec: EncodeSpec,
-        fps: list[str],
-        text_of: dict[str, str],
-        deadline: float,
-        callers: coordination.Callers,
-    ) -> dict[str, bytes | EmbedqError]:
+    def _collect(self, spec: EncodeSpec, fps: list[str], text_of: dict[str, str],
+                 deadline: float, group: RequestGroup) -> dict[str, bytes | EmbedqError]:
         """Wait for each fingerprint's outcome. A store outage is ridden out until the
         deadline; a claim that vanished with no vector (dead leader, a restarted empty
-        broker) is claimed and queued again, unless no caller still here wants it. A caller
-        that leaves has its interest withdrawn, and what no caller still here wants is
-        no longer waited for (answered as timed out: nobody reads it)."""
-        if not fps:
-            return {}
-
-        def requeue(orphans: list[str]) -> list[str]:
-            won, _ = self._claim(callers.wanted(orphans), callers)
+        broker) is claimed and queued again, unless no request still here wants it. A
+        request that leaves has its interest withdrawn, and what no request still here
+        wants is no longer waited for (answered as timed out: nobody reads it)."""
+        answers: dict[str, bytes | EmbedqError] = {}
+        pending = fps
+        while pending:
+            got = self.waiting.wait(pending, REQUEST, deadline=deadline, group=group)
+            answers.update(got.vectors)
+            answers.update(got.failures)
+            if not got.orphans:
+                for fp in got.pending:
+                    answers[fp] = got.outage or EmbeddingTimeout(
+                        "no vector within the request timeout; the work stays queued, "
+                        "retry the request to collect it")
+                break
+            won, _ = self._claim(group.wanted(got.orphans), group)
             if won:
                 log.warning("re-queueing %d fingerprints whose claim expired", len(won))
-                # Encoded here, their vectors arrive like any other (the claim is released
-                # once they are stored).
-                if self._encode_here(spec, won, text_of, callers, deadline) is None:
-                    self._submit(spec, [(fp, text_of[fp]) for fp in won], callers.owner,
-                                 deadline)
-            return []  # every orphan is awaited again
-
-        got = coordination.await_outcomes(
-            self.hot, fps, deadline=deadline, adopt=requeue, durable=self.durable,
-            poll_s=POLL_S, check_s=CLAIM_CHECK_S, wake=self.waiters, ride_out_outages=True,
-            event=callers.wake,
-            keep=lambda pending: coordination.still_wanted(self.hot, callers, pending),
-        )
-        answers: dict[str, bytes | EmbedqError] = {**got.vectors, **got.failures}
-        for fp in got.pending:
-            answers[fp] = got.outage or EmbeddingTimeout(
-                "no vector within the request timeout; the work stays queued, "
-                "retry the request to collect it"
-            )
+                # Their vectors arrive like any other (the claim is freed once stored).
+                self.executor.start(spec, [(fp, text_of[fp]) for fp in won],
+                                    Ticket(group.owner, group), deadline)
+            pending = got.orphans + got.pending
         return answers
 
     # --- introspection

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from embedq.coordination import Callers
+from embedq.coordination.interest import RequestGroup
 from embedq.service import EmbeddingService, Outcome
 
 log = logging.getLogger("embedq.api")
@@ -124,16 +124,16 @@ class RequestBatcher:
                     group: list[_Waiting]) -> None:
         dimensions, normalize, precision, tenant = key
         texts = [t for item in group for t in item.texts]
-        callers = Callers([len(item.texts) for item in group])
+        requests = RequestGroup([len(item.texts) for item in group])
         for k, item in enumerate(group):
-            item.future.add_done_callback(_leave_when_cancelled(callers, k))
+            item.future.add_done_callback(_leave_when_cancelled(requests, k))
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(
                 self._executor, lambda: self.service.embed(texts, dimensions=dimensions,
                                            normalize=normalize, requests=len(group),
                                            precision=precision, tenant=tenant,
-                                           callers=callers)
+                                           group=requests)
             )
         except Exception as exc:
             for item in group:
@@ -148,9 +148,10 @@ class RequestBatcher:
                 item.future.set_result(part)
 
 
-def _leave_when_cancelled(callers: Callers, k: int) -> Callable[[asyncio.Future[Any]], None]:
+def _leave_when_cancelled(requests: RequestGroup, k: int
+                          ) -> Callable[[asyncio.Future[Any]], None]:
     def leave(future: asyncio.Future[Any]) -> None:
         if future.cancelled():  # its client went away: request k leaves the call
-            callers.leave(k)
+            requests.leave(k)
 
     return leave

@@ -113,7 +113,7 @@ def cluster(settings: Settings, tmp: Path) -> Iterator[Target]:
     """`embedq serve` (temporary key, free loopback port) and, when no live worker serves
     the configured model and the API queues its online misses (EMBEDQ_ONLINE_ENCODE=queue),
     an `embedq worker`; both stopped by process group on the way out."""
-    from embedq.cache import make_hot_store
+    from embedq.coordination import make_hot_store
 
     preflight(settings)
     key = secrets.token_urlsafe(24)

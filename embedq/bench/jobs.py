@@ -90,7 +90,7 @@ def live_workers_serving(settings: Settings) -> tuple[int, int]:
     """(live workers serving the configured model and revision, live workers in all), from
     their heartbeats in the hot store (as /readyz counts them). The one detection every
     bench that needs a cluster worker uses."""
-    from embedq.cache import make_hot_store
+    from embedq.coordination import make_hot_store
     from embedq.encoders import model_identity
 
     model, revision = model_identity(settings)

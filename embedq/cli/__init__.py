@@ -143,7 +143,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from embedq.cache import make_hot_store
+    from embedq.coordination import make_hot_store
 
     settings = Settings.from_env()
     counters = make_hot_store(settings).counters()

@@ -6,7 +6,7 @@ derived from their fingerprints: per-message overhead would otherwise cost more 
 model on short texts (see the README's design notes).
 
 A message may name the claim `owner` of the call that queued it: its producer registered
-its callers' interest (`coordination.claim_wanted`), so a worker may drop the texts
+its callers' interest with its claims (`HotStore.claim`), so a worker may drop the texts
 nobody waits for any more. A message without one (an older producer) is always encoded.
 """
 

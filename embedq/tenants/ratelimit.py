@@ -16,7 +16,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from embedq.cache import keys
+from embedq.coordination import keys
 from embedq.errors import BrokerUnavailable, RateLimited
 from embedq.tenants.principal import Principal
 

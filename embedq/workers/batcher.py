@@ -37,6 +37,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from embedq.coordination.executor import Ticket
 from embedq.encoders import Encoder, Matrix
 from embedq.fingerprint import EncodeSpec
 from embedq.models.states import Lane
@@ -64,13 +65,9 @@ class Item:
     tokens: int = 0
     future: Future[bytes] = field(default_factory=Future)
     seq: int = 0
-    owner: str | None = None  # the claim owner of the online message that queued it
-    # Set by a caller in this process (EMBEDQ_ONLINE_ENCODE=local): resolved with the
-    # finished vector as soon as it is validated, before the writes (`future` after them).
-    answered: Future[bytes] | None = None
-    # Also set by a caller in this process: True while it still waits (the interest check
-    # before encoding then needs no round trip; False: the hot store decides).
-    wanted: Callable[[], bool] | None = None
+    # From the call that claimed the text (None: a job's chunk, always encoded); a retry
+    # keeps it (`dataclasses.replace`).
+    ticket: Ticket | None = None
 
 
 @dataclass(eq=False)

@@ -17,7 +17,8 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from embedq import coordination
+from embedq.coordination.outcomes import describe, read_outcomes
+from embedq.coordination.waiting import CHUNK
 from embedq.fingerprint import EncodeSpec
 from embedq.jobs.store import ChunkCounts, JobStore
 from embedq.models import ChunkStatus, JobStatus, Priority
@@ -26,7 +27,6 @@ from embedq.workers.runtime import BULK, ONLINE, WorkerRuntime
 
 log = logging.getLogger("embedq.worker.bulk")
 
-POLL_S = 0.1
 # A chunk hands the batcher SLICE_TEXTS texts at a time, SLICES_IN_FLIGHT slices at once:
 # the claims, leases and queries of a slice are short bursts of Python work (holding the
 # GIL that online messages in the same process need), not one long burst per chunk, and
@@ -116,10 +116,9 @@ def _claim_and_embed(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, 
                      room: Room | None) -> _Slice:
     out = _Slice(stored=store.stored(list(text_of)))
     todo = [fp for fp in text_of if fp not in out.stored]
-    won, lost = coordination.claim(runtime.hot, todo, owner, runtime.settings.claim_ttl_ms)
-    holders = coordination.claim_holders(runtime.hot, lost)
-    won += [fp for fp, h in zip(lost, holders, strict=True) if h == owner]
-    lost = [fp for fp, h in zip(lost, holders, strict=True) if h != owner]
+    # A claim this chunk's owner holds already (an earlier run of it) is won again.
+    claimed = runtime.hot.claim(todo, owner, runtime.settings.claim_ttl_ms)
+    won, lost = claimed.won, claimed.lost
     if not won and batcher is not None and room is not None:
         batcher.release(room)  # nothing to encode here: let the next slice in
     pending = list(lost)
@@ -130,9 +129,8 @@ def _claim_and_embed(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, 
                 batcher.release(room)  # filled by the submit, or never needed
             got = store.stored(won)
             out.encoded |= got
-            failed = coordination.read_outcomes(
-                runtime.hot, [fp for fp in won if fp not in got])[1]
-            out.failed.update({fp: coordination.describe(e) for fp, e in failed.items()})
+            failed = read_outcomes(runtime.hot, [fp for fp in won if fp not in got])[1]
+            out.failed.update({fp: describe(e) for fp, e in failed.items()})
             # Neither stored nor failed: a duplicate execution holds it; wait for it.
             pending += [fp for fp in won if fp not in got and fp not in out.failed]
         if not pending:
@@ -145,21 +143,19 @@ def _claim_and_embed(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, 
 
 def _wait(runtime: WorkerRuntime, pending: list[str], owner: str,
           failed: dict[str, str]) -> list[str]:
-    """Wait until each fingerprint is stored or failed; return orphans we re-claimed."""
-
-    def reclaim(orphans: list[str]) -> list[str]:
-        won, _ = coordination.claim(runtime.hot, orphans, owner,
-                                    runtime.settings.claim_ttl_ms)
+    """Wait until each fingerprint is stored or failed ([]), or until this chunk
+    re-claims orphans (their leader vanished): returns those, to encode here. Orphans
+    someone else claimed first are waited for again."""
+    while True:
+        got = runtime.waiting.wait(pending, CHUNK)
+        failed.update({fp: describe(e) for fp, e in got.failures.items()})
+        if not got.orphans:
+            return []
+        won = runtime.hot.claim(got.orphans, owner, runtime.settings.claim_ttl_ms).won
         if won:
             log.warning("chunk re-claims %d fingerprints whose leader vanished", len(won))
-        return won
-
-    got = coordination.await_outcomes(
-        runtime.hot, pending, deadline=None, adopt=reclaim, durable=runtime.durable,
-        poll_s=POLL_S,
-    )
-    failed.update({fp: coordination.describe(e) for fp, e in got.failures.items()})
-    return got.orphans
+            return won
+        pending = got.orphans + got.pending
 
 
 def _count(items: list[tuple[str, str]], stored: set[str], encoded: set[str],

@@ -14,8 +14,8 @@ import time
 
 from celery import Celery
 
-from embedq.cache import HotStore
 from embedq.config import Settings
+from embedq.coordination import HotStore
 from embedq.workers.runtime import WorkerRuntime
 from embedq.workers.tasks import AppThreadPool, register
 

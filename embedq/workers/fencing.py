@@ -17,20 +17,22 @@ import threading
 import time
 from collections.abc import Callable
 
-from embedq import coordination
-from embedq.cache import HotStore, keys
 from embedq.config import Settings
+from embedq.coordination.outcomes import announce, publish_failures
+from embedq.coordination.store import Hold, HotStore, Leased
+from embedq.coordination.waiting import REDELIVERY, Waiting
 from embedq.errors import EmbedqError, PoisonText
 
 log = logging.getLogger("embedq.worker")
 
 ATTEMPTS_TTL_S = 3600
-LEASE_POLL_S = 0.05
 
 
 class Fencing:
-    def __init__(self, hot: HotStore, settings: Settings, owner: str) -> None:
+    def __init__(self, hot: HotStore, settings: Settings, owner: str,
+                 waiting: Waiting | None = None) -> None:
         self.hot = hot
+        self.waiting = waiting if waiting is not None else Waiting(hot)
         self.settings = settings
         self.owner = owner
         self._leased: set[str] = set()
@@ -52,18 +54,18 @@ class Fencing:
             for fp, n in attempts.items() if n >= self.settings.max_attempts
         }
         if dead:
-            coordination.publish_failures(self.hot, dead, self.settings.failure_ttl_s)
-            self.hot.incr({"dead_lettered": len(dead)})
+            publish_failures(self.hot, dead, self.settings.failure_ttl_s,
+                             {"dead_lettered": len(dead)})
         suspects = {fp for fp, n in attempts.items() if n > 0 and fp not in dead}
         return dead, suspects
 
     def count_attempt(self, fps: list[str]) -> None:
         """The batcher's hook, called just before the model runs on `fps`."""
-        self.hot.add_attempts(fps, ATTEMPTS_TTL_S)
+        self.hot.count_attempts(fps, ATTEMPTS_TTL_S)
 
     def forget_attempts(self, fps: list[str]) -> None:
         """Infrastructure failed, not the text: the attempt does not count."""
-        self.hot.clear_attempts(fps)
+        self.hot.forget_attempts(fps)
 
     # --- leases
     def run_leased(self, pairs: dict[str, str],
@@ -78,28 +80,22 @@ class Fencing:
         pending = dict(pairs)
         deadline = time.monotonic() + self.settings.visibility_timeout_s
         while pending:
-            fps = list(pending)
-            mine, stored = self.lease(fps)
-            if stored:
-                done += len(stored)
-                reused += len(stored)
-            if mine:
+            leased = self.lease(list(pending))
+            done += len(leased.stored)
+            reused += len(leased.stored)
+            if leased.won:
                 try:
-                    encoded, again = encode({fp: pending[fp] for fp in mine}, mine)
+                    encoded, again = encode({fp: pending[fp] for fp in leased.won},
+                                            leased.won)
                     done += encoded
                     reused += again
                 finally:
-                    self.unlease(list(mine))
-            taken = set(mine) | set(stored)
-            others = [fp for fp in fps if fp not in taken]
-            for fp in taken:
+                    self.unlease(list(leased.won))
+            for fp in [*leased.won, *leased.stored]:
                 del pending[fp]
-            if not others:
+            if not leased.held:
                 break
-            got = coordination.await_outcomes(
-                self.hot, others, deadline=deadline, holder=keys.run_lease,
-                poll_s=LEASE_POLL_S,
-            )
+            got = self.waiting.wait(leased.held, REDELIVERY, deadline=deadline)
             done += len(got.vectors)
             # Orphans (their runner died) and work still running go round again: the
             # orphans are leased here. At the deadline what still runs is left to it.
@@ -110,25 +106,23 @@ class Fencing:
                 del pending[fp]
         return done, reused
 
-    def lease(self, fps: list[str]) -> tuple[dict[str, int], dict[str, bytes]]:
+    def lease(self, fps: list[str]) -> Leased:
         """Take the run leases of `fps` that no one else holds and whose vector is not in
-        the hot tier (kept fresh until `unlease`), in one atomic step: a runner writes the
-        vector before it releases the lease, so a lease taken here is never a second
-        computation. Returns (those leased, each with its attempt count for `triage`; the
-        vectors found instead); for the vectors found, claims are freed and waiters woken
-        (the hot tier has them already)."""
-        mine, stored = coordination.lease_unless_stored(
-            self.hot, fps, self.owner, self.settings.run_lease_ms)
-        if stored:
-            coordination.announce(self.hot, list(stored))
+        the hot store (kept fresh until `unlease`), in one atomic step: a runner writes
+        the vector before it releases the lease, so a lease taken here is never a second
+        computation. Those leased come with their attempt counts for `triage`; for the
+        vectors found instead, claims are freed and waiters woken (the hot store has
+        them already)."""
+        leased = self.hot.lease(fps, self.owner, self.settings.run_lease_ms)
+        announce(self.hot, list(leased.stored))
         with self._lock:
-            self._leased.update(mine)
-        return mine, stored
+            self._leased.update(leased.won)
+        return leased
 
     def unlease(self, fps: list[str]) -> None:
         with self._lock:
             self._leased.difference_update(fps)
-        coordination.release_leases(self.hot, fps, self.owner)
+        self.hot.release(Hold.LEASE, fps, self.owner)
 
     def _keep_leases(self) -> None:
         interval_s = self.settings.run_lease_ms / 3000
@@ -136,6 +130,6 @@ class Fencing:
             with self._lock:
                 fps = list(self._leased)
             try:
-                coordination.extend_leases(self.hot, fps, self.settings.run_lease_ms)
+                self.hot.extend_leases(fps, self.settings.run_lease_ms)
             except EmbedqError as exc:
                 log.warning("lease refresh failed: %s", exc)

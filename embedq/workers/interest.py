@@ -1,25 +1,24 @@
 """The last check before a batch encodes: is anyone still waiting for its texts?
 
 An online message names the claim owner of the call that queued it, whose callers
-registered their interest with the claim (`coordination.claim_wanted`). Between queueing
+registered their interest with the claim (`HotStore.claim(..., interest=)`). Between queueing
 and encoding every caller of a text may have gone (timed out, or its HTTP client
 disconnected); such a text costs no forward pass: it is left out of the batch, its claim
 is released (so whoever wants it later claims and computes it as usual) and it is counted
 as `abandoned`. Nothing is written for it.
 
-A text is always encoded when any item for it came without an owner: a job's chunk (which
+A text is always encoded when any item for it came without a ticket: a job's chunk (which
 claims for itself and waits for what it wants), or a message from a producer that does
-not register interest; and when a caller in this process still waits for it (local
-encoding): the check then costs no round trip. A store error encodes the whole batch: the
-check only saves work.
+not register interest; and when a request in this process still waits for it (local
+encoding, `Ticket.present`): the check then costs no round trip. A store error encodes
+the whole batch: the check only saves work.
 """
 
 from __future__ import annotations
 
 import logging
 
-from embedq import coordination
-from embedq.cache import HotStore
+from embedq.coordination.store import HotStore
 from embedq.errors import Abandoned, Unavailable
 from embedq.workers.batcher import Item
 
@@ -33,14 +32,13 @@ class KeepWanted:
         self.hot = hot
 
     def __call__(self, items: list[Item]) -> list[Item]:
-        always = {i.fp for i in items
-                  if i.owner is None or (i.wanted is not None and i.wanted())}
-        owners = sorted({(i.fp, i.owner) for i in items
-                         if i.owner is not None and i.fp not in always})
+        always = {i.fp for i in items if i.ticket is None or i.ticket.present()}
+        owners = sorted({(i.fp, i.ticket.owner) for i in items
+                         if i.ticket is not None and i.fp not in always})
         if not owners:
             return items
         try:
-            dropped = set(coordination.drop_unwanted(self.hot, owners))
+            dropped = set(self.hot.drop_unwanted(owners))
         except Unavailable as exc:
             log.warning("interest check failed (%s); encoding the whole batch", exc)
             return items

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -34,12 +35,12 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import wait as wait_futures
 
-from embedq import coordination
-from embedq.coordination import Callers
-from embedq.errors import EmbeddingFailed, EmbedqError
+from embedq.coordination.executor import Executor, Settled, Ticket
+from embedq.coordination.store import Hold
+from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
 from embedq.fingerprint import EncodeSpec
 from embedq.workers.batcher import ONLINE, Item
-from embedq.workers.runtime import WorkerRuntime
+from embedq.workers.runtime import Served, WorkerRuntime
 
 log = logging.getLogger("embedq.worker")
 
@@ -47,12 +48,15 @@ CALLERS_CHECK_S = 0.05  # how soon a departed caller's interest is withdrawn
 DRAIN_S = 30.0  # at exit or close: how long the writer may take to store what is left
 
 
-class LocalEncoding:
-    """Encodes claimed online fingerprints in this process; `EmbeddingService` calls it
-    instead of publishing (`encode_here`)."""
+class LocalExecutor:
+    """The `Executor` that encodes claimed online fingerprints in this process, on
+    `runtime`'s batcher; what this process does not serve (another model or tier), or
+    cannot start because a store failed before anything reached the model, goes to
+    `fallback` (the queue), with its retries."""
 
-    def __init__(self, runtime: WorkerRuntime) -> None:
+    def __init__(self, runtime: WorkerRuntime, fallback: Executor) -> None:
         self.runtime = runtime
+        self.fallback = fallback
         self._unwritten: set[Future[bytes]] = set()
         self._lock = threading.Lock()
         # A process that exits (a CLI call, a script's Client) right after its answers
@@ -69,73 +73,83 @@ class LocalEncoding:
                 log.warning("%d vectors computed here were not stored within %.0f s",
                             len(left), timeout_s)
 
-    def __call__(self, spec: EncodeSpec, pairs: list[tuple[str, str]], owner: str,
-                 deadline: float, callers: Callers | None = None
-                 ) -> dict[str, bytes | EmbedqError] | None:
-        """Encode `pairs` (claimed by `owner`), waiting at most until `deadline`, or until
-        no request of `callers` wants what is left (each one that leaves has its interest
-        withdrawn, so a text nobody waits for is not encoded). Returns what was settled
-        (a vector, or the error that explains why not); the rest (leased by another
-        execution, not done by then) is the caller's to await like any claim. None: this
-        process does not serve `spec` (the caller queues them). Raises what the stores
-        raise before anything was handed to the model."""
+    def start(self, spec: EncodeSpec, pairs: list[tuple[str, str]], ticket: Ticket,
+              deadline: float) -> Settled:
+        """Encode `pairs` (claimed by `ticket.owner`), waiting at most until `deadline`,
+        or until no request of `ticket.group` wants what is left (each one that leaves
+        has its interest withdrawn, so a text nobody waits for is not encoded). Returns
+        what was settled; the rest (leased by another execution, not done by then) is
+        the caller's to await like any claim."""
         served = self.runtime.serving(spec)
         if served is None:
-            return None
+            return self.fallback.start(spec, pairs, ticket, deadline)
+        try:
+            return self._encode(served, spec, pairs, ticket, deadline)
+        except Unavailable as exc:
+            log.warning("encoding here failed before the model ran (%s): queueing instead",
+                        exc)
+            return self.fallback.start(spec, pairs, ticket, deadline)
+        except Exception:
+            with contextlib.suppress(EmbedqError):
+                self.runtime.hot.release(Hold.CLAIM, [fp for fp, _ in pairs])
+            raise
+
+    def _encode(self, served: Served, spec: EncodeSpec, pairs: list[tuple[str, str]],
+                ticket: Ticket, deadline: float) -> Settled:
+        """Raises what the stores raise before anything was handed to the model."""
         fencing = self.runtime.fencing
         # A vector stored between the caller's lookup and its claim is found here.
-        mine, stored = fencing.lease([fp for fp, _ in pairs])
-        settled: dict[str, bytes | EmbedqError] = dict(stored)
+        leased = fencing.lease([fp for fp, _ in pairs])
+        settled: Settled = dict(leased.stored)
         # Attempt counts come with the leases, as on the worker path: a count raised by
         # another execution still running the text is not a death to count here.
         try:
-            dead, suspects = fencing.triage(mine)
+            dead, suspects = fencing.triage(leased.won)
         except BaseException:
-            _unlease(self.runtime, list(mine))
+            _unlease(self.runtime, list(leased.won))
             raise
         if dead:
             settled.update({fp: _as_error(exc) for fp, exc in dead.items()})
             _unlease(self.runtime, list(dead))
-        leased = [fp for fp in mine if fp not in dead]
+        mine = [fp for fp in leased.won if fp not in dead]
         text_of = dict(pairs)
-        answers: dict[str, Future[bytes]] = {fp: Future() for fp in leased}
-        wanted = callers.waiting if callers is not None else None
-        items = [Item(fp, text_of[fp], spec, ONLINE, alone=fp in suspects, owner=owner,
-                      answered=answers[fp], wanted=wanted) for fp in leased]
+        answers: dict[str, Future[bytes]] = {fp: Future() for fp in mine}
+        ticket = dataclasses.replace(ticket, answer=_answerer(answers))
+        items = [Item(fp, text_of[fp], spec, ONLINE, alone=fp in suspects, ticket=ticket)
+                 for fp in mine]
         with self._lock:
             self._unwritten.update(i.future for i in items)
-        finished = self._finisher(items, leased)
+        finished = self._finisher(items, answers, mine)
         for item in items:
             item.future.add_done_callback(finished)
         try:
             served.batcher.submit(items)
         except BaseException:
-            _unlease(self.runtime, leased)
+            _unlease(self.runtime, mine)
             raise
-        self._wait(answers, deadline, callers)
+        self._wait(answers, deadline, ticket)
         for fp, answer in answers.items():
             if answer.done():
                 exc = answer.exception()
                 settled[fp] = answer.result() if exc is None else _as_error(exc)
         return settled
 
-    def _finisher(self, items: list[Item], leased: list[str]
-                  ) -> Callable[[Future[bytes]], None]:
+    def _finisher(self, items: list[Item], answers: dict[str, Future[bytes]],
+                  leased: list[str]) -> Callable[[Future[bytes]], None]:
         """The done-callback of each item's future (resolved after the writes, or on
-        failure): its early answer gets the final outcome unless it had the vector
-        already, and once every item is through, the run leases are released."""
-        answer_of = {id(i.future): i.answered for i in items}
+        failure): its answer gets the final outcome unless it had the vector already,
+        and once every item is through, the run leases are released."""
+        answer_of = {id(i.future): answers[i.fp] for i in items}
         left = [len(items)]
 
         def finished(final: Future[bytes]) -> None:
             answer = answer_of[id(final)]
-            if answer is not None:
-                with contextlib.suppress(InvalidStateError):  # answered before the writes
-                    exc = final.exception()
-                    if exc is not None:
-                        answer.set_exception(exc)
-                    else:
-                        answer.set_result(final.result())
+            with contextlib.suppress(InvalidStateError):  # answered before the writes
+                exc = final.exception()
+                if exc is not None:
+                    answer.set_exception(exc)
+                else:
+                    answer.set_result(final.result())
             with self._lock:
                 self._unwritten.discard(final)
                 left[0] -= 1
@@ -146,9 +160,10 @@ class LocalEncoding:
         return finished
 
     def _wait(self, answers: dict[str, Future[bytes]], deadline: float,
-              callers: Callers | None) -> None:
-        """Until every answer is in, the deadline, or no caller still here wants the
+              ticket: Ticket) -> None:
+        """Until every answer is in, the deadline, or no request still here wants the
         fingerprints left; a departure is noticed within CALLERS_CHECK_S."""
+        group = ticket.group
         while True:
             left = deadline - time.monotonic()
             open_fps = [fp for fp, answer in answers.items() if not answer.done()]
@@ -156,10 +171,21 @@ class LocalEncoding:
                 return
             wait_futures([answers[fp] for fp in open_fps],
                          timeout=min(left, CALLERS_CHECK_S))
-            if callers is not None and callers.wake.is_set():
-                callers.wake.clear()
-                if not coordination.still_wanted(self.runtime.hot, callers, open_fps):
+            if group is not None and group.wake.is_set():
+                group.wake.clear()
+                if not group.unwant_departed(self.runtime.hot, open_fps):
                     return
+
+
+def _answerer(answers: dict[str, Future[bytes]]) -> Callable[[str, bytes], None]:
+    """Hands a validated vector to its waiting call before the writes."""
+    def answer(fp: str, vector: bytes) -> None:
+        future = answers.get(fp)
+        if future is not None:
+            with contextlib.suppress(InvalidStateError):
+                future.set_result(vector)
+
+    return answer
 
 
 def _unlease(runtime: WorkerRuntime, fps: list[str]) -> None:

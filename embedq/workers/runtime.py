@@ -29,9 +29,11 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from typing import Any
 
-from embedq import coordination
-from embedq.cache import HotStore, make_hot_store
 from embedq.config import Settings
+from embedq.coordination import HotStore, make_hot_store
+from embedq.coordination.executor import Ticket
+from embedq.coordination.outcomes import publish_vectors
+from embedq.coordination.waiting import Waiting
 from embedq.encoders import Encoder, check_device, load_encoder
 from embedq.encoders.tiers import CUDA_TIERS, tier_of_revision
 from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
@@ -84,7 +86,8 @@ class WorkerRuntime:
         self._owns_durable = durable is None
         self.durable = durable if durable is not None else open_vectors(
             self.db, sync_commit=settings.vector_sync_commit)
-        self.fencing = Fencing(self.hot, settings, self.worker_id)
+        self.waiting = Waiting(self.hot, self.durable)
+        self.fencing = Fencing(self.hot, settings, self.worker_id, self.waiting)
         # Every tier's device first: a worker that cannot serve fp16 (no CUDA) stops
         # before it spends a minute loading the tiers it can.
         for tier in settings.tiers:
@@ -213,19 +216,19 @@ class WorkerRuntime:
             self.hot.incr({"refused": refused})
         owner = payload.get("owner")  # set: its producer tracks its callers' interest
         counts = self.embed_pairs(spec, pairs, lane,
-                                  owner=owner if isinstance(owner, str) else None,
+                                  ticket=Ticket(owner) if isinstance(owner, str) else None,
                                   durable=not first_delivery) \
             if pairs else {"done": 0, "failed": 0, "reused": 0}
         return {**counts, "refused": refused}
 
     def embed_pairs(self, spec: EncodeSpec, pairs: dict[str, str], lane: int,
-                    room: Room | None = None, owner: str | None = None, *,
+                    room: Room | None = None, ticket: Ticket | None = None, *,
                     durable: bool = True) -> dict[str, int]:
         """Embed (fingerprint -> text) pairs; `room` is batcher room the caller reserved
         (filled by the first submit; the caller releases it if nothing was submitted);
-        `owner`: the claim owner of an online message, whose texts are not encoded once
+        `ticket`: an online message's (its claim owner), whose texts are not encoded once
         nobody waits for them (None: always encoded); `durable`: look for vectors already
-        stored in the durable tier too."""
+        stored in the durable store too."""
         fps = list(pairs)
         served = self.serving(spec)
         if served is None:
@@ -252,11 +255,11 @@ class WorkerRuntime:
             fps_mine = list(mine)
             stored = self.durable.get_many(fps_mine) if durable else {}
             if stored:
-                coordination.publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
+                publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
             rest = [fp for fp in fps_mine if fp not in stored]
             dead, suspects = fencing.triage({fp: attempts[fp] for fp in rest})
             todo = {fp: mine[fp] for fp in rest if fp not in dead}
-            got = self._encode(served.batcher, spec, todo, suspects, lane, room, owner) \
+            got = self._encode(served.batcher, spec, todo, suspects, lane, room, ticket) \
                 if todo else 0
             return got + len(stored), len(stored)
 
@@ -265,9 +268,9 @@ class WorkerRuntime:
 
     def _encode(self, batcher: Batcher, spec: EncodeSpec, pairs: dict[str, str],
                 suspects: set[str], lane: int, room: Room | None = None,
-                owner: str | None = None) -> int:
+                ticket: Ticket | None = None) -> int:
         items = [
-            Item(fp=fp, text=text, spec=spec, lane=lane, alone=fp in suspects, owner=owner)
+            Item(fp=fp, text=text, spec=spec, lane=lane, alone=fp in suspects, ticket=ticket)
             for fp, text in pairs.items()
         ]
         batcher.submit(items, room)

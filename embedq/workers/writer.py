@@ -10,16 +10,16 @@ is not (the upstream is at fault, not a text): its texts fail as a retryable Ups
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from embedq import coordination
-from embedq.cache import HotStore, keys
-from embedq.cache.hot import BatchRecord
 from embedq.config import Settings
+from embedq.coordination.outcomes import publish_failures
+from embedq.coordination.store import BatchRecord, HotStore, failures_of
 from embedq.encoders import Encoder, finish_vector
 from embedq.errors import EmbeddingFailed, InvalidVector, Unavailable, UpstreamError
 from embedq.models.vectors import StoredVector, VectorStore, to_bytes
@@ -79,22 +79,25 @@ class BatchWriter:
         blobs = {fp: r.vector for fp, r in rows.items()}
         online = {i.fp for i in items if i.lane == ONLINE}
         # Bulk vectors stay hot only long enough for waiters to collect them: a million-row
-        # job must not fill Redis; Postgres answers later lookups. One round trip in all.
+        # job must not fill Redis; Postgres answers later lookups. One round trip in all,
+        # the texts whose vectors were refused included.
         self.hot.record_batch(BatchRecord(
             vectors=[
                 ({fp: b for fp, b in blobs.items() if fp in online}, self.settings.hot_ttl_s),
                 ({fp: b for fp, b in blobs.items() if fp not in online},
                  min(self.settings.hot_ttl_s, BULK_HOT_TTL_S)),
             ],
-            clear_attempts=sorted({i.fp for i in items}),
-            release=[keys.claim(fp) for fp in blobs],
-            done=sorted(blobs),
-            counts={"encoded": len(batch.texts), "batches": 1, **self.usage()},
+            failures=failures_of(bad), failure_ttl_s=self.settings.failure_ttl_s,
+            forget_attempts=sorted({i.fp for i in items}),
+            free_claims=[*blobs, *bad],
+            done=sorted([*blobs, *bad]),
+            counts={"encoded": len(batch.texts), "batches": 1, "failed": len(bad),
+                    **self.usage()},
             observations={"batch_texts": len(batch.texts), "batch_tokens": batch.tokens,
                           "encode_seconds": elapsed_ms / 1000},
         ))
-        if bad:
-            self.fail(bad)
+        for fp, refused in bad.items():
+            log.warning("failed fp=%s: %s", fp[:12], refused)
         for item in items:
             if item.fp in blobs:
                 item.future.set_result(blobs[item.fp])
@@ -105,8 +108,9 @@ class BatchWriter:
             len(batch.texts), len(items), batch.tokens, len(bad), elapsed_ms,
         )
 
-    def fail(self, failures: dict[str, BaseException]) -> None:
-        coordination.publish_failures(self.hot, failures, self.settings.failure_ttl_s)
+    def fail(self, failures: dict[str, BaseException],
+             counts: dict[str, int] | None = None) -> None:
+        publish_failures(self.hot, failures, self.settings.failure_ttl_s, counts)
 
     def usage(self) -> dict[str, int]:
         """Calls and tokens the remote encoder spent since the last batch (else nothing)."""
@@ -129,13 +133,12 @@ class BatchWriter:
             # multiply calls to a service that is failing. Its outage is not the texts'
             # fault: the failure stays an UpstreamError (retryable, HTTP 502), and the
             # attempt is forgotten, so an outage never dead-letters a text as poison.
-            self.hot.incr(self.usage())
             fps = sorted({i.fp for i in items})
-            self.hot.clear_attempts(fps)
             outage = UpstreamError(
                 f"{error}. Nothing was cached for this text: retry in a few seconds"
             )
-            self.fail({fp: outage for fp in fps})
+            self.hot.forget_attempts(fps)
+            self.fail({fp: outage for fp in fps}, self.usage())
             for item in items:
                 item.future.set_exception(outage)
             return
@@ -143,7 +146,7 @@ class BatchWriter:
             # One bad text must not fail its batch-mates: retry each text on its own.
             log.warning("batch of %d failed (%s); retrying each text alone",
                         len(batch.texts), error)
-            retry = [Item(i.fp, i.text, i.spec, i.lane, alone=True) for i in items]
+            retry = [dataclasses.replace(i, alone=True, future=Future()) for i in items]
             for old, new in zip(items, retry, strict=True):
                 new.future.add_done_callback(_relay(old.future))
             self.resubmit(retry)
@@ -159,9 +162,8 @@ def _answer_early(items: list[Item], rows: dict[str, StoredVector]) -> None:
     until they are done, so a request for the same text meanwhile joins it (no second
     computation), and is answered from the stores once they hold it."""
     for item in items:
-        early = item.answered
-        if early is not None and item.fp in rows and not early.done():
-            early.set_result(rows[item.fp].vector)
+        if item.ticket is not None and item.ticket.answer is not None and item.fp in rows:
+            item.ticket.answer(item.fp, rows[item.fp].vector)
 
 
 def _relay(target: Future[bytes]) -> Any:

@@ -61,6 +61,6 @@ def test_a_foreign_content_type_on_the_broker_is_refused_not_run(
     record.figure("stored", len(stored(service.db, [fp])), limit=0)
     assert FOREIGN_TYPE in lines[0]
     assert ran == 1, "only the request made after the refusal may reach the encoder"
-    assert not stored(service.db, [fp]) and service.hot.get_vectors([fp]) == [None]
+    assert not stored(service.db, [fp]) and service.hot.vectors([fp]) == [None]
     assert left == 0, "a refused message is dropped, not redelivered"
     assert ok.outcomes[0].vector is not None

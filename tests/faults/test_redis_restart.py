@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from embedq.cache import keys
+from embedq.coordination.store import Hold
 from embedq.errors import EmbeddingTimeout, EmbedqError, Unavailable
 from embedq.fingerprint import fingerprint
 from embedq.jobs.service import JobService
@@ -50,8 +50,8 @@ def start_beat(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 def claimed(service: EmbeddingService, texts: list[str]) -> bool:
     """Whether every text is claimed: its caller has queued it and waits for it."""
     spec = service.spec()
-    names = [keys.claim(fingerprint(spec, t)) for t in texts]
-    return all(holder is not None for holder in service.hot.holders(names))
+    fps = [fingerprint(spec, t) for t in texts]
+    return all(holder is not None for holder in service.hot.holders(Hold.CLAIM, fps))
 
 
 def test_redis_restarted_empty_mid_job_and_mid_requests(

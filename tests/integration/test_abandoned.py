@@ -19,9 +19,9 @@ import httpx
 import numpy as np
 import pytest
 
-from embedq import coordination
 from embedq.api.batching import RequestBatcher
 from embedq.config import Settings
+from embedq.coordination.store import Hold
 from embedq.deployment import Deployment
 from embedq.errors import EmbeddingTimeout
 from embedq.fingerprint import fingerprint
@@ -109,8 +109,8 @@ def test_a_request_that_timed_out_before_its_text_was_reached_costs_no_forward_p
     support.wait_until(lambda: abandoned(service) == before + 1, 15,
                        "the worker counted the text as abandoned")
     assert digest(text) not in ac.passes()
-    assert service.hot.get_vectors([fp]) == [None]
-    assert coordination.claim_holders(service.hot, [fp]) == [None]
+    assert service.hot.vectors([fp]) == [None]
+    assert service.hot.holders(Hold.CLAIM, [fp]) == [None]
     # Its claim was released: the next caller claims and computes it as usual.
     again = service.embed([text], timeout_s=30).outcomes[0]
     assert (again.error, again.source) == (None, "computed")
@@ -126,7 +126,7 @@ def test_a_text_one_caller_left_is_encoded_for_the_caller_still_waiting(
     with ac.busy(salt):
         gone = threading.Thread(target=leader.embed, args=([text],), kwargs={"timeout_s": 0.5})
         gone.start()
-        support.wait_until(lambda: coordination.claim_holders(leader.hot, [fp])[0] is not None,
+        support.wait_until(lambda: leader.hot.holders(Hold.CLAIM, [fp])[0] is not None,
                            10, "the leaving caller claimed the text")
         result = waiter.embed([text], timeout_s=60)
         gone.join()
@@ -149,7 +149,7 @@ def test_a_job_chunk_wanting_an_abandoned_text_still_gets_its_vector(
     with ac.busy(salt):
         gone = threading.Thread(target=service.embed, args=([text],), kwargs={"timeout_s": 1})
         gone.start()
-        support.wait_until(lambda: coordination.claim_holders(service.hot, [fp])[0] is not None,
+        support.wait_until(lambda: service.hot.holders(Hold.CLAIM, [fp])[0] is not None,
                            10, "the leaving caller claimed the text")
         job_id = jobs.submit([text, other])
         gone.join()
@@ -210,7 +210,7 @@ def test_a_text_one_client_hung_up_on_is_encoded_for_the_client_still_waiting(
     with ac.busy(salt):
         first = threading.Thread(target=hang_up)
         first.start()
-        support.wait_until(lambda: coordination.claim_holders(service.hot, [fp])[0] is not None,
+        support.wait_until(lambda: service.hot.holders(Hold.CLAIM, [fp])[0] is not None,
                            10, "the first client's request claimed the text")
         response = httpx.post(api.url + "/v1/embeddings", json={"input": [text]}, timeout=60)
         first.join()

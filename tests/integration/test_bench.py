@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from embedq.bench.jobs import require_live_worker
-from embedq.cache import make_hot_store
+from embedq.coordination import make_hot_store
 from embedq.errors import Unavailable
 from tests import support
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from embedq.cache.counters import CounterWriter
-from embedq.cache.redis_hot import RedisHotStore
+from embedq.coordination.counters import CounterWriter
+from embedq.coordination.redis_store import RedisHotStore
 
 pytestmark = pytest.mark.integration
 

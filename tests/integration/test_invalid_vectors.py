@@ -21,7 +21,7 @@ def never_stored(service: EmbeddingService, text: str) -> None:
     fp = fingerprint(service.spec(), text)
     with service.db.session() as s:
         assert s.scalar(select(func.count()).where(Embedding.fingerprint == fp)) == 0
-    assert service.hot.get_vectors([fp]) == [None]
+    assert service.hot.vectors([fp]) == [None]
 
 
 @pytest.mark.parametrize(("marker", "says"), [

@@ -24,9 +24,13 @@ import numpy as np
 import pytest
 from redis import Redis
 
-from embedq import coordination
-from embedq.cache import keys
 from embedq.config import Settings
+from embedq.coordination import keys
+from embedq.coordination.executor import Ticket
+from embedq.coordination.interest import RequestGroup
+from embedq.coordination.outcomes import publish_vectors, read_outcomes
+from embedq.coordination.store import Hold
+from embedq.coordination.waiting import REQUEST
 from embedq.deployment import Deployment
 from embedq.errors import EmbeddingTimeout, EmbedqError, PoisonText
 from embedq.fingerprint import fingerprint
@@ -34,7 +38,7 @@ from embedq.models.vectors import to_bytes
 from embedq.service import EmbeddingService
 from embedq.tasks.depth import broker_depth
 from embedq.workers.batcher import ONLINE
-from embedq.workers.local import LocalEncoding
+from embedq.workers.local import LocalExecutor
 from tests import support
 from tests.integration.test_api_support import ApiServer
 
@@ -54,6 +58,12 @@ class Local:
         self.ledger = tmp / "ledger.txt"
         self.deployment = Deployment.from_settings(support.settings_from(env))
         self.service = self.deployment.service
+
+    def executor(self) -> LocalExecutor:
+        """The executor encoding this deployment's online misses here."""
+        executor = self.deployment.executor
+        assert isinstance(executor, LocalExecutor)
+        return executor
 
     def passes(self) -> dict[str, int]:
         return support.ledger_counts(self.ledger)
@@ -86,11 +96,11 @@ def test_misses_are_encoded_here_stored_and_never_queued(local: Local, salt: str
         np.testing.assert_allclose(outcome.vector, expected(text), rtol=1e-5, atol=1e-6)
     assert local.passes()[digest(texts[0])] == 1 and local.passes()[digest(texts[1])] == 1
     assert broker_depth(local.service.app, QUEUES["online_queue"]) == 0
-    local.deployment.local_encoding.drain()
+    local.executor().drain()
     fps = [fingerprint(local.service.spec(), t) for t in texts[:2]]
     assert set(local.service.durable.get_many(fps)) == set(fps)
-    assert None not in local.service.hot.get_vectors(fps)
-    assert coordination.claim_holders(local.service.hot, fps) == [None, None]
+    assert None not in local.service.hot.vectors(fps)
+    assert local.service.hot.holders(Hold.CLAIM, fps) == [None, None]
     again = local.service.embed(texts[:2], timeout_s=30)
     assert [o.source for o in again.outcomes] == ["hot", "hot"]
     assert local.passes()[digest(texts[0])] == 1
@@ -113,7 +123,7 @@ def test_a_producer_elsewhere_asking_meanwhile_joins_the_computation(
     np.testing.assert_allclose(joined.vector, expected(text), rtol=1e-5, atol=1e-6)
     assert [getattr(a, "source", None) for a in answers] == ["computed"]
     assert local.passes()[digest(text)] == 1
-    assert coordination.claim_holders(local.service.hot, [fp]) == [None]
+    assert local.service.hot.holders(Hold.CLAIM, [fp]) == [None]
 
 
 def _stored_elsewhere(local: Local, text: str) -> tuple[str, bytes]:
@@ -134,22 +144,18 @@ def _claim_and_encode_here(local: Local, fp: str, text: str
                            ) -> dict[str, bytes | EmbedqError]:
     """What the service does for a miss it claimed: claim `fp` as one caller, then hand
     it to the local encoder; returns what that settled."""
-    callers = coordination.Callers([1])
-    callers.bind([fp], time.monotonic() + 30)
-    won, _ = coordination.claim_wanted(local.service.hot, [fp], callers, 30_000)
-    assert won == [fp]
-    encode_here = local.service.encode_here
-    assert encode_here is not None
-    settled = encode_here(local.service.spec(), [(fp, text)], callers.owner,
-                          time.monotonic() + 30, callers)
-    assert settled is not None
-    return settled
+    group = RequestGroup([1])
+    group.bind([fp], time.monotonic() + 30)
+    claimed = local.service.hot.claim([fp], group.owner, 30_000, group.interest([fp]))
+    assert claimed.won == [fp]
+    return local.executor().start(local.service.spec(), [(fp, text)],
+                                  Ticket(group.owner, group), time.monotonic() + 30)
 
 
 def _died_every_time(local: Local, fp: str) -> None:
     """`fp`'s attempt count at max_attempts: as many runs of it began as are allowed."""
     for _ in range(local.service.settings.max_attempts):
-        local.service.hot.add_attempts([fp], 600)
+        local.service.hot.count_attempts([fp], 600)
 
 
 def test_a_vector_stored_between_lookup_and_claim_is_not_computed_again(
@@ -160,8 +166,8 @@ def test_a_vector_stored_between_lookup_and_claim_is_not_computed_again(
     assert settled == {fp: blob}
     assert digest(text) not in local.passes()
     # The claim this caller won is freed, and no run lease was left behind.
-    assert coordination.claim_holders(local.service.hot, [fp]) == [None]
-    assert local.service.hot.holders([keys.run_lease(fp)]) == [None]
+    assert local.service.hot.holders(Hold.CLAIM, [fp]) == [None]
+    assert local.service.hot.holders(Hold.LEASE, [fp]) == [None]
 
 
 def test_a_text_another_runner_is_on_its_last_attempt_with_is_awaited_not_dead_lettered(
@@ -175,17 +181,16 @@ def test_a_text_another_runner_is_on_its_last_attempt_with_is_awaited_not_dead_l
     settings = local.service.settings
     _died_every_time(local, fp)
     runner = "worker-elsewhere"
-    mine, _ = coordination.lease_unless_stored(hot, [fp], runner, 30_000)
-    assert mine == {fp: settings.max_attempts}
+    assert hot.lease([fp], runner, 30_000).won == {fp: settings.max_attempts}
     settled = _claim_and_encode_here(local, fp, text)
     assert settled == {}  # left to its runner, awaited like any claim
-    assert coordination.read_outcomes(hot, [fp]) == ({}, {}, [fp])
-    assert hot.peek_attempts([fp]) == [settings.max_attempts]
+    assert read_outcomes(hot, [fp]) == ({}, {}, [fp])
+    assert hot.attempts([fp]) == [settings.max_attempts]
     # The runner finishes: its vector answers the waiter, nothing was computed here.
     blob = _vector_of(text)
-    coordination.publish_vectors(hot, {fp: blob}, 60)
-    coordination.release_leases(hot, [fp], runner)
-    got = coordination.await_outcomes(hot, [fp], deadline=time.monotonic() + 10)
+    publish_vectors(hot, {fp: blob}, 60)
+    hot.release(Hold.LEASE, [fp], runner)
+    got = local.service.waiting.wait([fp], REQUEST, deadline=time.monotonic() + 10)
     assert got.vectors == {fp: blob} and not got.failures
     assert digest(text) not in local.passes()
 
@@ -198,10 +203,10 @@ def test_a_text_that_killed_its_runners_is_dead_lettered_here_and_its_lease_free
     _died_every_time(local, fp)
     settled = _claim_and_encode_here(local, fp, text)
     assert list(settled) == [fp] and isinstance(settled[fp], PoisonText)
-    _, failures, _ = coordination.read_outcomes(hot, [fp])
+    _, failures, _ = read_outcomes(hot, [fp])
     assert isinstance(failures[fp], PoisonText)  # every waiter learns it
-    assert hot.holders([keys.run_lease(fp)]) == [None]
-    assert coordination.claim_holders(hot, [fp]) == [None]
+    assert hot.holders(Hold.LEASE, [fp]) == [None]
+    assert hot.holders(Hold.CLAIM, [fp]) == [None]
     assert digest(text) not in local.passes()
 
 
@@ -211,9 +216,7 @@ def test_a_redelivery_finds_a_vector_stored_after_its_lookup(local: Local, salt:
     finished are answered when leased, not encoded a second time."""
     text = f"{salt} redelivered"
     fp, _ = _stored_elsewhere(local, text)
-    encode_here = local.service.encode_here
-    assert isinstance(encode_here, LocalEncoding)
-    runtime = encode_here.runtime
+    runtime = local.executor().runtime
     counts = runtime.embed_pairs(local.service.spec(), {fp: text}, ONLINE, durable=True)
     assert counts == {"done": 1, "failed": 0, "reused": 1}
     assert digest(text) not in local.passes()
@@ -297,7 +300,7 @@ def test_a_claim_left_by_a_dead_encoding_process_is_rescued(
         waiter.start()
         support.wait_until(lambda: redis.zcard(keys.interest(fp)) == 2, 15,
                            "the waiter joined the claim (two callers want the text)")
-        assert coordination.claim_holders(local.service.hot, [fp])[0] is not None
+        assert local.service.hot.holders(Hold.CLAIM, [fp])[0] is not None
         assert api.proc is not None
         os.killpg(api.proc.pid, signal.SIGKILL)
         caller.join(timeout=30)

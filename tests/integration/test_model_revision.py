@@ -39,7 +39,7 @@ def test_a_worker_refuses_a_revision_it_does_not_serve(
             assert "EMBEDQ_MODEL_REVISION" in message
         fps = [fingerprint(result.spec, t) for t in texts]
         assert other.durable.get_many(fps) == {}
-        assert other.hot.get_vectors(fps) == [None] * len(fps)
+        assert other.hot.vectors(fps) == [None] * len(fps)
         digests = {hashlib.sha256(t.encode()).hexdigest() for t in texts}
         assert not digests & set(support.ledger_counts(ledger))  # no forward pass either
 

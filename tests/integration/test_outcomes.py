@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from embedq import coordination
+from embedq.coordination.outcomes import publish_failures
 from embedq.errors import EmbeddingFailed
 from embedq.fingerprint import fingerprint
 from tests.conftest import Cluster
@@ -19,8 +19,7 @@ def test_a_transient_failure_does_not_poison_the_next_request(cluster: Cluster,
     text = f"{salt} once failed"
     fp = fingerprint(service.spec(), text)
     # What a failed computation leaves: its failure, kept failure_ttl_s, and no claim.
-    coordination.publish_failures(service.hot, {fp: EmbeddingFailed("upstream blip", fp)},
-                                  ttl_s=300)
+    publish_failures(service.hot, {fp: EmbeddingFailed("upstream blip", fp)}, ttl_s=300)
     result = service.embed([text], timeout_s=60)
     outcome = result.outcomes[0]
     assert outcome.error is None, outcome.error

@@ -109,7 +109,7 @@ def test_nan_text_fails_alone_and_is_never_stored(cluster: Cluster, salt: str) -
     bad_fp = _fps(service, [texts[3]])[0]
     with service.db.session() as s:
         assert s.scalar(select(func.count()).where(Embedding.fingerprint == bad_fp)) == 0
-    assert service.hot.get_vectors([bad_fp]) == [None]
+    assert service.hot.vectors([bad_fp]) == [None]
 
 
 def test_dimensions_and_normalize_change_the_vector(cluster: Cluster, salt: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from embedq import coordination
+from embedq.coordination.store import Hold
 from embedq.errors import BrokerUnavailable
 from embedq.fingerprint import fingerprint
 from embedq.service import EmbedResult
@@ -77,7 +77,7 @@ def test_a_broker_down_past_the_window_is_503_and_frees_the_claim(
         with pytest.raises(BrokerUnavailable, match="retry"):
             service.embed([text], timeout_s=60)
         fp = fingerprint(service.spec(), text)
-        assert coordination.claim_holders(service.hot, [fp]) == [None], "the claim was kept"
+        assert service.hot.holders(Hold.CLAIM, [fp]) == [None], "the claim was kept"
     finally:
         service.close()
     # Nothing blocks the retry: a caller with a working broker gets the vector at once.

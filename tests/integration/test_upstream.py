@@ -122,7 +122,7 @@ def test_an_upstream_outage_is_retryable_and_recovery_answers(
     the very same request succeeds.
 
     Relies on a new claim of a fingerprint clearing its earlier failure outcome
-    (coordination.claim): otherwise the first failure would answer the later requests.
+    (HotStore.claim): otherwise the first failure would answer the later requests.
     """
     env = upstream_env(upstream, redis_url, pg_url, salt)
     text = f"{salt} asked during an outage"

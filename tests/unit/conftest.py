@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from embedq.cache.hot import HotStore, MemoryHotStore
+from embedq.coordination.memory import MemoryHotStore
+from embedq.coordination.store import HotStore
 from tests import support
 
 
@@ -16,7 +17,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[HotStore]:
         yield MemoryHotStore()
         return
     support.check_redis()
-    from embedq.cache.redis_hot import RedisHotStore
+    from embedq.coordination.redis_store import RedisHotStore
 
     support.flush_redis(support.REDIS_URL)
     redis_store = RedisHotStore(support.REDIS_URL)

@@ -21,8 +21,8 @@ LAYERS: list[set[str]] = [
     {"errors", "version", "singleflight"},
     {"config", "fingerprint", "corpus"},
     {"models", "encoders"},
-    {"cache", "testing"},
-    {"coordination", "tenants"},
+    {"coordination", "testing"},
+    {"tenants"},
     {"tasks"},
     {"jobs"},
     {"workers", "service"},
@@ -35,7 +35,8 @@ LAYER_OF = {name: n for n, layer in enumerate(LAYERS) for name in layer}
 
 
 def part_of(module: str) -> str:
-    """The top-level part of embedq a module belongs to (`embedq.cache.hot` -> cache)."""
+    """The top-level part of embedq a module belongs to (`embedq.coordination.store` ->
+    coordination)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
@@ -87,11 +88,11 @@ def test_imports_point_down_the_layers() -> None:
 
 
 def test_the_guard_sees_an_upward_import(tmp_path: Path) -> None:
-    """The checker itself: a cache module importing the service is reported."""
+    """The checker itself: a coordination module importing the service is reported."""
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from embedq.service import EmbeddingService\n")
     assert imports(bad) == [(2, "embedq.service")]
-    assert LAYER_OF[part_of("embedq.service")] > LAYER_OF[part_of("embedq.cache.bad")]
+    assert LAYER_OF[part_of("embedq.service")] > LAYER_OF[part_of("embedq.coordination.bad")]
 
 
 def graph() -> dict[str, set[str]]:

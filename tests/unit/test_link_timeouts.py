@@ -6,8 +6,8 @@ silent-link fault scenario)."""
 
 from __future__ import annotations
 
-from embedq.cache.redis_hot import RedisHotStore
 from embedq.config import Settings
+from embedq.coordination.redis_store import RedisHotStore
 from embedq.models.engine import DbTimeouts, make_engine
 from embedq.tasks.app import MIN_BROKER_SOCKET_TIMEOUT_S, celery_config
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from embedq.cache.hot import MemoryHotStore
+from embedq.coordination.memory import MemoryHotStore
 
 SHORT_LIVED = 5000
 
@@ -13,7 +13,7 @@ SHORT_LIVED = 5000
 def test_expired_keys_are_swept_without_being_read() -> None:
     store = MemoryHotStore()
     store.put_vectors({f"short-{i}": b"v" for i in range(SHORT_LIVED)}, ttl_s=1)
-    store.acquire([f"claim-{i}" for i in range(100)], "owner", ttl_ms=500)
+    store.claim([f"claim-{i}" for i in range(100)], "owner", ttl_ms=500)
     assert len(store) == SHORT_LIVED + 100
     live = peak = 0
     deadline = time.monotonic() + 10
@@ -26,7 +26,7 @@ def test_expired_keys_are_swept_without_being_read() -> None:
         live += 50
         time.sleep(0.01)
     assert len(store) == live < peak, "the store shrank: expired keys went, live ones stayed"
-    assert store.get_vectors(["live-0", f"live-{live - 1}"]) == [b"v", b"v"]
+    assert store.vectors(["live-0", f"live-{live - 1}"]) == [b"v", b"v"]
 
 
 def test_a_sweep_keeps_live_keys() -> None:
@@ -34,5 +34,5 @@ def test_a_sweep_keeps_live_keys() -> None:
     store.put_vectors({f"k-{i}": b"v" for i in range(3 * MemoryHotStore.SWEEP_MIN_WRITES)},
                       ttl_s=3600)
     assert len(store) == 3 * MemoryHotStore.SWEEP_MIN_WRITES
-    assert store.get_vectors(["k-0", f"k-{3 * MemoryHotStore.SWEEP_MIN_WRITES - 1}"]) == [
+    assert store.vectors(["k-0", f"k-{3 * MemoryHotStore.SWEEP_MIN_WRITES - 1}"]) == [
         b"v", b"v"]

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from embedq.coordination.redis_link import map_redis_errors
+from embedq.coordination.redis_store import RedisHotStore
 from embedq.errors import BrokerUnavailable, EmbedqError
 from tests import support
-
-redis_hot = pytest.importorskip("embedq.cache.redis_hot")
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def url() -> Iterator[str]:
 
 
 def test_more_concurrent_callers_than_connections_all_get_served(url: str) -> None:
-    store = redis_hot.RedisHotStore(url, socket_timeout_s=10)
+    store = RedisHotStore(url, socket_timeout_s=10)
     callers = 150  # above redis-py's default pool of 100, which refused the rest
     errors: list[BaseException] = []
     start = threading.Barrier(callers)
@@ -30,7 +30,7 @@ def test_more_concurrent_callers_than_connections_all_get_served(url: str) -> No
     def call(i: int) -> None:
         start.wait(10)
         try:
-            with redis_hot.map_redis_errors():
+            with map_redis_errors():
                 # Holds its connection ~50 ms on the server, as a slow command would.
                 store.client.blpop([f"embedq-test-pool-{i}"], timeout=0.05)
         except EmbedqError as exc:
@@ -47,12 +47,12 @@ def test_more_concurrent_callers_than_connections_all_get_served(url: str) -> No
 
 
 def test_an_exhausted_pool_says_so_and_blames_no_outage(url: str) -> None:
-    store = redis_hot.RedisHotStore(url, socket_timeout_s=0.3, max_connections=1)
+    store = RedisHotStore(url, socket_timeout_s=0.3, max_connections=1)
     holder = store.client.pubsub()
     holder.subscribe("embedq-test-pool-holder")  # keeps the only connection
     try:
         with pytest.raises(BrokerUnavailable) as caught:
-            store.get_vectors(["x"])
+            store.vectors(["x"])
     finally:
         holder.close()
         store.close()

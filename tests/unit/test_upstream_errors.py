@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from embedq import coordination
+from embedq.coordination.outcomes import decode_failure
+from embedq.coordination.store import encode_failure
 from embedq.errors import UpstreamError
 
 
 def test_a_stored_upstream_failure_reads_back_as_an_upstream_error() -> None:
-    stored = coordination.encode_failure(UpstreamError("the upstream embeddings API failed"))
-    error = coordination.decode_failure(stored, "fp")
+    stored = encode_failure(UpstreamError("the upstream embeddings API failed"))
+    error = decode_failure(stored, "fp")
     assert type(error) is UpstreamError and error.retryable
     assert str(error) == "the upstream embeddings API failed"

@@ -86,7 +86,7 @@ def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
     if workers and not unserved:
         checks["workers"] = f"{len(serving)} live"
         return checks, failed
-    if service.encode_here is not None:
+    if service.settings.online_encode == "local":
         # Online misses are encoded here; only jobs (and queueing API processes) need one.
         checks["workers"] = (f"{len(serving)} live; online misses are encoded in this "
                              "process (EMBEDQ_ONLINE_ENCODE=local), jobs wait for a worker")

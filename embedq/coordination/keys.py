@@ -1,4 +1,7 @@
-"""Every storage key name embedq uses in Redis (or the embedded store), in one place."""
+"""Every storage key name embedq uses in Redis (or the embedded store), in one place.
+
+Only the stores (and the tenants' rate limits and quotas, which are Redis scripts of their
+own) use these names: everything above them speaks in fingerprints."""
 
 from __future__ import annotations
 
@@ -18,6 +21,11 @@ def failure(fp: str) -> str:
 def claim(fp: str) -> str:
     """Dedup claim: held by whoever queued the computation, for at most claim_ttl_ms."""
     return f"{PREFIX}:claim:{fp}"
+
+
+def held(hold: str, fp: str) -> str:
+    """A claim or a run lease (`Hold`'s value: claim, run)."""
+    return f"{PREFIX}:{hold}:{fp}"
 
 
 def run_lease(fp: str) -> str:

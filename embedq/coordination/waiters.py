@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from embedq.cache.hot import HotStore
+from embedq.coordination.store import HotStore
 
 
 class Waiters:

@@ -21,7 +21,7 @@ import logging
 import threading
 from collections import Counter
 
-from embedq.cache.hot import HotStore
+from embedq.coordination.store import HotStore
 from embedq.errors import Unavailable
 
 log = logging.getLogger("embedq.counters")

@@ -1,0 +1,77 @@
+"""The link to Redis: a bounded connection pool and Redis's errors translated as embedq's."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from queue import Empty, LifoQueue
+from typing import Any
+
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from embedq.errors import BrokerUnavailable
+
+# Connections one process keeps to Redis. Callers past that many wait for a free one (up to
+# the socket timeout) rather than being refused: 200 waiting requests in one API process
+# must not fail while Redis is healthy.
+POOL_MAX_CONNECTIONS = 100
+
+
+class PoolExhausted(RedisError):
+    """Every connection of this process's pool stayed busy for the whole wait."""
+
+
+class _WaitingQueue(LifoQueue[Any]):
+    """The pool's queue of idle connections; running dry says so (redis-py's own pool
+    raises a ConnectionError that reads like Redis being down)."""
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        try:
+            return super().get(block, timeout)
+        except Empty:
+            raise PoolExhausted(
+                f"all {self.maxsize} Redis connections of this process stayed busy for "
+                f"{timeout} s (Redis itself answered); the process has more concurrent "
+                "callers than connections: retry shortly, or spread the load over more "
+                "processes") from None
+
+
+@contextlib.contextmanager
+def map_redis_errors() -> Iterator[None]:
+    try:
+        yield
+    except PoolExhausted as exc:
+        raise BrokerUnavailable(str(exc)) from exc
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise BrokerUnavailable(f"Redis is unreachable ({exc}); retry shortly") from exc
+    except RedisError as exc:
+        raise BrokerUnavailable(f"Redis refused the command: {exc}") from exc
+
+
+def redis_link_options(socket_timeout_s: float, connect_timeout_s: float) -> dict[str, Any]:
+    """redis-py connection options that bound every wait on the link."""
+    return {
+        "socket_timeout": socket_timeout_s,
+        "socket_connect_timeout": connect_timeout_s,
+        "socket_keepalive": True,
+        "health_check_interval": max(1, int(socket_timeout_s)),
+        "retry_on_timeout": False,
+    }
+
+
+def bounded_client(url: str, socket_timeout_s: float, connect_timeout_s: float,
+                   max_connections: int = POOL_MAX_CONNECTIONS) -> Any:
+    """A redis-py client whose every call is bounded: a link that goes silent fails a
+    command after `socket_timeout_s` instead of hanging it; keepalives and a ping before
+    reusing a connection idle past the socket timeout find dead ones. At most
+    `max_connections` connections; a caller past them waits for one as long as for a
+    reply, then fails with PoolExhausted saying so."""
+    pool = redis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=socket_timeout_s,
+        queue_class=_WaitingQueue, **redis_link_options(socket_timeout_s, connect_timeout_s))
+    client: Any = redis.Redis(connection_pool=pool)
+    client.auto_close_connection_pool = True  # close() disconnects the pool too
+    return client

@@ -1,0 +1,71 @@
+"""Claimed misses encoded by the online queue's workers: published, one message per pack."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from celery import Celery
+
+from embedq.config import Settings
+from embedq.coordination.executor import Settled, Ticket
+from embedq.coordination.store import Hold, HotStore
+from embedq.errors import EmbedqError, Unavailable
+from embedq.fingerprint import EncodeSpec
+from embedq.tasks.publish import plan_messages, publish_embed
+
+log = logging.getLogger("embedq.service")
+
+PUBLISH_RETRY_INTERVAL_S = 0.25
+
+
+class QueueExecutor:
+    """The `Executor` that queues: `before_publish` runs first (the embedded deployment
+    starts its worker there on first use)."""
+
+    def __init__(self, app: Celery, settings: Settings, hot: HotStore,
+                 before_publish: Callable[[], None] | None = None) -> None:
+        self.app = app
+        self.settings = settings
+        self.hot = hot
+        self.before_publish = before_publish
+
+    def start(self, spec: EncodeSpec, pairs: list[tuple[str, str]], ticket: Ticket,
+              deadline: float) -> Settled:
+        """Publish the work; nothing is settled here.
+
+        A failed publish is tried again every PUBLISH_RETRY_INTERVAL_S for up to
+        `publish_retry_s` (never past the request's deadline): a broker restarting under
+        the request is a blip, not an answer. If it still fails, the claims are freed and
+        the error is raised: the caller answers at once (503). When the claims cannot be
+        freed either, the hot store went down with the broker (one Redis for both,
+        restarting): the caller then waits like any waiter, riding the outage out until
+        its deadline, and its wait re-queues what lost its claim (a restarted Redis lost
+        them all)."""
+        if self.before_publish is not None:
+            self.before_publish()
+        fps = [fp for fp, _ in pairs]
+        text_of = dict(pairs)
+        groups = [[(fp, text_of[fp]) for fp in part]
+                  for part in plan_messages(fps, self.settings.message_max_texts)]
+        give_up_at = min(deadline, time.monotonic() + self.settings.publish_retry_s)
+        while True:
+            try:
+                publish_embed(self.app, spec, groups, self.settings.online_queue,
+                              owner=ticket.owner)
+                log.info("leader start: queued %d fingerprints (first %s)", len(fps),
+                         fps[0][:12])
+                return {}
+            except EmbedqError as exc:
+                if time.monotonic() + PUBLISH_RETRY_INTERVAL_S < give_up_at:
+                    log.warning("publish failed (%s): trying again", exc)
+                    time.sleep(PUBLISH_RETRY_INTERVAL_S)
+                    continue
+                try:
+                    self.hot.release(Hold.CLAIM, fps)  # do not block these for a claim ttl
+                except Unavailable as gone:
+                    log.warning("publish failed (%s) and the hot store is down too (%s): "
+                                "waiting for it to come back", exc, gone)
+                    return {}
+                raise
