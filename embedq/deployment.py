@@ -45,7 +45,7 @@ class Deployment:
         self.embedded = settings.embedded
         self.hot = hot if hot is not None else make_hot_store(settings)
         self.db = db if db is not None else Database.from_settings(settings)
-        self.durable = open_vectors(self.db, sync_commit=settings.vector_sync_commit)
+        self.durable = open_vectors(self.db, sync_commit=settings.links.vector_sync_commit)
         self.app = create_app(settings)
         self._worker: EmbeddedWorker | None = None
         self._local_runtime: WorkerRuntime | None = None
@@ -61,8 +61,8 @@ class Deployment:
             # queues so two with different settings never take each other's work.
             tag = uuid.uuid4().hex[:8]
             settings = settings.with_overrides(
-                online_queue=f"{settings.online_queue}-{tag}",
-                bulk_queue=f"{settings.bulk_queue}-{tag}",
+                online_queue=f"{settings.queue.online_queue}-{tag}",
+                bulk_queue=f"{settings.queue.bulk_queue}-{tag}",
             )
         return cls(settings)
 
@@ -78,7 +78,7 @@ class Deployment:
         worker starts on first use), or with EMBEDQ_ONLINE_ENCODE=local this process."""
         queue = QueueExecutor(self.app, self.settings, self.hot,
                               before_publish=self.ensure_worker)
-        return self.local_executor(queue) if self.settings.online_encode == "local" \
+        return self.local_executor(queue) if self.settings.queue.online_encode == "local" \
             else queue
 
     def local_executor(self, fallback: Executor) -> LocalExecutor:
@@ -123,10 +123,10 @@ class Deployment:
         if self.embedded:
             self.ensure_worker()
             assert self._worker is not None
-            return self._worker.runtime.depth() if queue == self.settings.online_queue \
+            return self._worker.runtime.depth() if queue == self.settings.queue.online_queue \
                 else 0
         here = self._local_runtime.depth() if self._local_runtime is not None \
-            and queue == self.settings.online_queue else 0
+            and queue == self.settings.queue.online_queue else 0
         return broker_depth(self.app, queue) + here
 
     def close(self) -> None:

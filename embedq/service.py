@@ -96,12 +96,12 @@ class EmbeddingService:
         self.db = db if db is not None else Database.from_settings(settings)
         self._owns_durable = durable is None
         self.durable = durable if durable is not None else open_vectors(
-            self.db, sync_commit=settings.vector_sync_commit)
+            self.db, sync_commit=settings.links.vector_sync_commit)
         self.app = app if app is not None else create_app(settings)
         # One identity per served tier (EMBEDQ_TIERS); the first is the default, and
         # `model`/`revision` name it. A tier's revision is what routes its work to the
         # worker encoder that serves it.
-        self.revisions = {t: model_identity(settings, t)[1] for t in settings.tiers}
+        self.revisions = {t: model_identity(settings, t)[1] for t in settings.model.tiers}
         self.model, self.revision = model_identity(settings)
         self.waiting = Waiting(self.hot, self.durable)
         self.counters = CounterWriter(self.hot)
@@ -118,19 +118,19 @@ class EmbeddingService:
         (`all-MiniLM-L6-v2:int8`) or `precision` picks the tier; default the first.
         `tenant` enters it only with EMBEDQ_TENANT_ISOLATION=strict (`isolated`)."""
         tier = self.tier_of(model, precision)
-        dims = dimensions if dimensions is not None else self.settings.dimensions
-        norm = self.settings.normalize if normalize is None else normalize
+        dims = dimensions if dimensions is not None else self.settings.model.dimensions
+        norm = self.settings.model.normalize if normalize is None else normalize
         return EncodeSpec(self.model, self.revisions[tier], dims, norm,
                           tenant=self.isolated(tenant))
 
     def isolated(self, tenant: str | None) -> str | None:
         """The tenant as fingerprints carry it: itself in strict isolation, else None
         (one exact cache shared by every tenant)."""
-        return tenant if self.settings.tenant_isolation == "strict" else None
+        return tenant if self.settings.tenants.isolation == "strict" else None
 
     def model_name(self, tier: str) -> str:
         """How clients name `tier`: the bare model for the default, else `<model>:<tier>`."""
-        return self.model if tier == self.settings.tiers[0] else f"{self.model}:{tier}"
+        return self.model if tier == self.settings.model.tiers[0] else f"{self.model}:{tier}"
 
     def tier_of(self, model: str | None = None, precision: str | None = None) -> str:
         """The served tier a request asks for; UnknownModel/InvalidInput saying what to send."""
@@ -139,7 +139,7 @@ class EmbeddingService:
             base, sep, tail = model.rpartition(":")
             if sep and tail in TIERS:
                 model, suffix = base, tail
-            if model not in {self.model, self.settings.model}:
+            if model not in {self.model, self.settings.model.model}:
                 raise UnknownModel(
                     f"model {model!r} is not served here: use {self.model!r} "
                     "(GET /v1/models lists the models)", "model",
@@ -151,8 +151,8 @@ class EmbeddingService:
             )
         tier = suffix if suffix is not None else precision
         if tier is None:
-            tier = self.settings.tiers[0]
-        served = ", ".join(self.settings.tiers)
+            tier = self.settings.model.tiers[0]
+        served = ", ".join(self.settings.model.tiers)
         if tier not in TIERS:
             raise InvalidInput(
                 f"precision {tier!r} is unknown: use one of {served} "
@@ -193,7 +193,7 @@ class EmbeddingService:
         unique = list(text_of)
         found = self._lookup(unique)
         misses = [fp for fp in unique if fp not in found]
-        deadline = time.monotonic() + (timeout_s or self.settings.request_timeout_s)
+        deadline = time.monotonic() + (timeout_s or self.settings.queue.request_timeout_s)
         group = group if group is not None else RequestGroup.single(len(texts))
         group.bind(fps, deadline)
         won, lost = self._claim(misses, group)
@@ -246,14 +246,14 @@ class EmbeddingService:
         if rest:
             stored = self.durable.get_many(rest)
             if stored:
-                self.hot.put_vectors(stored, self.settings.hot_ttl_s)
+                self.hot.put_vectors(stored, self.settings.worker.hot_ttl_s)
             found.update({fp: ("durable", blob) for fp, blob in stored.items()})
         return found
 
     def _claim(self, fps: list[str], group: RequestGroup) -> tuple[list[str], list[str]]:
         if not fps:
             return [], []
-        claimed = self.hot.claim(fps, group.owner, self.settings.claim_ttl_ms,
+        claimed = self.hot.claim(fps, group.owner, self.settings.queue.claim_ttl_ms,
                                  group.interest(fps))
         return claimed.won, claimed.lost
 

@@ -61,15 +61,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # ready once it is, not only after the first request.
         await run_in_threadpool(deployment.ensure_worker)
         service = deployment.service
-        batcher = RequestBatcher(service, wait_ms=settings.api_batch_wait_ms,
-                                 max_texts=settings.api_batch_max_texts)
+        batcher = RequestBatcher(service, wait_ms=settings.api.batch_wait_ms,
+                                 max_texts=settings.api.batch_max_texts)
         depth = QueueDepth(deployment.queue_depth, deployment.settings)
         metrics.attach(ClusterCollector(service, depth))
         batcher.start()
         app.state.service = service
         app.state.deployment = deployment
         app.state.embedq = ApiState(settings, service, tokens, batcher, depth, metrics)
-        authenticator = Authenticator(settings.api_keys, KeyStore(service.db))
+        authenticator = Authenticator(settings.api.keys, KeyStore(service.db))
         app.state.authenticator = authenticator
         app.state.limiter = RateLimiter(getattr(service.hot, "client", None))
         app.state.quota = TextQuota(getattr(service.hot, "client", None))
@@ -100,8 +100,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     install_handlers(app)
     # An upload is a file and its multipart framing: the route checks the file's own size.
-    upload_limit = max(settings.max_body_bytes, settings.max_file_bytes + 64 * 1024)
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes,
+    upload_limit = max(settings.api.max_body_bytes, settings.api.max_file_bytes + 64 * 1024)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.api.max_body_bytes,
                        path_limits={"/v1/files": (upload_limit, "EMBEDQ_MAX_FILE_BYTES")})
     # Outside the body limit: a caller without a key is refused before any body is read.
     app.add_middleware(AuthMiddleware,

@@ -29,7 +29,8 @@ class QueueDepth:
         self._refresh: asyncio.Future[int] | None = None
 
     def probe_all(self) -> dict[str, int]:
-        return {q: self.probe(q) for q in (self.settings.online_queue, self.settings.bulk_queue)}
+        queues = self.settings.queue
+        return {q: self.probe(q) for q in (queues.online_queue, queues.bulk_queue)}
 
     async def online(self) -> int:
         """The online queue's depth, at most TTL_S old, or at most STALE_S old while a
@@ -69,6 +70,6 @@ class QueueDepth:
 
     def _probe_online(self) -> int:
         started = time.perf_counter()
-        depth = self.probe(self.settings.online_queue)
+        depth = self.probe(self.settings.queue.online_queue)
         log.debug("online depth %d read in %.1f ms", depth, (time.perf_counter() - started) * 1e3)
         return depth

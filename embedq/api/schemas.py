@@ -78,7 +78,7 @@ class EmbeddingCall:
 
 def request_schema(settings: Settings, dimension: int | None) -> dict[str, Any]:
     """The JSON schema of POST /v1/embeddings, with this deployment's limits."""
-    text = {"type": "string", "minLength": 1, "maxLength": settings.max_input_chars}
+    text = {"type": "string", "minLength": 1, "maxLength": settings.api.max_input_chars}
     dimensions: dict[str, Any] = {
         "type": ["integer", "null"], "minimum": 1,
         "description": "truncate vectors to this width (renormalized)",
@@ -95,7 +95,7 @@ def request_schema(settings: Settings, dimension: int | None) -> dict[str, Any]:
                 "anyOf": [
                     text,
                     {"type": "array", "items": text, "minItems": 1,
-                     "maxItems": settings.max_inputs},
+                     "maxItems": settings.api.max_inputs},
                 ],
             },
             "model": {"type": ["string", "null"],
@@ -176,9 +176,9 @@ def parse_texts(raw: Any, settings: Settings, param: str = "input") -> list[str]
         texts = raw
         if not texts:
             raise InvalidInput(f"{param} is an empty list: send at least one string", param)
-        if len(texts) > settings.max_inputs:
+        if len(texts) > settings.api.max_inputs:
             raise InputTooLarge(
-                f"{param} has {len(texts)} items, over the limit of {settings.max_inputs} per "
+                f"{param} has {len(texts)} items, over the limit of {settings.api.max_inputs} per "
                 "request: split it into several requests, or use a bulk job",
                 param,
             )
@@ -196,10 +196,10 @@ def parse_texts(raw: Any, settings: Settings, param: str = "input") -> list[str]
             )
         if not text:
             raise InvalidInput(f"{param}[{i}] is an empty string: send non-empty text", param)
-        if len(text) > settings.max_input_chars:
+        if len(text) > settings.api.max_input_chars:
             raise InputTooLarge(
                 f"{param}[{i}] has {len(text)} characters, over the limit of "
-                f"{settings.max_input_chars}: split or shorten it",
+                f"{settings.api.max_input_chars}: split or shorten it",
                 param,
             )
         try:

@@ -80,7 +80,7 @@ def bench_backends(n: int, path: str | None) -> dict[str, Any]:
     stock: Any = getattr(load_encoder(torch_settings), "model", None)
     if stock is None:
         raise SystemExit("bench backends needs EMBEDQ_ENCODER=sentence-transformers")
-    encoders = {f"onnx {t}": load_encoder(onnx_settings, t) for t in onnx_settings.tiers}
+    encoders = {f"onnx {t}": load_encoder(onnx_settings, t) for t in onnx_settings.model.tiers}
     threads = torch.get_num_threads()
     stock.encode(texts[:BATCH], batch_size=BATCH)
 

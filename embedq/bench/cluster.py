@@ -55,14 +55,14 @@ def preflight(settings: Settings) -> None:
 
     from embedq.models import Database
 
-    if settings.embedded or not settings.redis_url:
+    if settings.embedded or not settings.links.redis_url:
         raise ConfigError(
             "this bench runs against a cluster: set EMBEDQ_BROKER_URL, EMBEDQ_REDIS_URL and "
             "EMBEDQ_DATABASE_URL (Redis and Postgres), or pass --url of a running server"
         )
-    links = {"EMBEDQ_REDIS_URL": settings.redis_url}
-    if settings.broker_url.startswith(("redis://", "rediss://")):
-        links["EMBEDQ_BROKER_URL"] = settings.broker_url
+    links = {"EMBEDQ_REDIS_URL": settings.links.redis_url}
+    if settings.links.broker_url.startswith(("redis://", "rediss://")):
+        links["EMBEDQ_BROKER_URL"] = settings.links.broker_url
     for name, url in links.items():
         try:
             redis.Redis.from_url(url, socket_connect_timeout=PREFLIGHT_TIMEOUT_S,
@@ -122,7 +122,7 @@ def cluster(settings: Settings, tmp: Path) -> Iterator[Target]:
     with _stop_on_sigterm():
         try:
             # An API that encodes its own online misses needs no worker for these benches.
-            if settings.online_encode == "queue" and not live_workers_serving(settings)[0]:
+            if settings.queue.online_encode == "queue" and not live_workers_serving(settings)[0]:
                 log = tmp / "worker.log"
                 procs["worker"] = (processes.spawn_worker(env, log), log)
             port = processes.free_port()
@@ -132,7 +132,7 @@ def cluster(settings: Settings, tmp: Path) -> Iterator[Target]:
             _wait_ready(url, procs)
             hot = make_hot_store(settings)
             yield Target(url, {"Authorization": f"Bearer {key}"},
-                         settings.request_timeout_s + 30,
+                         settings.queue.request_timeout_s + 30,
                          {name: proc.pid for name, (proc, _) in procs.items()}, hot.counters)
         finally:
             for proc, _ in procs.values():

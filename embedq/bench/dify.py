@@ -344,7 +344,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="embedq-bench-dify-") as tmp:
         if args.url:
             headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-            target = Target(args.url.rstrip("/"), headers, settings.request_timeout_s + 30)
+            target = Target(args.url.rstrip("/"), headers, settings.queue.request_timeout_s + 30)
             report = server_phases(target, texts, args.threads)
         else:
             with cluster(settings, Path(tmp)) as target:
@@ -399,7 +399,7 @@ def cpu_budget(openai: dict[str, Any], bare: dict[str, Any]) -> dict[str, Any]:
 
 
 def _started(settings: Settings, target: Target) -> str:
-    if settings.online_encode == "local":
+    if settings.queue.online_encode == "local":
         return "started here: embedq serve encoding its online misses (EMBEDQ_ONLINE_ENCODE=local)"
     worker = "embedq worker" if "worker" in target.started else "a live worker"
     return f"started here: embedq serve + {worker} (EMBEDQ_ONLINE_ENCODE=queue)"

@@ -138,9 +138,9 @@ def measure_index(vectors: Matrix, queries: Matrix, settings: Settings) -> dict[
         unit_rows,
     )
 
-    config = IndexConfig(flat_max=settings.semantic_flat_max,
-                         ivf_list_size=settings.semantic_ivf_list_size,
-                         nprobe=settings.semantic_nprobe, use_gpu=settings.semantic_gpu)
+    config = IndexConfig(flat_max=settings.semantic.flat_max,
+                         ivf_list_size=settings.semantic.ivf_list_size,
+                         nprobe=settings.semantic.nprobe, use_gpu=settings.semantic.gpu)
     n, dim = vectors.shape
     asked = unit_rows(queries)
     ids = np.arange(n, dtype=np.int64)
@@ -206,7 +206,7 @@ def require_cuda() -> None:
 
 def bench_gpu(settings: Settings, entries: int, queries: int,
               min_s: float = 2.0) -> GpuResult:
-    """Every measurement in the module docstring, on CUDA device `settings.device`."""
+    """Every measurement in the module docstring, on CUDA device `settings.model.device`."""
     from embedq.encoders import load_encoder, model_identity
 
     require_cuda()
@@ -217,14 +217,14 @@ def bench_gpu(settings: Settings, entries: int, queries: int,
     tune = load_texts(8000, split="tune")
     heldout = load_texts(2000, split="heldout")
     gpu = settings.with_overrides(backend="torch", tiers=("fp32", "fp16"),
-                                  device=settings.device or "cuda")
+                                  device=settings.model.device or "cuda")
     cpu = settings.with_overrides(backend="torch", tiers=("fp32",), device="cpu")
     _stage("CPU fp32 reference vectors of the 2,000 held-out texts")
     reference = encode_all(load_encoder(cpu, "fp32"), heldout, 64)
     base: Matrix | None = None
     asked: Matrix | None = None
     for tier in ("fp32", "fp16"):
-        _stage(f"{tier} on {gpu.device}: speed at batches {BATCHES}, then fidelity")
+        _stage(f"{tier} on {gpu.model.device}: speed at batches {BATCHES}, then fidelity")
         encoder = load_encoder(gpu, tier)
         for batch in BATCHES:
             result.speed.append({"tier": tier, **measure_speed(encoder, tune + heldout,

@@ -66,9 +66,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "clients": CLIENTS,
         "requests": len(pool) - CLIENTS,
         "mode": "embedded" if settings.embedded else "cluster",
-        "online_encode": settings.online_encode,
+        "online_encode": settings.queue.online_encode,
         "started": started,
-        "encoder": settings.encoder,
+        "encoder": settings.model.encoder,
         "bare_encode_p50_ms": round(bare_ms, 2),
         "bare_batched_texts_per_s": round(bare_rate, 1),
         "miss": misses,
@@ -76,10 +76,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "miss_p50_over_bare_encode": round(misses["p50_ms"] / bare_ms, 2),
         "misses_over_bare_batched": round(misses["requests_per_s"] / bare_rate, 3),
     }
-    where = "in the API" if settings.online_encode == "local" else "by workers"
+    where = "in the API" if settings.queue.online_encode == "local" else "by workers"
     print(
         f"bench http: {CLIENTS} clients, {report['requests']} one-text requests per phase "
-        f"({report['mode']}, encoder {settings.encoder}; started: {', '.join(started)}; "
+        f"({report['mode']}, encoder {settings.model.encoder}; started: {', '.join(started)}; "
         f"online misses encoded {where})\n"
         f"  misses: {misses['requests_per_s']:.0f} req/s, p50 {misses['p50_ms']:.1f} ms, "
         f"p99 {misses['p99_ms']:.1f} ms\n"
@@ -122,8 +122,8 @@ def _target(settings: Settings, tmp: Path) -> Iterator[tuple[str, dict[str, str]
     """(url, headers, names of the processes started) of the server under test."""
     if settings.embedded:
         with _server(settings, tmp) as url:
-            headers = {"Authorization": f"Bearer {settings.api_keys[0]}"} \
-                if settings.api_keys else {}
+            headers = {"Authorization": f"Bearer {settings.api.keys[0]}"} \
+                if settings.api.keys else {}
             yield url, headers, ["serve"]
         return
     with cluster(settings, tmp) as target:

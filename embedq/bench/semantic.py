@@ -60,9 +60,9 @@ def _latencies_ms(search: Any, queries: np.ndarray) -> list[float]:
 
 
 def bench_semantic(entries: int, queries: int, settings: Settings) -> dict[str, Any]:
-    config = IndexConfig(flat_max=settings.semantic_flat_max,
-                         ivf_list_size=settings.semantic_ivf_list_size,
-                         nprobe=settings.semantic_nprobe, use_gpu=settings.semantic_gpu)
+    config = IndexConfig(flat_max=settings.semantic.flat_max,
+                         ivf_list_size=settings.semantic.ivf_list_size,
+                         nprobe=settings.semantic.nprobe, use_gpu=settings.semantic.gpu)
     data = synthetic(entries)
     asked = queries_near(data, queries)
     ids = np.arange(entries, dtype=np.int64)

@@ -317,9 +317,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             settings = settings.with_overrides(data_dir=Path(tmp))
         with Client(settings) as client:
             report = threshold_report(tune, heldout, client.embed,
-                                      default=settings.semantic_threshold)
+                                      default=settings.semantic.threshold)
             report["lookup_ms"] = lookup_cost(heldout, client)
-    report["model"] = settings.model
+    report["model"] = settings.model.model
     if not args.json:
-        print_report(report, settings.model)
+        print_report(report, settings.model.model)
     return report

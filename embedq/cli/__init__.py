@@ -76,11 +76,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     app = create_app(settings)
     register(app, runtime)
     queues = args.queues.split(",") if args.queues else [
-        settings.online_queue, settings.bulk_queue,
+        settings.queue.online_queue, settings.queue.bulk_queue,
     ]
     worker = app.Worker(
         pool=AppThreadPool,
-        concurrency=args.concurrency or settings.concurrency,
+        concurrency=args.concurrency or settings.worker.concurrency,
         queues=queues,
         loglevel=args.loglevel.upper(),
         hostname=f"embedq@{socket.gethostname()}-{os.getpid()}",

@@ -207,11 +207,11 @@ def cmd_beat(args: argparse.Namespace) -> int:
     settings = cluster_settings("beat", "embedded `embedq bulk` runs its job itself")
     app = create_app(settings)
     app.conf.beat_schedule = {
-        "embedq-jobs-tick": {"task": names.JOBS_TICK, "schedule": settings.job_tick_s,
-                             "options": {"queue": settings.online_queue,
-                                         "expires": max(settings.job_tick_s, 1.0)}},
+        "embedq-jobs-tick": {"task": names.JOBS_TICK, "schedule": settings.jobs.tick_s,
+                             "options": {"queue": settings.queue.online_queue,
+                                         "expires": max(settings.jobs.tick_s, 1.0)}},
     }
     beat = app.Beat(scheduler="celery.beat:Scheduler", loglevel=args.loglevel.upper(),
-                    max_interval=min(settings.job_tick_s, 5.0))
+                    max_interval=min(settings.jobs.tick_s, 5.0))
     beat.run()
     return 0

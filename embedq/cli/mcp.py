@@ -52,7 +52,7 @@ def _serve_http(server: Any, service: Any, host: str, port: int) -> None:
     from embedq.tenants import Authenticator, KeyStore
     from embedq.tenants.ratelimit import RateLimiter
 
-    authenticator = Authenticator(service.settings.api_keys, KeyStore(service.db))
+    authenticator = Authenticator(service.settings.api.keys, KeyStore(service.db))
     if not authenticator.required() and not is_loopback(host):
         raise ConfigError(
             f"embedq mcp --transport http --host {host} would serve the tools to anyone who "

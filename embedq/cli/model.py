@@ -16,7 +16,7 @@ def cmd_model_export(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     # fp16 in EMBEDQ_TIERS runs on torch: by default only the ONNX tiers listed are made.
     tiers = [check_tier(t) for t in args.tier] if args.tier else \
-        [t for t in settings.tiers if t in ONNX_TIERS]
+        [t for t in settings.model.tiers if t in ONNX_TIERS]
     rows = []
     for tier in tiers:
         done = export_model(settings, tier)

@@ -77,7 +77,7 @@ def is_loopback(host: str) -> bool:
 
 def keys_configured(settings: Settings) -> bool:
     """Whether the API will require keys: bootstrap keys, or an active key stored."""
-    if settings.api_keys:
+    if settings.api.keys:
         return True
     from embedq.models import Database
     from embedq.tenants import KeyStore

@@ -40,9 +40,9 @@ __all__ = [
 def make_hot_store(settings: Settings) -> HotStore:
     """Redis when configured; else a new in-process store (embedded mode: the deployment
     hands one store to its service and its worker)."""
-    if settings.redis_url:
+    if settings.links.redis_url:
         from embedq.coordination.redis_store import RedisHotStore
 
-        return RedisHotStore(settings.redis_url, settings.redis_socket_timeout_s,
-                              settings.redis_connect_timeout_s)
+        return RedisHotStore(settings.links.redis_url, settings.links.redis_socket_timeout_s,
+                              settings.links.redis_connect_timeout_s)
     return MemoryHotStore()

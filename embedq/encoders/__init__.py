@@ -65,64 +65,64 @@ def model_identity(settings: Settings, tier: str | None = None) -> tuple[str, st
     two versions of one model never share a fingerprint.
     """
     name, revision = _source_identity(settings)
-    return name, tier_revision(revision, tier or settings.tiers[0])
+    return name, tier_revision(revision, tier or settings.model.tiers[0])
 
 
 def _source_identity(settings: Settings) -> tuple[str, str]:
-    if settings.encoder in {"hashing", "faulty"}:
-        return settings.model, settings.model_revision or "hashing-v1"
+    if settings.model.encoder in {"hashing", "faulty"}:
+        return settings.model.model, settings.model.model_revision or "hashing-v1"
     unpinned = settings.unpinned_model()
     if unpinned is not None:
         raise unpinned
-    if settings.encoder == "upstream":
-        assert settings.model_revision is not None
-        return settings.upstream_model or settings.model, settings.model_revision
-    if settings.model_revision:
-        return settings.model, settings.model_revision
-    path = model_path(settings.model)
+    if settings.model.encoder == "upstream":
+        assert settings.model.model_revision is not None
+        return settings.upstream.model or settings.model.model, settings.model.model_revision
+    if settings.model.model_revision:
+        return settings.model.model, settings.model.model_revision
+    path = model_path(settings.model.model)
     if not Path(path).is_dir():
         raise ConfigError(
-            f"model {settings.model!r} resolves to {path!r}, which is not a model folder: "
+            f"model {settings.model.model!r} resolves to {path!r}, which is not a model folder: "
             "set EMBEDQ_MODEL to an installed model folder, or pin a hub model with "
             "EMBEDQ_MODEL_REVISION"
         )
-    return settings.model, _folder_revision(path)
+    return settings.model.model, _folder_revision(path)
 
 
 def load_encoder(settings: Settings, tier: str | None = None) -> Encoder:
     """Load the configured encoder for `tier` (default: the first of EMBEDQ_TIERS) once;
     callers keep it for the life of the process. An ONNX backend exports the model first
     when no process has (encoders/export.py): call this at worker start, not per request."""
-    tier = tier or settings.tiers[0]
+    tier = tier or settings.model.tiers[0]
     name, revision = model_identity(settings, tier)
     check_device(settings, tier)
-    if settings.model_threads and settings.encoder == "sentence-transformers":
+    if settings.model.model_threads and settings.model.encoder == "sentence-transformers":
         import torch
 
-        torch.set_num_threads(settings.model_threads)  # the process's; ONNX follows it
-    if settings.encoder == "sentence-transformers" and (
-            tier == "int8" or (tier == "fp32" and settings.backend == "onnx")):
+        torch.set_num_threads(settings.model.model_threads)  # the process's; ONNX follows it
+    if settings.model.encoder == "sentence-transformers" and (
+            tier == "int8" or (tier == "fp32" and settings.model.backend == "onnx")):
         return _load_onnx(settings, name, revision, tier)
-    if settings.encoder == "hashing":
+    if settings.model.encoder == "hashing":
         from embedq.encoders.hashing import HashingEncoder
 
         enc: Encoder = HashingEncoder(name)
-    elif settings.encoder == "faulty":
+    elif settings.model.encoder == "faulty":
         from embedq.encoders.faulty import FaultyEncoder
 
-        enc = FaultyEncoder(name, settings.ledger_path)
-    elif settings.encoder == "upstream":
+        enc = FaultyEncoder(name, settings.worker.ledger_path)
+    elif settings.model.encoder == "upstream":
         from embedq.encoders.upstream import UpstreamEncoder
 
         enc = UpstreamEncoder(settings)
     else:
         from embedq.encoders.sentence import SentenceTransformerEncoder
 
-        path = model_path(settings.model)
+        path = model_path(settings.model.model)
         # A hub model loads the very revision its fingerprints name; a folder is what it is.
         hub_revision = None if Path(path).is_dir() else revision
         try:
-            enc = SentenceTransformerEncoder(name, path, revision, settings.device,
+            enc = SentenceTransformerEncoder(name, path, revision, settings.model.device,
                                              hub_revision=hub_revision, tier=tier)
         except OSError as exc:
             what = f"{path!r}" if hub_revision is None else f"{path!r}@{hub_revision}"
@@ -141,7 +141,7 @@ def check_device(settings: Settings, tier: str) -> None:
 
     The test encoders (hashing, faulty) compute no floats on a device: they serve every tier.
     """
-    if tier not in CUDA_TIERS or settings.encoder != "sentence-transformers":
+    if tier not in CUDA_TIERS or settings.model.encoder != "sentence-transformers":
         return
     from embedq.encoders.cuda import INSTALL_HINT, cuda_missing
 

@@ -61,7 +61,8 @@ def export_folder(settings: Settings, tier: str) -> Path:
     from embedq.encoders import model_identity
 
     name, revision = model_identity(settings, "fp32")
-    return settings.data_dir / "models" / f"{_slug(name)}-{_slug(revision)}-{tier_label(tier)}"
+    folder = f"{_slug(name)}-{_slug(revision)}-{tier_label(tier)}"
+    return settings.links.data_dir / "models" / folder
 
 
 def export_model(settings: Settings, tier: str) -> ExportedModel:
@@ -89,7 +90,7 @@ def export_model(settings: Settings, tier: str) -> ExportedModel:
                 window, dimension = fp32.meta()["max_seq_length"], fp32.meta()["dimension"]
             shutil.copyfile(source / "tokenizer.json", scratch / "tokenizer.json")
             meta = {
-                "model": settings.model, "tier": tier, "recipe": tier_label(tier),
+                "model": settings.model.model, "tier": tier, "recipe": tier_label(tier),
                 "source_revision": model_identity(settings, "fp32")[1],
                 "max_seq_length": window, "dimension": dimension,
                 "inputs": list(_INPUTS), "opset": OPSET,
@@ -100,18 +101,18 @@ def export_model(settings: Settings, tier: str) -> ExportedModel:
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
-    log.info("exported %s tier=%s to %s", settings.model, tier, final)
+    log.info("exported %s tier=%s to %s", settings.model.model, tier, final)
     return ExportedModel(final, exported=True)
 
 
 def _source_folder(settings: Settings) -> Path:
     from embedq.encoders import model_path
 
-    folder = Path(model_path(settings.model))
+    folder = Path(model_path(settings.model.model))
     if not folder.is_dir() or not (folder / "tokenizer.json").is_file():
         raise ConfigError(
             f"EMBEDQ_BACKEND=onnx exports from a local sentence-transformers model folder "
-            f"with a tokenizer.json; {settings.model!r} is not one: set EMBEDQ_MODEL to such "
+            f"with a tokenizer.json; {settings.model.model!r} is not one: set EMBEDQ_MODEL to such "
             "a folder, or EMBEDQ_BACKEND=torch"
         )
     return folder

@@ -93,12 +93,13 @@ class TokenCounter:
 
 def load_token_counter(settings: Settings) -> TokenCounter:
     """The counter for the configured encoder; raises ConfigError when it cannot load."""
-    if settings.encoder in {"hashing", "faulty"}:
-        rule = HashingEncoder(settings.model)
+    if settings.model.encoder in {"hashing", "faulty"}:
+        rule = HashingEncoder(settings.model.model)
         return TokenCounter(rule.raw_tokens, rule.max_seq_length, rule.dimension, _word_tokens)
-    if settings.encoder == "upstream":
-        return TokenCounter(HashingEncoder(settings.model).raw_tokens, None, None, _word_tokens)
-    return _sentence_transformers_counter(model_path(settings.model))
+    if settings.model.encoder == "upstream":
+        return TokenCounter(HashingEncoder(settings.model.model).raw_tokens, None, None,
+                            _word_tokens)
+    return _sentence_transformers_counter(model_path(settings.model.model))
 
 
 def _sentence_transformers_counter(path: str) -> TokenCounter:

@@ -31,32 +31,32 @@ RETRY_STATUSES = {429, 500, 502, 503, 504}
 
 class UpstreamEncoder(Encoder):
     def __init__(self, settings: Settings, dimension: int | None = None) -> None:
-        if not settings.upstream_url:
+        if not settings.upstream.url:
             raise UpstreamError("EMBEDQ_UPSTREAM_URL is not set")
-        base = settings.upstream_url.rstrip("/")
+        base = settings.upstream.url.rstrip("/")
         self.url = base if base.endswith("/embeddings") else base + "/embeddings"
-        self.name = settings.upstream_model or settings.model
+        self.name = settings.upstream.model or settings.model.model
         # Checked by Settings.validate too; a Settings built in code skips that.
         unpinned = settings.unpinned_model()
         if unpinned is not None:
             raise unpinned
-        assert settings.model_revision is not None
-        self.revision = settings.model_revision
-        self.dimension = dimension or settings.dimensions or 0
+        assert settings.model.model_revision is not None
+        self.revision = settings.model.model_revision
+        self.dimension = dimension or settings.model.dimensions or 0
         self.max_seq_length = 8192
         self.device = "upstream"
         headers = {"Content-Type": "application/json"}
-        if settings.upstream_api_key:
-            headers["Authorization"] = f"Bearer {settings.upstream_api_key}"
+        if settings.upstream.api_key:
+            headers["Authorization"] = f"Bearer {settings.upstream.api_key}"
         self._client = httpx.Client(
             headers=headers,
-            timeout=httpx.Timeout(settings.upstream_timeout_s, connect=5.0),
+            timeout=httpx.Timeout(settings.upstream.timeout_s, connect=5.0),
             limits=httpx.Limits(
-                max_connections=settings.upstream_concurrency,
-                max_keepalive_connections=settings.upstream_concurrency,
+                max_connections=settings.upstream.concurrency,
+                max_keepalive_connections=settings.upstream.concurrency,
             ),
         )
-        self._slots = threading.BoundedSemaphore(settings.upstream_concurrency)
+        self._slots = threading.BoundedSemaphore(settings.upstream.concurrency)
         self.calls = 0
         self.tokens = 0
 

@@ -121,7 +121,7 @@ class BatchService:
 
         self.jobs.service.spec(first.model)  # UnknownModel before anything is stored
         self.jobs.submit(records(), model=first.model, dimensions=dimensions(first.dimensions),
-                         priority=Priority.BULK, window=self.settings.batch_window,
+                         priority=Priority.BULK, window=self.settings.jobs.batch_window,
                          source="batch", on_saved=on_saved, tenant=tenant)
         with self.db.session() as s:
             s.execute(update(Batch).where(Batch.id == batch_id).values(requests=count))

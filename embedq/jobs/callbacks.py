@@ -60,7 +60,7 @@ Describe = Callable[[str], dict[str, Any]]
 def check_url(url: str, settings: Settings) -> str:
     """The callback URL if this server may POST to it; InvalidInput (HTTP 422) saying
     what to change otherwise."""
-    if not settings.callback_secret:
+    if not settings.callbacks.secret:
         raise InvalidInput(
             "this server does not send callbacks (no EMBEDQ_CALLBACK_SECRET to sign them): "
             "drop callback_url and poll GET /v1/jobs/{id} or stream /v1/jobs/{id}/events, "
@@ -78,7 +78,7 @@ def check_url(url: str, settings: Settings) -> str:
         raise InvalidInput("callback_url must be an absolute http:// or https:// URL, "
                            "e.g. https://example.com/hooks/embedq", "callback_url")
     port = port or (443 if parts.scheme == "https" else 80)
-    if not host_allowed(host, port, settings.callback_allow):
+    if not host_allowed(host, port, settings.callbacks.allow):
         raise InvalidInput(
             f"callbacks to {host}:{port} are not allowed here: the server's "
             "EMBEDQ_CALLBACK_ALLOW lists the hosts it may POST to; ask its operator to add "
@@ -114,8 +114,8 @@ def signed_headers(secret: str, delivery_id: str, body: bytes, timestamp: int
 
 def backoff_s(failures: int, settings: Settings) -> float:
     """The wait after the `failures`-th failed attempt (1, 2, ...)."""
-    return float(min(settings.callback_backoff_s * 2 ** max(failures - 1, 0),
-                     settings.callback_backoff_max_s))
+    return float(min(settings.callbacks.backoff_s * 2 ** max(failures - 1, 0),
+                     settings.callbacks.backoff_max_s))
 
 
 class Callbacks:
@@ -159,7 +159,7 @@ class Callbacks:
     def deliver(self, job_id: str, now: datetime | None = None) -> str | None:
         """One attempt if the job's delivery is due and this process wins it: returns
         "delivered", "retrying" or "failed", or None when there was nothing to do."""
-        secret = self.settings.callback_secret
+        secret = self.settings.callbacks.secret
         if not secret:
             log.warning("job %s has a callback but this process has no "
                         "EMBEDQ_CALLBACK_SECRET: left pending for one that has it", job_id)
@@ -170,7 +170,7 @@ class Callbacks:
                 or job.status not in JobStatus.final()
                 or (job.callback_next_at is not None and _aware(job.callback_next_at) > now)):
             return None
-        lease = timedelta(seconds=2 * self.settings.callback_timeout_s + 5)
+        lease = timedelta(seconds=2 * self.settings.callbacks.timeout_s + 5)
         attempt = job.callback_attempts + 1
         if not self._update(job_id, job.callback_attempts, callback_attempts=attempt,
                             callback_next_at=now + lease):
@@ -187,8 +187,8 @@ class Callbacks:
             log.info("job %s: callback delivered (attempt %d)", job_id, attempt)
             return "delivered"
         retry_at = self.clock() + timedelta(seconds=backoff_s(attempt, self.settings))
-        max_age = timedelta(seconds=self.settings.callback_max_age_s)
-        if attempt >= self.settings.callback_max_attempts or retry_at > started + max_age:
+        max_age = timedelta(seconds=self.settings.callbacks.max_age_s)
+        if attempt >= self.settings.callbacks.max_attempts or retry_at > started + max_age:
             return self._give_up(job_id, attempt, error)
         self._update(job_id, attempt, callback_next_at=retry_at, callback_error=error)
         log.warning("job %s: callback attempt %d failed (%s); next at %s", job_id, attempt,
@@ -204,7 +204,7 @@ class Callbacks:
         headers = signed_headers(secret, job_id, body, int(time.time()))
         try:
             answer = httpx.post(url, content=body, headers=headers, follow_redirects=False,
-                                timeout=self.settings.callback_timeout_s)
+                                timeout=self.settings.callbacks.timeout_s)
         except httpx.HTTPError as exc:
             return f"{type(exc).__name__}: {exc}"[:500]
         if 200 <= answer.status_code < 300:

@@ -40,7 +40,7 @@ Clock = Callable[[], datetime]
 def job_window(job: Job, settings: Settings) -> Window | None:
     if not job.window:
         return None
-    return Window.parse(job.window, job.timezone or settings.job_timezone)
+    return Window.parse(job.window, job.timezone or settings.jobs.timezone)
 
 
 def final_status(progress: Progress) -> JobStatus:
@@ -121,12 +121,12 @@ class Dispatcher:
         if self.inline:
             return 0  # this process runs its chunks itself (JobService.run_here)
         job = self.store.get(job_id)
-        chunks = self.store.pending_chunks(job_id, self.settings.job_wave_chunks)
+        chunks = self.store.pending_chunks(job_id, self.settings.jobs.wave_chunks)
         if not chunks:
             self.finish(job_id, generation)
             return 0
-        queue = self.settings.online_queue if job.priority == Priority.ONLINE else \
-            self.settings.bulk_queue
+        queue = self.settings.queue.online_queue if job.priority == Priority.ONLINE else \
+            self.settings.queue.bulk_queue
         headers = group(
             self.app.signature(names.BULK_CHUNK, args=[job_id, c, generation], queue=queue,
                                immutable=True)
@@ -184,7 +184,7 @@ class Dispatcher:
         unreachable broker or database leaves it as it is for the next tick."""
         now = now or self.clock()
         counts = {"started": 0, "paused": 0, "rescued": 0, "failed": 0}
-        stall = timedelta(seconds=self.settings.job_stall_s)
+        stall = timedelta(seconds=self.settings.jobs.stall_s)
         for job in self.store.jobs_in(JobStatus.active()):
             try:
                 if job.status == JobStatus.QUEUED:
@@ -194,7 +194,7 @@ class Dispatcher:
                         job.id, [JobStatus.RUNNING], job.generation, status=JobStatus.QUEUED)
                 elif job.progress_at is None or _aware(job.progress_at) + stall <= now:
                     log.warning("job %s made no progress for %.0f s: dispatching again",
-                                job.id, self.settings.job_stall_s)
+                                job.id, self.settings.jobs.stall_s)
                     if self.store.transition(job.id, [JobStatus.RUNNING], job.generation,
                                              generation=job.generation + 1, progress_at=now):
                         self.wave(job.id, job.generation + 1)

@@ -60,9 +60,9 @@ def parse_requests(content: bytes, settings: Settings) -> Iterator[BatchRequest]
                           "give every line its own custom_id")
         seen.add(request.custom_id)
         inputs += len(request.texts)
-        if inputs > settings.max_job_inputs:
+        if inputs > settings.api.max_job_inputs:
             raise InputTooLarge(
-                f"line {n}: the file holds over {settings.max_job_inputs} inputs, the limit "
+                f"line {n}: the file holds over {settings.api.max_job_inputs} inputs, the limit "
                 "of one batch (EMBEDQ_MAX_JOB_INPUTS): split it into several files", "file")
         if first is None:
             first = request
@@ -103,15 +103,15 @@ def _texts(raw: object, n: int, settings: Settings) -> list[str]:
     if not isinstance(texts, list) or not texts:
         raise _bad(n, "body.input must be a string or a non-empty list of strings "
                       "(token arrays are not supported)")
-    if len(texts) > settings.max_inputs:
+    if len(texts) > settings.api.max_inputs:
         raise _bad(n, f"body.input has {len(texts)} items, over the limit of "
-                      f"{settings.max_inputs} per request: split it over several lines")
+                      f"{settings.api.max_inputs} per request: split it over several lines")
     for i, text in enumerate(texts):
         if not isinstance(text, str) or not text:
             raise _bad(n, f"body.input[{i}] is not a non-empty string: send text only")
-        if len(text) > settings.max_input_chars:
+        if len(text) > settings.api.max_input_chars:
             raise _bad(n, f"body.input[{i}] has {len(text)} characters, over the limit of "
-                          f"{settings.max_input_chars}: split or shorten it")
+                          f"{settings.api.max_input_chars}: split or shorten it")
         if "\x00" in text:
             raise _bad(n, f"body.input[{i}] contains a NUL character (\\0): remove it")
     return texts
@@ -164,10 +164,10 @@ class FileStore:
         if purpose != FilePurpose.BATCH:
             raise MalformedRequest(f"purpose {purpose!r} is not supported: upload request "
                                    "lines with purpose=batch", "purpose")
-        if len(content) > self.settings.max_file_bytes:
+        if len(content) > self.settings.api.max_file_bytes:
             raise InputTooLarge(
                 f"the file has {len(content)} bytes, over the limit of "
-                f"{self.settings.max_file_bytes} (EMBEDQ_MAX_FILE_BYTES): split it", "file")
+                f"{self.settings.api.max_file_bytes} (EMBEDQ_MAX_FILE_BYTES): split it", "file")
         for _ in parse_requests(content, self.settings):
             pass
         row = File(id=new_file_id(), purpose=purpose, filename=(filename or "batch.jsonl")[:255],

@@ -109,13 +109,13 @@ class JobService:
                                "priority")
         check_not_before(not_before, self.clock())
         if precision is None and (model or "").rpartition(":")[2] not in TIERS:
-            precision = self.settings.job_precision  # None: the deployment's default tier
+            precision = self.settings.jobs.precision  # None: the deployment's default tier
         spec = self.service.spec(model, dimensions, precision=precision, tenant=tenant)
         if timezone is not None and not window:
             raise InvalidInput(
                 f"timezone {timezone!r} was given without a window; it only says when an "
                 "off-peak window opens: give window too, or leave timezone out", "timezone")
-        tz = timezone or self.settings.job_timezone
+        tz = timezone or self.settings.jobs.timezone
         if window:
             window = str(Window.parse(window, tz))
         if isinstance(records, list | tuple):
@@ -157,7 +157,7 @@ class JobService:
         """How many inputs `tenant`'s unfinished jobs may still take; QueueLimitReached
         when that is fewer than `inputs`. Concurrent submissions of one tenant each see
         the room before the others load, so together they may pass the cap once."""
-        cap = self.settings.tenant_max_queued_inputs
+        cap = self.settings.tenants.max_queued_inputs
         queued = self.store.queued_inputs(tenant)
         if queued + inputs > cap:
             raise queue_full(tenant, queued, inputs, cap)
@@ -190,7 +190,7 @@ class JobService:
                 if not self.dispatcher.start(job_id):
                     time.sleep(poll_s)  # outside its window: wait for it to open
                 continue
-            for chunk in self.store.pending_chunks(job_id, self.settings.job_wave_chunks):
+            for chunk in self.store.pending_chunks(job_id, self.settings.jobs.wave_chunks):
                 self.run_chunk(self.store, job_id, chunk)
             self.dispatcher.close(job_id, job.generation)
 
@@ -248,9 +248,9 @@ class _Loader:
         self.chunk_no = 0
         self.chunk_start = 0
         self.chunk_tokens = 0
-        self.max_tokens = jobs.settings.job_chunk_tokens
-        self.max_texts = jobs.settings.job_chunk_max_texts
-        self.limit = jobs.settings.max_job_inputs
+        self.max_tokens = jobs.settings.jobs.chunk_tokens
+        self.max_texts = jobs.settings.jobs.chunk_max_texts
+        self.limit = jobs.settings.api.max_job_inputs
 
     def add(self, record: Record | str, n: int) -> None:
         record = checked_record(record, n)
@@ -259,7 +259,7 @@ class _Loader:
                 f"a job holds at most {self.limit} inputs (EMBEDQ_MAX_JOB_INPUTS): split "
                 "the file", record.line)
         if self.count >= self.room:
-            cap = self.jobs.settings.tenant_max_queued_inputs
+            cap = self.jobs.settings.tenants.max_queued_inputs
             raise queue_full(self.tenant, cap - self.room, self.count + 1, cap)
         try:
             fp = fingerprint(self.spec, record.text)

@@ -48,8 +48,8 @@ class DbTimeouts:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DbTimeouts:
-        return cls(settings.db_connect_timeout_s, settings.db_statement_timeout_ms,
-                   settings.db_lock_timeout_ms, settings.db_keepalive_idle_s)
+        return cls(settings.links.db_connect_timeout_s, settings.links.db_statement_timeout_ms,
+                   settings.links.db_lock_timeout_ms, settings.links.db_keepalive_idle_s)
 
     @property
     def answer_deadline_s(self) -> float | None:

@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from embedq.config import Settings
-from embedq.errors import ConfigError, InputTooLarge, InvalidInput, NotFound
+from embedq.errors import InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import EncodeSpec
 from embedq.models import DEFAULT_TENANT, Database
 from embedq.semantic.feedback import FeedbackStore, Policy, new_hit_id
@@ -201,33 +201,26 @@ class SemanticCache:
                  start: bool = True) -> None:
         self.service = service
         self.settings = settings or service.settings
-        s = self.settings
-        if s.semantic_index not in {"faiss", "exact"}:
-            raise ConfigError(
-                f"EMBEDQ_SEMANTIC_INDEX={s.semantic_index!r} is unknown: use faiss or exact")
-        self.default_threshold = s.semantic_threshold
-        if not -1.0 <= self.default_threshold <= 1.0:
-            raise ConfigError("EMBEDQ_SEMANTIC_THRESHOLD must be within [-1, 1]")
+        s = self.settings.semantic  # ranges and choices were checked with the settings
+        self.default_threshold = s.threshold
         spec = service.spec()
         self.model = spec.model
         self.space = space_of(spec.model, spec.revision, spec.dimensions)
         self.store = SemanticStore(service.db)
         self.feedback = FeedbackStore(service.db, default_threshold=self.default_threshold,
-                                      window=s.semantic_feedback_window)
+                                      window=s.feedback_window)
         self.sync = IndexSync(
-            self.store, self.space, s.data_dir,
-            IndexConfig(kind=s.semantic_index, flat_max=s.semantic_flat_max,
-                        ivf_list_size=s.semantic_ivf_list_size, nprobe=s.semantic_nprobe,
-                        use_gpu=s.semantic_gpu),
-            SyncConfig(interval_s=s.semantic_sync_interval_s,
-                       sweep_interval_s=s.semantic_sweep_interval_s,
-                       snapshot_interval_s=s.semantic_snapshot_interval_s,
-                       compact_deletes=s.semantic_compact_deletes,
-                       change_retention_s=s.semantic_change_retention_s),
+            self.store, self.space, self.settings.links.data_dir,
+            IndexConfig(kind=s.index, flat_max=s.flat_max, ivf_list_size=s.ivf_list_size,
+                        nprobe=s.nprobe, use_gpu=s.gpu),
+            SyncConfig(interval_s=s.sync_interval_s, sweep_interval_s=s.sweep_interval_s,
+                       snapshot_interval_s=s.snapshot_interval_s,
+                       compact_deletes=s.compact_deletes,
+                       change_retention_s=s.change_retention_s),
             sweeps=[self.feedback.sweep],
         )
-        self.verifier = (Verifier(self._embed_spans, band=s.semantic_verify_band)
-                         if s.semantic_verify else None)
+        self.verifier = (Verifier(self._embed_spans, band=s.verify_band)
+                         if s.verify else None)
         if start:
             self.sync.start()
 
@@ -238,10 +231,10 @@ class SemanticCache:
     def _query(self, query: Any) -> str:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty: send the question or text to cache", "query")
-        if len(query) > self.settings.max_input_chars:
+        if len(query) > self.settings.api.max_input_chars:
             raise InputTooLarge(
                 f"query has {len(query)} characters; the limit is "
-                f"{self.settings.max_input_chars}", "query",
+                f"{self.settings.api.max_input_chars}", "query",
             )
         return check_text(query, "query")
 
@@ -251,7 +244,7 @@ class SemanticCache:
             size = len(json.dumps(value, allow_nan=False).encode("utf-8"))
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"{name} is not JSON ({exc}): send JSON values", name) from exc
-        limit = self.settings.semantic_max_payload_bytes
+        limit = self.settings.semantic.max_payload_bytes
         if size > limit:
             raise InputTooLarge(
                 f"{name} is {size} bytes as JSON; the limit is {limit} "
@@ -290,11 +283,11 @@ class SemanticCache:
             namespace=namespace, model=self.model, space=self.space, query=query,
             vector=np.ascontiguousarray(vector, dtype="<f4").tobytes(), payload=payload,
             metadata=metadata, ttl_s=ttl_s,
-            sliding=self.settings.semantic_sliding_ttl if sliding is None else bool(sliding),
-            max_entries=self.settings.semantic_max_entries,
-            max_namespaces=self.settings.semantic_max_namespaces, tenant=tenant,
-            caps=TenantCaps(self.settings.tenant_max_namespaces,
-                            self.settings.tenant_max_entries),
+            sliding=self.settings.semantic.sliding_ttl if sliding is None else bool(sliding),
+            max_entries=self.settings.semantic.max_entries,
+            max_namespaces=self.settings.semantic.max_namespaces, tenant=tenant,
+            caps=TenantCaps(self.settings.tenants.max_namespaces,
+                            self.settings.tenants.max_entries),
         )
         self.sync.catch_up()  # this process reads its own writes at once
         return result.id
@@ -351,11 +344,11 @@ class SemanticCache:
                                              refused, reason))
             elif len(matches) >= k:
                 break
-        kept = _within_bytes(matches, self.settings.semantic_max_lookup_bytes)
+        kept = _within_bytes(matches, self.settings.semantic.max_lookup_bytes)
         served = [(m.hit_id or "", m.id, m.score) for m in kept]
         self.store.record_lookup(namespace, [m.id for m in kept], now, also=lambda s: (
             self.feedback.record_hits(s, namespace, self.space, query, served, threshold,
-                                      self.settings.semantic_feedback_ttl_s, now)))
+                                      self.settings.semantic.feedback_ttl_s, now)))
         return LookupResult(bool(kept), kept, threshold, truncated=len(kept) < len(matches),
                             considered=considered if explain else None)
 
@@ -367,7 +360,7 @@ class SemanticCache:
         if entry is None:
             return "expired", "the entry was deleted or is past its ttl"
         if threshold < EXACT and entry.query != query:
-            if self.settings.semantic_contrast_guard:
+            if self.settings.semantic.contrast_guard:
                 why = contrast(query, entry.query)
                 if why is not None:
                     return "guard", why
@@ -387,7 +380,7 @@ class SemanticCache:
         if stored.shape[1] != vector.shape[1]:
             return None, None
         closest = float(np.max(stored @ vector[0]))
-        radius = self.settings.semantic_negative_similarity
+        radius = self.settings.semantic.negative_similarity
         if closest < radius:
             return None, None
         return "negative", (f"the entry was marked wrong for a query {closest:.4f} similar "
@@ -410,9 +403,9 @@ class SemanticCache:
                 "most 1 wrong hit in 100; omit it (null) for no budget", "max_false_hit_rate")
         with self.store.writing() as s:
             self.store.ensure_namespace(
-                s, namespace, self.settings.semantic_max_namespaces, tenant,
-                caps=TenantCaps(self.settings.tenant_max_namespaces,
-                                self.settings.tenant_max_entries))
+                s, namespace, self.settings.semantic.max_namespaces, tenant,
+                caps=TenantCaps(self.settings.tenants.max_namespaces,
+                                self.settings.tenants.max_entries))
             policy = self.feedback.configure(
                 s, namespace, base_threshold=base,
                 max_false_hit_rate=None if rate is None else float(rate), now=utcnow())

@@ -38,10 +38,10 @@ def link_timeouts(settings: Settings) -> dict[str, Any]:
     """Socket options for a Redis broker's transport: every command bounded, keepalives
     on, and kombu's health check (which also drops a BRPOP connection whose reply is
     overdue) every socket timeout. Only redis:// takes them: py-amqp would reject them."""
-    socket_timeout_s = max(settings.redis_socket_timeout_s, MIN_BROKER_SOCKET_TIMEOUT_S)
+    socket_timeout_s = max(settings.links.redis_socket_timeout_s, MIN_BROKER_SOCKET_TIMEOUT_S)
     return {
         "socket_timeout": socket_timeout_s,
-        "socket_connect_timeout": settings.redis_connect_timeout_s,
+        "socket_connect_timeout": settings.links.redis_connect_timeout_s,
         "socket_keepalive": True,
         "health_check_interval": max(1, int(socket_timeout_s)),
     }
@@ -66,12 +66,12 @@ def queue(name: str) -> Queue:
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     transport: dict[str, Any] = {
-        "visibility_timeout": settings.visibility_timeout_s,
+        "visibility_timeout": settings.queue.visibility_timeout_s,
         "queue_order_strategy": "priority",
-        "unacked_restore_interval": settings.restore_interval_s,
+        "unacked_restore_interval": settings.queue.restore_interval_s,
         "unacked_restore_throttle": 1,
     }
-    backend_transport: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout_s}
+    backend_transport: dict[str, Any] = {"visibility_timeout": settings.queue.visibility_timeout_s}
     redis_backend: dict[str, Any] = {}
     broker_transport: str | None = None  # None: from the URL's scheme
     backend: str | None
@@ -79,9 +79,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         backend = "cache+memory://"
         transport["polling_interval"] = 0.005  # the memory transport polls; Redis blocks
     else:
-        backend = settings.redis_url
+        backend = settings.links.redis_url
         links = link_timeouts(settings)
-        if settings.broker_url.startswith(("redis://", "rediss://")):
+        if settings.links.broker_url.startswith(("redis://", "rediss://")):
             transport.update(links)
             broker_transport = redis_transport.TRANSPORT
         backend_transport.update(links)
@@ -92,7 +92,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "redis_socket_keepalive": True,
         }
     return {
-        "broker_url": settings.broker_url,
+        "broker_url": settings.links.broker_url,
         "broker_transport": broker_transport,
         "result_backend": backend,
         "task_serializer": "json",
@@ -108,22 +108,22 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_transport_options": transport,
         "result_backend_transport_options": backend_transport,
         **redis_backend,
-        "broker_connection_timeout": settings.redis_connect_timeout_s,
-        "visibility_timeout": settings.visibility_timeout_s,
+        "broker_connection_timeout": settings.links.redis_connect_timeout_s,
+        "visibility_timeout": settings.queue.visibility_timeout_s,
         "result_expires": 3600,
-        "task_default_queue": settings.online_queue,
-        "task_default_exchange": exchange_name(settings.online_queue),
-        "task_default_routing_key": settings.online_queue,
-        "task_queues": [queue(settings.online_queue), queue(settings.bulk_queue)],
+        "task_default_queue": settings.queue.online_queue,
+        "task_default_exchange": exchange_name(settings.queue.online_queue),
+        "task_default_routing_key": settings.queue.online_queue,
+        "task_queues": [queue(settings.queue.online_queue), queue(settings.queue.bulk_queue)],
         "task_routes": {
-            names.EMBED: {"queue": settings.online_queue},
-            names.BULK_CHUNK: {"queue": settings.bulk_queue},
-            names.CLOSE_JOB: {"queue": settings.bulk_queue},
+            names.EMBED: {"queue": settings.queue.online_queue},
+            names.BULK_CHUNK: {"queue": settings.queue.bulk_queue},
+            names.CLOSE_JOB: {"queue": settings.queue.bulk_queue},
         },
         "worker_hijack_root_logger": False,
         "worker_send_task_events": False,
         "task_send_sent_event": False,
-        "broker_heartbeat": 0 if settings.broker_url.startswith("amqp") else None,
+        "broker_heartbeat": 0 if settings.links.broker_url.startswith("amqp") else None,
     }
 
 

@@ -48,11 +48,11 @@ class QueueExecutor:
         fps = [fp for fp, _ in pairs]
         text_of = dict(pairs)
         groups = [[(fp, text_of[fp]) for fp in part]
-                  for part in plan_messages(fps, self.settings.message_max_texts)]
-        give_up_at = min(deadline, time.monotonic() + self.settings.publish_retry_s)
+                  for part in plan_messages(fps, self.settings.queue.message_max_texts)]
+        give_up_at = min(deadline, time.monotonic() + self.settings.queue.publish_retry_s)
         while True:
             try:
-                publish_embed(self.app, spec, groups, self.settings.online_queue,
+                publish_embed(self.app, spec, groups, self.settings.queue.online_queue,
                               owner=ticket.owner)
                 log.info("leader start: queued %d fingerprints (first %s)", len(fps),
                          fps[0][:12])

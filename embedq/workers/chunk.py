@@ -117,7 +117,7 @@ def _claim_and_embed(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, 
     out = _Slice(stored=store.stored(list(text_of)))
     todo = [fp for fp in text_of if fp not in out.stored]
     # A claim this chunk's owner holds already (an earlier run of it) is won again.
-    claimed = runtime.hot.claim(todo, owner, runtime.settings.claim_ttl_ms)
+    claimed = runtime.hot.claim(todo, owner, runtime.settings.queue.claim_ttl_ms)
     won, lost = claimed.won, claimed.lost
     if not won and batcher is not None and room is not None:
         batcher.release(room)  # nothing to encode here: let the next slice in
@@ -151,7 +151,7 @@ def _wait(runtime: WorkerRuntime, pending: list[str], owner: str,
         failed.update({fp: describe(e) for fp, e in got.failures.items()})
         if not got.orphans:
             return []
-        won = runtime.hot.claim(got.orphans, owner, runtime.settings.claim_ttl_ms).won
+        won = runtime.hot.claim(got.orphans, owner, runtime.settings.queue.claim_ttl_ms).won
         if won:
             log.warning("chunk re-claims %d fingerprints whose leader vanished", len(won))
             return won

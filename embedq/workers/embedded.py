@@ -30,14 +30,14 @@ class EmbeddedWorker:
     def __init__(self, app: Celery, settings: Settings, hot: HotStore) -> None:
         self.runtime = WorkerRuntime(settings, hot=hot)
         register(app, self.runtime)
-        queues = [settings.online_queue, settings.bulk_queue]
+        queues = [settings.queue.online_queue, settings.queue.bulk_queue]
         app.finalize()
         self._worker = app.WorkController(
             app=app,
             pool=AppThreadPool,
-            concurrency=settings.concurrency,
+            concurrency=settings.worker.concurrency,
             queues=queues,
-            hostname=f"embedq-embedded@{self.runtime.worker_id}-{settings.online_queue}",
+            hostname=f"embedq-embedded@{self.runtime.worker_id}-{settings.queue.online_queue}",
             loglevel=logging.WARNING,
             without_heartbeat=True,
             without_mingle=True,

@@ -51,10 +51,10 @@ class Fencing:
             fp: PoisonText(
                 f"the worker process died {n} times while encoding this text; it is "
                 "dead-lettered and will not be retried. Check the text or the model", fp)
-            for fp, n in attempts.items() if n >= self.settings.max_attempts
+            for fp, n in attempts.items() if n >= self.settings.queue.max_attempts
         }
         if dead:
-            publish_failures(self.hot, dead, self.settings.failure_ttl_s,
+            publish_failures(self.hot, dead, self.settings.worker.failure_ttl_s,
                              {"dead_lettered": len(dead)})
         suspects = {fp for fp, n in attempts.items() if n > 0 and fp not in dead}
         return dead, suspects
@@ -78,7 +78,7 @@ class Fencing:
         vector, of which reused); so does this."""
         done = reused = 0
         pending = dict(pairs)
-        deadline = time.monotonic() + self.settings.visibility_timeout_s
+        deadline = time.monotonic() + self.settings.queue.visibility_timeout_s
         while pending:
             leased = self.lease(list(pending))
             done += len(leased.stored)
@@ -113,7 +113,7 @@ class Fencing:
         computation. Those leased come with their attempt counts for `triage`; for the
         vectors found instead, claims are freed and waiters woken (the hot store has
         them already)."""
-        leased = self.hot.lease(fps, self.owner, self.settings.run_lease_ms)
+        leased = self.hot.lease(fps, self.owner, self.settings.queue.run_lease_ms)
         announce(self.hot, list(leased.stored))
         with self._lock:
             self._leased.update(leased.won)
@@ -125,11 +125,11 @@ class Fencing:
         self.hot.release(Hold.LEASE, fps, self.owner)
 
     def _keep_leases(self) -> None:
-        interval_s = self.settings.run_lease_ms / 3000
+        interval_s = self.settings.queue.run_lease_ms / 3000
         while not self._stop.wait(interval_s):
             with self._lock:
                 fps = list(self._leased)
             try:
-                self.hot.extend_leases(fps, self.settings.run_lease_ms)
+                self.hot.extend_leases(fps, self.settings.queue.run_lease_ms)
             except EmbedqError as exc:
                 log.warning("lease refresh failed: %s", exc)

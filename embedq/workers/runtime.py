@@ -85,17 +85,17 @@ class WorkerRuntime:
         self.db = db if db is not None else Database.from_settings(settings)
         self._owns_durable = durable is None
         self.durable = durable if durable is not None else open_vectors(
-            self.db, sync_commit=settings.vector_sync_commit)
+            self.db, sync_commit=settings.links.vector_sync_commit)
         self.waiting = Waiting(self.hot, self.durable)
         self.fencing = Fencing(self.hot, settings, self.worker_id, self.waiting)
         # Every tier's device first: a worker that cannot serve fp16 (no CUDA) stops
         # before it spends a minute loading the tiers it can.
-        for tier in settings.tiers:
+        for tier in settings.model.tiers:
             check_device(settings, tier)
         # By revision, in EMBEDQ_TIERS order: the first is the default tier.
         self.served: dict[str, Served] = {}
-        for tier in settings.tiers:
-            given = encoder if tier == settings.tiers[0] else None
+        for tier in settings.model.tiers:
+            given = encoder if tier == settings.model.tiers[0] else None
             served = self._load(tier, given)
             self.served[served.encoder.revision] = served
         default = next(iter(self.served.values()))
@@ -121,12 +121,12 @@ class WorkerRuntime:
         batcher = Batcher(
             enc,
             writer,
-            wait_ms=settings.batch_wait_ms,
-            max_tokens=settings.batch_max_tokens or (32_768 if on_gpu else 4096),
-            max_texts=settings.batch_max_texts or (512 if on_gpu else 64),
+            wait_ms=settings.worker.batch_wait_ms,
+            max_tokens=settings.worker.batch_max_tokens or (32_768 if on_gpu else 4096),
+            max_texts=settings.worker.batch_max_texts or (512 if on_gpu else 64),
             on_attempt=self.fencing.count_attempt,
-            parallel=settings.upstream_concurrency if settings.encoder == "upstream" else 1,
-            bulk_step_ms=settings.bulk_step_ms,
+            parallel=settings.upstream.concurrency if settings.model.encoder == "upstream" else 1,
+            bulk_step_ms=settings.worker.bulk_step_ms,
             keep=KeepWanted(self.hot),
             warm_up=True,  # on the batcher thread, which runs every later pass
         )
@@ -255,7 +255,7 @@ class WorkerRuntime:
             fps_mine = list(mine)
             stored = self.durable.get_many(fps_mine) if durable else {}
             if stored:
-                publish_vectors(self.hot, stored, self.settings.hot_ttl_s)
+                publish_vectors(self.hot, stored, self.settings.worker.hot_ttl_s)
             rest = [fp for fp in fps_mine if fp not in stored]
             dead, suspects = fencing.triage({fp: attempts[fp] for fp in rest})
             todo = {fp: mine[fp] for fp in rest if fp not in dead}

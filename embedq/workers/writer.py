@@ -78,16 +78,17 @@ class BatchWriter:
             return
         blobs = {fp: r.vector for fp, r in rows.items()}
         online = {i.fp for i in items if i.lane == ONLINE}
+        hot_ttl_s = self.settings.worker.hot_ttl_s
         # Bulk vectors stay hot only long enough for waiters to collect them: a million-row
         # job must not fill Redis; Postgres answers later lookups. One round trip in all,
         # the texts whose vectors were refused included.
         self.hot.record_batch(BatchRecord(
             vectors=[
-                ({fp: b for fp, b in blobs.items() if fp in online}, self.settings.hot_ttl_s),
+                ({fp: b for fp, b in blobs.items() if fp in online}, hot_ttl_s),
                 ({fp: b for fp, b in blobs.items() if fp not in online},
-                 min(self.settings.hot_ttl_s, BULK_HOT_TTL_S)),
+                 min(hot_ttl_s, BULK_HOT_TTL_S)),
             ],
-            failures=failures_of(bad), failure_ttl_s=self.settings.failure_ttl_s,
+            failures=failures_of(bad), failure_ttl_s=self.settings.worker.failure_ttl_s,
             forget_attempts=sorted({i.fp for i in items}),
             free_claims=[*blobs, *bad],
             done=sorted([*blobs, *bad]),
@@ -110,7 +111,7 @@ class BatchWriter:
 
     def fail(self, failures: dict[str, BaseException],
              counts: dict[str, int] | None = None) -> None:
-        publish_failures(self.hot, failures, self.settings.failure_ttl_s, counts)
+        publish_failures(self.hot, failures, self.settings.worker.failure_ttl_s, counts)
 
     def usage(self) -> dict[str, int]:
         """Calls and tokens the remote encoder spent since the last batch (else nothing)."""

@@ -61,5 +61,5 @@ def recovery_bound_s(settings: Settings, worker_start_s: float, batch_s: float) 
     redelivered copy may run; the batch then runs; the waiter sees the result on its next
     poll at the latest.
     """
-    return (settings.visibility_timeout_s + settings.restore_interval_s + worker_start_s
-            + settings.run_lease_ms / 1000 + batch_s + POLL_S)
+    return (settings.queue.visibility_timeout_s + settings.queue.restore_interval_s + worker_start_s
+            + settings.queue.run_lease_ms / 1000 + batch_s + POLL_S)

@@ -35,11 +35,11 @@ def test_a_foreign_content_type_on_the_broker_is_refused_not_run(
     text = f"{salt} smuggled"
     fp = fingerprint(service.spec(), text)
     try:
-        with Connection(settings.broker_url) as conn:  # type: ignore[no-untyped-call]
+        with Connection(settings.links.broker_url) as conn:  # type: ignore[no-untyped-call]
             conn.Producer().publish(
                 # Any bytes: the point is the content type, which must never be decoded.
                 b"\x80\x04not json at all " + text.encode(),
-                routing_key=settings.online_queue,
+                routing_key=settings.queue.online_queue,
                 content_type=FOREIGN_TYPE,
                 content_encoding="binary",
                 headers={"task": names.EMBED, "id": fp, "lang": "py"},
@@ -47,9 +47,10 @@ def test_a_foreign_content_type_on_the_broker_is_refused_not_run(
         refused_s = wait_until(lambda: "Refusing to deserialize" in log.read_text(), 30,
                                "the worker logging the refusal")
         time.sleep(1.0)  # time the message would have needed to run, had it been accepted
-        broker = redis.Redis.from_url(settings.broker_url)
+        broker = redis.Redis.from_url(settings.links.broker_url)
         # The Redis transport keeps a queue as lists named after it (one per priority).
-        left = sum(int(broker.llen(k)) for k in broker.scan_iter(match=f"{settings.online_queue}*"))
+        queue = settings.queue.online_queue
+        left = sum(int(broker.llen(k)) for k in broker.scan_iter(match=f"{queue}*"))
         ok = service.embed([f"{salt} after the refusal"], timeout_s=60)
     finally:
         worker.stop()

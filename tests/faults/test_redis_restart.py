@@ -137,7 +137,7 @@ def test_redis_restarted_empty_mid_job_and_mid_requests(
     record.figure("job_done", state["progress"]["done"], worse="lower", limit=JOB_TEXTS)
     record.figure("job_finished_after_kill_s", round(job_done_s, 1))
     record.figure("retry_after_recovery_s", round(retry_s, 2),
-                  limit=settings.claim_ttl_ms / 1000)
+                  limit=settings.queue.claim_ttl_ms / 1000)
     assert state["status"] == "succeeded" and state["progress"]["done"] == JOB_TEXTS, state
     assert done_texts and rerun == 0
     # A caller waiting on its claim when Redis died rides the outage out: it polls
@@ -152,4 +152,4 @@ def test_redis_restarted_empty_mid_job_and_mid_requests(
     assert all(str(e) for e in retryable)
     assert worst_s <= TIMEOUT_S + 2
     assert again is None or all(o.vector is not None for o in again.outcomes)
-    assert retry_s < settings.claim_ttl_ms / 1000, "an orphan claim blocked a later request"
+    assert retry_s < settings.queue.claim_ttl_ms / 1000, "an orphan claim blocked a later request"

@@ -35,7 +35,7 @@ def test_killed_worker_loses_nothing_and_answers_within_the_bound(
 ) -> None:
     env = fault_env(redis_url, pg_url, tmp_path, f"kill-{salt}", batch_max_texts=BATCH)
     settings = support.settings_from(env)
-    batch = settings.batch_max_texts
+    batch = settings.worker.batch_max_texts
     ledger = Path(env["EMBEDQ_LEDGER_PATH"])
     texts = [f"{salt} kill {target} {i} [[sleep:0.15]]" for i in range(TEXTS)]
     first = support.WorkerProcess(env, tmp_path / "w1.log").start()

@@ -56,7 +56,7 @@ def test_queued_messages_keep_the_texts_out_of_their_summary(redis_url: str, sal
     app = create_app(settings)
     text = f"{salt} a private sentence"
     publish_embed(app, EncodeSpec("hashing", "hashing-v1"), [[("f" * 64, text)]], queue)
-    client = Redis.from_url(settings.broker_url)
+    client = Redis.from_url(settings.links.broker_url)
     try:
         raw = client.lpop(queue)
     finally:

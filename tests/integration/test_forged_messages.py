@@ -24,12 +24,12 @@ def test_a_message_whose_fingerprint_does_not_match_its_text_is_refused(
     fp = fingerprint(spec, victim)
     before = service.stats().get("refused", 0)
     # A message shaped as a producer publishes it, but carrying another text under fp.
-    publish_embed(service.app, spec, [[(fp, evil)]], service.settings.online_queue)
+    publish_embed(service.app, spec, [[(fp, evil)]], service.settings.queue.online_queue)
     wait_until(lambda: service.stats().get("refused", 0) > before, 30,
                "the worker counting the refused item")
     assert "fingerprint mismatch" in cluster.worker.log_path.read_text()
     assert service.durable.get_many([fp]) == {}
-    assert service.hot.get_outcomes([fp]) == [(None, None)]
+    assert service.hot.settled([fp]).pending == [fp]
     evil_digest = hashlib.sha256(evil.encode()).hexdigest()
     assert support.ledger_counts(cluster.ledger).get(evil_digest, 0) == 0
     # The real text still embeds, computed from its own text.

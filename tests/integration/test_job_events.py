@@ -197,7 +197,7 @@ def test_a_delivery_cut_off_by_a_killed_worker_is_sent_again(ec: EventsCluster,
         receiver.release.set()  # its answer reaches no one
         assert ec.jobs.get(job_id).callback_state == CallbackState.PENDING
         ec.worker = support.WorkerProcess(ec.env, ec.tmp / "worker.log").start()
-        lease_s = 2 * ec.jobs.settings.callback_timeout_s + 5
+        lease_s = 2 * ec.jobs.settings.callbacks.timeout_s + 5
         job = ec.wait_state(job_id, CallbackState.DELIVERED, timeout_s=lease_s + 60)
         got = receiver.got()
         assert len(got) == 2 and job.callback_attempts == 2

@@ -198,7 +198,7 @@ def callbacks_run(jc: JobCluster) -> int:
 def dispatched_chunks(jobs: JobService, job_id: str) -> int:
     """Chunks sent to the broker so far: one wave of `job_wave_chunks` per generation."""
     job = jobs.store.get(job_id)
-    return min(job.chunks, job.generation * jobs.service.settings.job_wave_chunks)
+    return min(job.chunks, job.generation * jobs.service.settings.jobs.wave_chunks)
 
 
 def settle(jc: JobCluster, jobs: JobService, job_id: str, callbacks_before: int) -> int:
@@ -265,7 +265,7 @@ def test_cancel_stops_what_has_not_run(jc: JobCluster, salt: str) -> None:
     assert state["progress"]["chunks_done"] <= dispatched_chunks(jobs, job_id)
     assert dispatched_chunks(jobs, job_id) < state["progress"]["chunks"]
     assert state["progress"]["done"] <= (
-        generation * settings.job_wave_chunks * settings.job_chunk_max_texts)
+        generation * settings.jobs.wave_chunks * settings.jobs.chunk_max_texts)
     assert not jobs.cancel(job_id)
 
 
@@ -287,7 +287,7 @@ def jobs_server(settings: Any) -> Iterator[str]:
     install_handlers(app)
     # The routes act for the caller the key check names: with no key configured and none
     # stored, the check lets every caller in as the default tenant.
-    authenticator = Authenticator(settings.api_keys, KeyStore(deployment.service.db))
+    authenticator = Authenticator(settings.api.keys, KeyStore(deployment.service.db))
     app.add_middleware(AuthMiddleware, authenticator=lambda: authenticator)
     app.include_router(router)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))

@@ -154,7 +154,7 @@ def _claim_and_encode_here(local: Local, fp: str, text: str
 
 def _died_every_time(local: Local, fp: str) -> None:
     """`fp`'s attempt count at max_attempts: as many runs of it began as are allowed."""
-    for _ in range(local.service.settings.max_attempts):
+    for _ in range(local.service.settings.queue.max_attempts):
         local.service.hot.count_attempts([fp], 600)
 
 
@@ -181,11 +181,11 @@ def test_a_text_another_runner_is_on_its_last_attempt_with_is_awaited_not_dead_l
     settings = local.service.settings
     _died_every_time(local, fp)
     runner = "worker-elsewhere"
-    assert hot.lease([fp], runner, 30_000).won == {fp: settings.max_attempts}
+    assert hot.lease([fp], runner, 30_000).won == {fp: settings.queue.max_attempts}
     settled = _claim_and_encode_here(local, fp, text)
     assert settled == {}  # left to its runner, awaited like any claim
     assert read_outcomes(hot, [fp]) == ({}, {}, [fp])
-    assert hot.attempts([fp]) == [settings.max_attempts]
+    assert hot.attempts([fp]) == [settings.queue.max_attempts]
     # The runner finishes: its vector answers the waiter, nothing was computed here.
     blob = _vector_of(text)
     publish_vectors(hot, {fp: blob}, 60)

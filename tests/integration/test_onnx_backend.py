@@ -76,7 +76,7 @@ def test_a_second_encoder_reuses_the_export(onnx_settings: Settings,
     assert isinstance(again, OnnxEncoder)
     assert {t: f.model_file.stat().st_mtime_ns for t, f in folders.items()} == stamps
     assert folders["int8"].folder.name.endswith("-int8.ort-dyn-pc.2")
-    assert Path(folders["fp32"].folder).parent == onnx_settings.data_dir / "models"
+    assert Path(folders["fp32"].folder).parent == onnx_settings.links.data_dir / "models"
 
 
 def test_tiers_name_themselves_in_the_revision(encoders: dict[str, Any]) -> None:
@@ -162,7 +162,7 @@ def test_model_export_command_reports_the_shared_exports(
 
     from embedq.cli import main
 
-    monkeypatch.setenv("EMBEDQ_DATA_DIR", str(onnx_settings.data_dir))
+    monkeypatch.setenv("EMBEDQ_DATA_DIR", str(onnx_settings.links.data_dir))
     monkeypatch.setenv("EMBEDQ_BACKEND", "onnx")
     monkeypatch.setenv("EMBEDQ_TIERS", "int8,fp32")
     assert main(["model", "export", "--json"]) == 0

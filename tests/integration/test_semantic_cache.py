@@ -281,14 +281,14 @@ def test_compaction_and_rebuilds_keep_answers(open_cache: Any, salt: str) -> Non
     ids = {f"q{i}": cache.put(ns, f"q{i}", i) for i in range(90)}
     cache.sync.upkeep(wait=True)
     kind = cache.stats(ns)["index_kind"]
-    assert kind == ("ivf" if cache.settings.semantic_index == "faiss" else "exact")
+    assert kind == ("ivf" if cache.settings.semantic.index == "faiss" else "exact")
     assert all(cache.lookup(ns, t).matches[0].id == i for t, i in ids.items())
     for text in list(ids)[:80]:
         cache.delete(ns, ids.pop(text))
     cache.sync.upkeep(wait=True)
     stats = cache.stats(ns)
     assert stats["index_vectors"] == 10
-    if cache.settings.semantic_index == "faiss":
+    if cache.settings.semantic.index == "faiss":
         assert stats["index_kind"] == "flat"
     assert all(cache.lookup(ns, t).matches[0].id == i for t, i in ids.items())
     assert not cache.lookup(ns, "q5").hit

@@ -29,7 +29,7 @@ from tests.conftest import Cluster
 from tests.integration.test_api_support import ApiServer
 
 # The server default a namespace runs at until a budget raises it (`embedq bench threshold`).
-DEFAULT_THRESHOLD = Settings.semantic_threshold
+DEFAULT_THRESHOLD = Settings().semantic.threshold
 
 pytestmark = pytest.mark.integration
 

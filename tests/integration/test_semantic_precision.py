@@ -62,8 +62,8 @@ def test_the_bench_decides_each_pair_as_the_cache_does(
 ) -> None:
     settings = model_client.semantic.settings
     for scored, got in heldout:
-        band = settings.semantic_verify_band if settings.semantic_verify else None
-        expected = is_hit(scored, settings.semantic_threshold, settings.semantic_contrast_guard,
+        band = settings.semantic.verify_band if settings.semantic.verify else None
+        expected = is_hit(scored, settings.semantic.threshold, settings.semantic.contrast_guard,
                           band)
         assert got.hit == expected, (scored, got)
         if got.hit:
@@ -79,9 +79,9 @@ def test_default_threshold_on_the_heldout_splits(
     found = [got.hit for s, got in heldout if s.pair.label == "paraphrase"]
     recall = sum(found) / len(found)
     assert recall >= RECALL_FLOOR[split], f"{split.name}: paraphrase recall {recall:.3f}"
-    threshold = model_client.semantic.settings.semantic_threshold
+    threshold = model_client.semantic.settings.semantic.threshold
     row = figures([s for s, _ in heldout], threshold, guard=True,
-                  verify_band=model_client.semantic.settings.semantic_verify_band)
+                  verify_band=model_client.semantic.settings.semantic.verify_band)
     assert (row["true_hits"], row["false_hits"]) == (sum(found), len(false_hits))
 
 

@@ -117,7 +117,7 @@ def test_only_vector_statements_skip_the_wal_flush_wait(pg_url: str) -> None:
                                   "EMBEDQ_VECTOR_SYNC_COMMIT": "1"})
     database = Database.from_settings(settings)
     default = open_vectors(database)
-    strict = open_vectors(database, sync_commit=settings.vector_sync_commit)
+    strict = open_vectors(database, sync_commit=settings.links.vector_sync_commit)
     try:
         assert isinstance(default, PostgresVectors) and isinstance(strict, PostgresVectors)
         assert setting(default, database) == ("off", "on")

@@ -29,7 +29,7 @@ def test_the_worker_warms_up_before_it_takes_a_waiting_message(
         target=lambda: results.append(service.embed([f"{salt} waiting"], timeout_s=90)),
         daemon=True)
     caller.start()
-    wait_until(lambda: broker_depth(service.app, settings.online_queue) >= 1, 30,
+    wait_until(lambda: broker_depth(service.app, settings.queue.online_queue) >= 1, 30,
                "the message waiting in the queue")
     assert not ledger.exists()  # no worker yet: nothing encoded
     worker = support.WorkerProcess(env, tmp_path / "worker.log").start()

@@ -37,7 +37,7 @@ from embedq.errors import (
     UpstreamError,
 )
 
-SETTINGS = Settings(max_inputs=3, max_input_chars=10)
+SETTINGS = Settings().with_overrides(max_inputs=3, max_input_chars=10)
 
 
 # --- parsing
@@ -171,14 +171,14 @@ def test_keys_match_exactly() -> None:
 
 # --- token counting
 def test_the_hashing_rule_counts_for_the_test_encoders() -> None:
-    counter = load_token_counter(Settings(encoder="faulty"))
+    counter = load_token_counter(Settings().with_overrides(encoder="faulty"))
     assert counter.window == 256 and counter.dimension == 384
     text = "one two three"
     assert counter.raw_tokens([text]) == HashingEncoder().raw_tokens([text])
 
 
 def test_the_model_tokenizer_counts_like_the_model_without_loading_it() -> None:
-    folder = model_path(Settings().model)  # the default model's package is a dependency
+    folder = model_path(Settings().model.model)  # the default model's package is a dependency
     counter = load_token_counter(Settings())
     assert (counter.window, counter.dimension) == (256, 384)
     from transformers import AutoTokenizer

@@ -26,7 +26,8 @@ from embedq.encoders.hashing import HashingEncoder
 from tests import support
 
 # IVF from 2,000 vectors (lists of 64, 8 searched): the kind the 1,000,000-entry run uses.
-SMALL_IVF = Settings(semantic_flat_max=2000, semantic_ivf_list_size=64, semantic_nprobe=8)
+SMALL_IVF = Settings().with_overrides(semantic_flat_max=2000, semantic_ivf_list_size=64,
+                                      semantic_nprobe=8)
 
 
 def clustered(n: int, dim: int = 48, seed: int = 3) -> np.ndarray:

@@ -15,7 +15,7 @@ from embedq.models.engine import normalize_url
 
 def test_defaults_are_embedded() -> None:
     s = Settings.from_env({})
-    assert s.embedded and s.redis_url is None
+    assert s.embedded and s.links.redis_url is None
     assert s.resolved_database_url.startswith("sqlite:///")
 
 
@@ -28,8 +28,8 @@ def test_values_are_parsed_by_type() -> None:
         "EMBEDQ_BATCH_WAIT_MS": "2.5",
         "EMBEDQ_API_KEYS": "a, b,,c",
     })
-    assert not s.embedded and s.normalize is False and s.dimensions == 128
-    assert s.batch_wait_ms == 2.5 and s.api_keys == ("a", "b", "c")
+    assert not s.embedded and s.model.normalize is False and s.model.dimensions == 128
+    assert s.worker.batch_wait_ms == 2.5 and s.api.keys == ("a", "b", "c")
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_an_upstream_model_without_a_revision_is_refused() -> None:
     with pytest.raises(ConfigError, match="EMBEDQ_MODEL_REVISION") as refused:
         Settings.from_env(env)
     assert "text-embedding-3-small" in str(refused.value)
-    in_code = Settings(encoder="upstream", upstream_url="http://127.0.0.1:9/v1",
+    in_code = Settings().with_overrides(encoder="upstream", upstream_url="http://127.0.0.1:9/v1",
                        upstream_model="text-embedding-3-small")
     with pytest.raises(ConfigError, match="EMBEDQ_MODEL_REVISION"):
         model_identity(in_code)
@@ -115,3 +115,67 @@ def test_test_encoders_need_no_revision(encoder: str) -> None:
     settings = Settings.from_env({"EMBEDQ_ENCODER": encoder, "EMBEDQ_MODEL": "not-a-folder"})
     assert model_identity(settings) == ("not-a-folder", "hashing-v1")
     assert load_encoder(settings).revision == "hashing-v1"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"EMBEDQ_MAX_ATTEMPTS": "0"}, r"EMBEDQ_MAX_ATTEMPTS=0 is out of range: use from 1 to"),
+        ({"EMBEDQ_RUN_LEASE_MS": "0"}, r"EMBEDQ_RUN_LEASE_MS=0 is out of range: use from 100"),
+        ({"EMBEDQ_SEMANTIC_INDEX": "bogus"}, r"EMBEDQ_SEMANTIC_INDEX='bogus' is unknown: use "
+                                             r"faiss or exact"),
+        ({"EMBEDQ_SEMANTIC_THRESHOLD": "1.5"}, r"EMBEDQ_SEMANTIC_THRESHOLD=1.5 .* from -1 to 1"),
+        ({"EMBEDQ_SEMANTIC_THRESHOLD": "nan"}, r"EMBEDQ_SEMANTIC_THRESHOLD=nan is out of range"),
+        ({"EMBEDQ_CLAIM_TTL_MS": "999"}, r"EMBEDQ_CLAIM_TTL_MS=999 .* from 1_000"),
+        ({"EMBEDQ_JOB_TIMEZONE": "Mars/Olympus"}, r"EMBEDQ_JOB_TIMEZONE='Mars/Olympus'"),
+        ({"EMBEDQ_BATCH_WINDOW": "1am-6am"}, r"EMBEDQ_BATCH_WINDOW='1am-6am' .* HH:MM-HH:MM"),
+        ({"EMBEDQ_BATCH_WINDOW": "01:00-01:00"}, r"two different times"),
+        ({"EMBEDQ_CALLBACK_BACKOFF_S": "60", "EMBEDQ_CALLBACK_BACKOFF_MAX_S": "10"},
+         r"EMBEDQ_CALLBACK_BACKOFF_MAX_S=10 is below EMBEDQ_CALLBACK_BACKOFF_S=60"),
+        ({"EMBEDQ_TENANT_ISOLATION": "loose"}, r"use shared or strict"),
+        ({"EMBEDQ_DIMENSIONS": "0"}, r"EMBEDQ_DIMENSIONS=0 is out of range"),
+    ],
+)
+def test_every_value_is_checked_against_its_range_at_start(env: dict[str, str],
+                                                            message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Settings.from_env(env)
+
+
+def test_an_unknown_variable_is_refused_naming_the_closest_setting() -> None:
+    with pytest.raises(ConfigError, match=r"EMBEDQ_BATCH_MAX_TEXT is not an embedq setting "
+                                          r"\(did you mean EMBEDQ_BATCH_MAX_TEXTS\?\)"):
+        Settings.from_env({"EMBEDQ_BATCH_MAX_TEXT": "64"})
+    with pytest.raises(ConfigError, match="EMBEDQ_NONSENSE is not an embedq setting: fix"):
+        Settings.from_env({"EMBEDQ_NONSENSE": "1"})
+
+
+def test_variables_that_are_not_settings_are_let_through() -> None:
+    Settings.from_env({"EMBEDQ_LOGLEVEL": "info", "EMBEDQ_TEST_REDIS_URL": "redis://x",
+                       "EMBEDQ_FAULTS_QUICK": "1", "EMBEDQ_FUZZ_SEED": "3"})
+
+
+def test_settings_are_grouped_and_each_variable_sets_one_field() -> None:
+    s = Settings.from_env({"EMBEDQ_SEMANTIC_THRESHOLD": "0.7", "EMBEDQ_CLAIM_TTL_MS": "5000",
+                           "EMBEDQ_UPSTREAM_CONCURRENCY": "3", "EMBEDQ_CONCURRENCY": "4",
+                           "EMBEDQ_MAX_INPUTS": "10", "EMBEDQ_BATCH_WINDOW": "01:00-06:00"})
+    assert s.semantic.threshold == 0.7 and s.queue.claim_ttl_ms == 5000
+    assert s.upstream.concurrency == 3 and s.worker.concurrency == 4
+    assert s.api.max_inputs == 10 and s.jobs.batch_window == "01:00-06:00"
+
+
+def test_overrides_in_code_are_checked_against_their_ranges() -> None:
+    s = Settings().with_overrides(claim_ttl_ms=2000, semantic_index="exact")
+    assert s.queue.claim_ttl_ms == 2000 and s.semantic.index == "exact"
+    with pytest.raises(ConfigError, match="EMBEDQ_MAX_ATTEMPTS=0 is out of range"):
+        Settings().with_overrides(max_attempts=0)
+    with pytest.raises(TypeError, match="'batch_max_text' is not a setting"):
+        Settings().with_overrides(batch_max_text=3)
+
+
+def test_the_configuration_doc_lists_every_variable() -> None:
+    from embedq.config import VARIABLES
+
+    doc = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    missing = [name for name in VARIABLES if f"`{name}`" not in doc]
+    assert missing == []

@@ -27,7 +27,7 @@ verify = documented_verifier()
 
 
 def settings(**changes: object) -> Settings:
-    base = Settings(callback_secret=SECRET, callback_allow="127.0.0.1",
+    base = Settings().with_overrides(callback_secret=SECRET, callback_allow="127.0.0.1",
                     callback_backoff_s=1.0, callback_backoff_max_s=8.0,
                     callback_max_attempts=5, callback_timeout_s=5.0)
     return base.with_overrides(**changes)

@@ -15,7 +15,7 @@ REDIS = "redis://127.0.0.1:6379/0"
 
 
 def cluster(**overrides: object) -> Settings:
-    settings = Settings(broker_url=REDIS, redis_url=REDIS,
+    settings = Settings().with_overrides(broker_url=REDIS, redis_url=REDIS,
                         database_url="postgresql://u@127.0.0.1/db")
     return settings.with_overrides(**overrides)
 

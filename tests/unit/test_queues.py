@@ -11,7 +11,7 @@ def test_online_and_bulk_queues_never_share_a_binding() -> None:
     settings = Settings.from_env({"EMBEDQ_ENCODER": "hashing"})
     app = create_app(settings)
     queues = {q.name: q for q in app.conf.task_queues}
-    online, bulk = queues[settings.online_queue], queues[settings.bulk_queue]
+    online, bulk = queues[settings.queue.online_queue], queues[settings.queue.bulk_queue]
     assert (online.exchange.name, online.routing_key) != (bulk.exchange.name, bulk.routing_key)
     for task, queue in ((EMBED, online), (BULK_CHUNK, bulk)):
         route = app.amqp.router.route({}, task)

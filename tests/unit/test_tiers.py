@@ -51,7 +51,7 @@ def test_tier_names_carry_their_recipe() -> None:
 
 def test_tiers_are_parsed_and_checked() -> None:
     assert Settings.from_env({"EMBEDQ_BACKEND": "onnx",
-                              "EMBEDQ_TIERS": " int8, fp32 "}).tiers == ("int8", "fp32")
+                              "EMBEDQ_TIERS": " int8, fp32 "}).model.tiers == ("int8", "fp32")
     with pytest.raises(ConfigError, match="EMBEDQ_BACKEND=onnx"):
         Settings.from_env({"EMBEDQ_TIERS": "fp32,int8"})
     with pytest.raises(ConfigError, match=r"among fp32, int8 \(ONNX Runtime\) and fp16"):
@@ -80,13 +80,13 @@ def test_fp16_fingerprints_differ_from_fp32_and_int8() -> None:
 def test_fp16_is_listed_without_cuda_by_producers() -> None:
     # An API on a CPU machine fingerprints for GPU workers elsewhere: settings accept it.
     settings = Settings.from_env({"EMBEDQ_TIERS": "fp32,fp16"})
-    assert settings.tiers == ("fp32", "fp16") and settings.backend == "torch"
+    assert settings.model.tiers == ("fp32", "fp16") and settings.model.backend == "torch"
 
 
 def test_fp16_on_a_device_that_is_not_cuda_is_refused_by_settings() -> None:
     with pytest.raises(ConfigError, match=r"EMBEDQ_DEVICE='cpu'.*unset EMBEDQ_DEVICE"):
         Settings.from_env({"EMBEDQ_TIERS": "fp32,fp16", "EMBEDQ_DEVICE": "cpu"})
-    assert Settings.from_env({"EMBEDQ_TIERS": "fp16", "EMBEDQ_DEVICE": "cuda:1"}).tiers == (
+    assert Settings.from_env({"EMBEDQ_TIERS": "fp16", "EMBEDQ_DEVICE": "cuda:1"}).model.tiers == (
         "fp16",)
     with pytest.raises(ConfigError, match="upstream computes vectors remotely"):
         Settings.from_env({"EMBEDQ_ENCODER": "upstream", "EMBEDQ_UPSTREAM_URL": "http://u",

@@ -79,7 +79,7 @@ async def upload_file(
     file: Annotated[UploadFile, FormFile(description="JSONL, one request a line")],
     purpose: Annotated[str, Form(description="batch")],
 ) -> dict[str, Any]:
-    limit = batches.settings.max_file_bytes
+    limit = batches.settings.api.max_file_bytes
     content = await file.read(limit + 1)
     if len(content) > limit:
         raise InputTooLarge(f"the file is over the limit of {limit} bytes "
@@ -137,7 +137,8 @@ def create_batch(body: BatchRequest, batches: Batches, caller: JobsCaller, reque
     state = get_state(request)
 
     def dimensions(requested: int | None) -> int | None:
-        return resolve_dimensions(requested, state.tokens.dimension, state.settings.dimensions)
+        return resolve_dimensions(requested, state.tokens.dimension,
+                                  state.settings.model.dimensions)
 
     # The file's texts: the audit line's inputs and the key's texts a day.
     return batches.create(body.input_file_id, body.endpoint, body.completion_window,

@@ -61,9 +61,9 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         # UnknownModel (404) names the served model; a `:int8` suffix picks the tier.
         tier = state.service.tier_of(call.model)
         dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,
-                                        state.settings.dimensions)
+                                        state.settings.model.dimensions)
         raw_tokens = await count_tokens(state.tokens, call.texts)
-        truncated = _over_window(raw_tokens, state.tokens.window, state.settings.truncate)
+        truncated = _over_window(raw_tokens, state.tokens.window, state.settings.model.truncate)
         await refuse_when_overloaded(state)
         # Counted (audit line, the key's texts a day) once the request is known valid.
         outcomes = await embed_for_caller(request, state.batcher, call.texts, dimensions,
@@ -106,10 +106,10 @@ async def count_tokens(tokens: TokenCounter, texts: list[str]) -> list[int]:
 async def refuse_when_overloaded(state: ApiState) -> None:
     """Overloaded (429) when the online queue is past EMBEDQ_MAX_ONLINE_DEPTH."""
     depth = await state.depth.online()
-    if depth > state.settings.max_online_depth:
+    if depth > state.settings.api.max_online_depth:
         raise Overloaded(
             f"{depth} online messages are queued, over EMBEDQ_MAX_ONLINE_DEPTH="
-            f"{state.settings.max_online_depth}: retry after the Retry-After seconds",
+            f"{state.settings.api.max_online_depth}: retry after the Retry-After seconds",
             retry_after_s=1,
         )
 

@@ -71,7 +71,7 @@ def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
     service = state.service
     checks: dict[str, str] = {}
     checks["hot_store"] = _check(service.hot.ping)
-    checks["broker"] = _check(lambda: state.depth.probe(state.settings.online_queue))
+    checks["broker"] = _check(lambda: state.depth.probe(state.settings.queue.online_queue))
     checks["database"] = _check(lambda: _select_one(state))
     failed = [name for name, detail in checks.items() if detail != "ok"]
     try:
@@ -86,7 +86,7 @@ def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
     if workers and not unserved:
         checks["workers"] = f"{len(serving)} live"
         return checks, failed
-    if service.settings.online_encode == "local":
+    if service.settings.queue.online_encode == "local":
         # Online misses are encoded here; only jobs (and queueing API processes) need one.
         checks["workers"] = (f"{len(serving)} live; online misses are encoded in this "
                              "process (EMBEDQ_ONLINE_ENCODE=local), jobs wait for a worker")

@@ -99,7 +99,7 @@ Jobs = Annotated[JobService, Depends(job_service)]
 def submit_job(body: JobRequest, jobs: Jobs, caller: JobsCaller, request: Request
                ) -> JSONResponse:
     request.state.inputs = len(body.input)  # for the audit line (auth.py)
-    limit = jobs.settings.max_job_inputs
+    limit = jobs.settings.api.max_job_inputs
     if len(body.input) > limit:
         raise InputTooLarge(
             f"a job holds at most {limit} inputs (EMBEDQ_MAX_JOB_INPUTS): split it", "input"

@@ -18,7 +18,7 @@ router = APIRouter(tags=["models"])
             summary="The models served here")
 async def list_models(request: Request) -> ModelList:
     state = get_state(request)
-    return ModelList(data=[await _card(state, tier) for tier in state.settings.tiers])
+    return ModelList(data=[await _card(state, tier) for tier in state.settings.model.tiers])
 
 
 @router.get("/v1/models/{model_id:path}", response_model=ModelCard,
@@ -44,9 +44,9 @@ async def _card(state: ApiState, tier: str) -> ModelCard:
     return ModelCard(
         id=state.service.model_name(tier),
         revision=state.service.revisions[tier],
-        dimension=state.settings.dimensions or dimension,
+        dimension=state.settings.model.dimensions or dimension,
         max_seq_length=window,
-        truncate=state.settings.truncate,
+        truncate=state.settings.model.truncate,
     )
 
 

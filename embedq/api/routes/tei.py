@@ -255,12 +255,12 @@ def _info(state: ApiState) -> Info:
         model_type=ModelTypeInfo(embedding=EmbeddingModelInfo(
             pooling=tokens.pooling or "unknown")),
         # TEI answers 429 past this many requests; embedq past this many queued messages.
-        max_concurrent_requests=settings.max_online_depth,
+        max_concurrent_requests=settings.api.max_online_depth,
         max_input_length=window,
         # Texts per coalesced service call, each at most the window.
-        max_batch_tokens=settings.api_batch_max_texts * (window or 1),
-        max_batch_requests=settings.api_batch_max_texts,
-        max_client_batch_size=settings.max_inputs,
+        max_batch_tokens=settings.api.batch_max_texts * (window or 1),
+        max_batch_requests=settings.api.batch_max_texts,
+        max_client_batch_size=settings.api.max_inputs,
         auto_truncate=False,  # "truncate" defaults to false, as on a TEI without the flag
         tokenization_workers=1,  # each API process tokenizes inline
         version=__version__,
@@ -327,9 +327,9 @@ async def _embed(request: Request) -> Response:
     call = parse_embed(payload, state)
     request.state.inputs = len(call.texts)  # for the audit line (auth.py)
     dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,
-                                    state.settings.dimensions)
+                                    state.settings.model.dimensions)
     raw_tokens = await count_tokens(state.tokens, call.texts)
-    truncated = _check_window(call, raw_tokens, state.tokens.window, state.settings.truncate)
+    truncated = _check_window(call, raw_tokens, state.tokens.window, state.settings.model.truncate)
     await refuse_when_overloaded(state)
     outcomes = await embed_for_caller(request, state.batcher, call.texts, dimensions,
                                       call.normalize)
