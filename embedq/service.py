@@ -3,8 +3,8 @@
 `EmbeddingService.embed` is the whole life of a request, top to bottom:
 
   1. fingerprint every text and collapse duplicates before any I/O;
-  2. exact cache: one MGET on the hot tier, one query on the durable tier for the rest
-     (found there: copied back to the hot tier);
+  2. exact cache: one MGET on the hot store, one query on the durable store for the rest
+     (found there: copied back to the hot store);
   3. claim each miss (SET NX); winners are packed into messages and queued once,
      losers join the computation already in flight;
   4. wait for "done" notifications (polling as a fallback); a fingerprint whose claim

@@ -94,7 +94,7 @@ def install() -> None:
         from embedq.api import batching
         from embedq.api.routes import embeddings
 
-        _wrap(batching.RequestBatcher, "embed", "api.batcher", _none)
+        _wrap(batching.RequestCoalescer, "embed", "api.batcher", _none)
         _wrap(embeddings, "refuse_when_overloaded", "api.depth", _none)
         _wrap(embeddings, "count_tokens", "api.tokens", _none)
     except ImportError:

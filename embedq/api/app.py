@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
 from embedq.api.auth import ADMIN, ANY_KEY, EMBED, AuthMiddleware
-from embedq.api.batching import RequestBatcher
+from embedq.api.coalescing import RequestCoalescer
 from embedq.api.depth import QueueDepth
 from embedq.api.errors import error_responses, install_handlers
 from embedq.api.limits import BodyLimitMiddleware
@@ -61,7 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # ready once it is, not only after the first request.
         await run_in_threadpool(deployment.ensure_worker)
         service = deployment.service
-        batcher = RequestBatcher(service, wait_ms=settings.api.batch_wait_ms,
+        batcher = RequestCoalescer(service, wait_ms=settings.api.batch_wait_ms,
                                  max_texts=settings.api.batch_max_texts)
         depth = QueueDepth(deployment.queue_depth, deployment.settings)
         metrics.attach(ClusterCollector(service, depth))

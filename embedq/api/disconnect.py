@@ -17,7 +17,7 @@ from typing import TypeVar
 from fastapi import Request
 
 from embedq.api.auth import admit_texts, tenant_of
-from embedq.api.batching import RequestBatcher
+from embedq.api.coalescing import RequestCoalescer
 from embedq.service import Outcome
 
 T = TypeVar("T")
@@ -29,7 +29,7 @@ CLIENT_CLOSED = 499
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T | None:
     """`work`'s result, or None when the client disconnects first; `work` is then
-    cancelled (a request waiting in the RequestBatcher leaves its call, so what no other
+    cancelled (a request waiting in the RequestCoalescer leaves its call, so what no other
     caller wants is not encoded). Call it after the body was read."""
     task = asyncio.ensure_future(work)
     watch = asyncio.ensure_future(_disconnected(request))
@@ -53,7 +53,7 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def embed_for_caller(request: Request, batcher: RequestBatcher, texts: list[str],
+async def embed_for_caller(request: Request, batcher: RequestCoalescer, texts: list[str],
                            dimensions: int | None, normalize: bool | None = None,
                            precision: str | None = None) -> list[Outcome] | None:
     """Count the texts for the caller (audit line, its key's texts a day), then embed them

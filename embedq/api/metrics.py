@@ -48,11 +48,11 @@ _RENAMED = {
                  "embedding requests served (HTTP requests, client and tool calls)", {}),
     "lookups": ("embedq_lookups",
                 "service calls (the API makes one per coalesced group of requests)", {}),
-    "cache_hits_hot": ("embedq_cache_hits", "inputs answered from a cache tier",
+    "cache_hits_hot": ("embedq_cache_hits", "inputs answered from a cache store",
                        {"tier": "hot"}),
-    "cache_hits_durable": ("embedq_cache_hits", "inputs answered from a cache tier",
+    "cache_hits_durable": ("embedq_cache_hits", "inputs answered from a cache store",
                            {"tier": "durable"}),
-    "cache_hits": ("embedq_cache_hits_all", "inputs answered from any exact cache tier", {}),
+    "cache_hits": ("embedq_cache_hits_all", "inputs answered from any exact cache store", {}),
 }
 _HISTOGRAM_HELP = {
     "batch_texts": "distinct texts per model batch (all workers)",

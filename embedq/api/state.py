@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from embedq.api.batching import RequestBatcher
+from embedq.api.coalescing import RequestCoalescer
 from embedq.api.depth import QueueDepth
 from embedq.api.metrics import ApiMetrics
 from embedq.config import Settings
@@ -25,7 +25,7 @@ class ApiState:
     settings: Settings
     service: EmbeddingService
     tokens: TokenCounter
-    batcher: RequestBatcher
+    batcher: RequestCoalescer
     depth: QueueDepth
     metrics: ApiMetrics
 

@@ -62,8 +62,8 @@ def cluster_settings(command: str, instead: str) -> Settings:
 # --- worker
 def cmd_worker(args: argparse.Namespace) -> int:
     from embedq.tasks.app import create_app
+    from embedq.workers.bodies import AppThreadPool, register
     from embedq.workers.runtime import WorkerRuntime
-    from embedq.workers.tasks import AppThreadPool, register
 
     settings = cluster_settings(
         "worker", "without them, embed/demo/Client start an embedded worker themselves")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from embedq.coordination import keys
+from embedq.coordination import layout
 from embedq.coordination.store import (
     COUNTERS,
     HISTOGRAMS,
@@ -70,19 +70,19 @@ class MemoryHotStore(HotStore):
     # --- hot vectors and outcomes
     def vectors(self, fps: list[str]) -> list[bytes | None]:
         with self._mutex:
-            return [self._get(keys.vector(fp)) for fp in fps]  # type: ignore[misc]
+            return [self._get(layout.vector(fp)) for fp in fps]  # type: ignore[misc]
 
     def put_vectors(self, vectors: dict[str, bytes], ttl_s: int) -> None:
         with self._mutex:
             for fp, blob in vectors.items():
-                self._set(keys.vector(fp), blob, ttl_s)
+                self._set(layout.vector(fp), blob, ttl_s)
 
     def settled(self, fps: list[str]) -> Settled:
         out = Settled({}, {}, [])
         with self._mutex:
             for fp in fps:
-                vector = self._get(keys.vector(fp))
-                failure = self._get(keys.failure(fp)) if vector is None else None
+                vector = self._get(layout.vector(fp))
+                failure = self._get(layout.failure(fp)) if vector is None else None
                 if vector is not None:
                     out.vectors[fp] = vector  # type: ignore[assignment]
                 elif failure is not None:
@@ -95,13 +95,13 @@ class MemoryHotStore(HotStore):
         with self._mutex:
             for vectors, ttl_s in batch.vectors:
                 for fp, blob in vectors.items():
-                    self._set(keys.vector(fp), blob, ttl_s)
+                    self._set(layout.vector(fp), blob, ttl_s)
             for fp, info in batch.failures.items():
-                self._set(keys.failure(fp), dict(info), batch.failure_ttl_s)
+                self._set(layout.failure(fp), dict(info), batch.failure_ttl_s)
             for fp in batch.forget_attempts:
-                self._data.pop(keys.attempts(fp), None)
+                self._data.pop(layout.attempts(fp), None)
             for fp in batch.free_claims:
-                self._data.pop(keys.claim(fp), None)
+                self._data.pop(layout.claim(fp), None)
             self._add(batch.counts)
             for name, value in batch.observations.items():
                 buckets, total, count = self._hists.get(
@@ -121,10 +121,10 @@ class MemoryHotStore(HotStore):
             if interest is not None:
                 self._want(interest)
             for fp in fps:
-                holder = self._get(keys.claim(fp))
+                holder = self._get(layout.claim(fp))
                 if holder is None or holder == owner:
-                    self._set(keys.claim(fp), owner, ttl_ms / 1000)
-                    self._data.pop(keys.failure(fp), None)
+                    self._set(layout.claim(fp), owner, ttl_ms / 1000)
+                    self._data.pop(layout.failure(fp), None)
                     won.append(fp)
                 else:
                     lost.append(fp)
@@ -134,52 +134,52 @@ class MemoryHotStore(HotStore):
         out = Leased({}, {}, [])
         with self._mutex:
             for fp in fps:
-                vector = self._get(keys.vector(fp))
+                vector = self._get(layout.vector(fp))
                 if vector is not None:
                     out.stored[fp] = vector  # type: ignore[assignment]
-                elif self._get(keys.run_lease(fp)) is None:
-                    self._set(keys.run_lease(fp), owner, ttl_ms / 1000)
-                    out.won[fp] = int(self._get(keys.attempts(fp)) or 0)  # type: ignore[call-overload]
+                elif self._get(layout.run_lease(fp)) is None:
+                    self._set(layout.run_lease(fp), owner, ttl_ms / 1000)
+                    out.won[fp] = int(self._get(layout.attempts(fp)) or 0)  # type: ignore[call-overload]
                 else:
                     out.held.append(fp)
         return out
 
     def holders(self, hold: Hold, fps: list[str]) -> list[str | None]:
         with self._mutex:
-            return [self._get(keys.held(hold, fp)) for fp in fps]  # type: ignore[misc]
+            return [self._get(layout.held(hold, fp)) for fp in fps]  # type: ignore[misc]
 
     def release(self, hold: Hold, fps: list[str], owner: str | None = None) -> None:
         with self._mutex:
             for fp in fps:
-                name = keys.held(hold, fp)
+                name = layout.held(hold, fp)
                 if owner is None or self._get(name) == owner:
                     self._data.pop(name, None)
 
     def extend_leases(self, fps: list[str], ttl_ms: int) -> None:
         with self._mutex:
             for fp in fps:
-                value = self._get(keys.run_lease(fp))
+                value = self._get(layout.run_lease(fp))
                 if value is not None:
-                    self._set(keys.run_lease(fp), value, ttl_ms / 1000)
+                    self._set(layout.run_lease(fp), value, ttl_ms / 1000)
 
     # --- attempts
     def count_attempts(self, fps: list[str], ttl_s: int) -> list[int]:
         out = []
         with self._mutex:
             for fp in fps:
-                n = int(self._get(keys.attempts(fp)) or 0) + 1  # type: ignore[call-overload]
-                self._set(keys.attempts(fp), n, ttl_s)
+                n = int(self._get(layout.attempts(fp)) or 0) + 1  # type: ignore[call-overload]
+                self._set(layout.attempts(fp), n, ttl_s)
                 out.append(n)
         return out
 
     def forget_attempts(self, fps: list[str]) -> None:
         with self._mutex:
             for fp in fps:
-                self._data.pop(keys.attempts(fp), None)
+                self._data.pop(layout.attempts(fp), None)
 
     def attempts(self, fps: list[str]) -> list[int]:
         with self._mutex:
-            return [int(self._get(keys.attempts(fp)) or 0) for fp in fps]  # type: ignore[call-overload]
+            return [int(self._get(layout.attempts(fp)) or 0) for fp in fps]  # type: ignore[call-overload]
 
     # --- interest
     def _want(self, interest: Interest) -> None:
@@ -190,7 +190,7 @@ class MemoryHotStore(HotStore):
             for caller in callers:
                 held[caller] = max(held.get(caller, until), until)
             if held:
-                self._set(keys.interest(fp), held, max(held.values()) - now)
+                self._set(layout.interest(fp), held, max(held.values()) - now)
 
     def unwant(self, callers: dict[str, list[str]]) -> None:
         with self._mutex:
@@ -200,9 +200,9 @@ class MemoryHotStore(HotStore):
                 for caller in ids:
                     held.pop(caller, None)
                 if held:
-                    self._set(keys.interest(fp), held, max(held.values()) - now)
+                    self._set(layout.interest(fp), held, max(held.values()) - now)
                 else:
-                    self._data.pop(keys.interest(fp), None)
+                    self._data.pop(layout.interest(fp), None)
 
     def drop_unwanted(self, owners: list[tuple[str, str]]) -> list[str]:
         dropped: list[str] = []
@@ -211,8 +211,8 @@ class MemoryHotStore(HotStore):
             for fp, owner in owners:
                 if self._interest(fp, now):
                     continue
-                if self._get(keys.claim(fp)) == owner:
-                    self._data.pop(keys.claim(fp), None)
+                if self._get(layout.claim(fp)) == owner:
+                    self._data.pop(layout.claim(fp), None)
                 if fp not in dropped:
                     dropped.append(fp)
             self._add({"abandoned": len(dropped)})
@@ -220,7 +220,7 @@ class MemoryHotStore(HotStore):
 
     def _interest(self, fp: str, now: float) -> dict[str, float]:
         """The callers whose interest in `fp` has not ended (a copy; the mutex is held)."""
-        held: dict[str, float] = self._get(keys.interest(fp)) or {}  # type: ignore[assignment]
+        held: dict[str, float] = self._get(layout.interest(fp)) or {}  # type: ignore[assignment]
         return {caller: until for caller, until in held.items() if until > now}
 
     # --- counters
@@ -247,11 +247,11 @@ class MemoryHotStore(HotStore):
     # --- liveness
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None:
         with self._mutex:
-            self._set(f"{keys.WORKERS}:{worker_id}", dict(info), ttl_s)
+            self._set(f"{layout.WORKERS}:{worker_id}", dict(info), ttl_s)
 
     def live_workers(self) -> dict[str, dict[str, object]]:
         with self._mutex:
-            prefix = f"{keys.WORKERS}:"
+            prefix = f"{layout.WORKERS}:"
             out = {}
             for key in list(self._data):
                 if key.startswith(prefix):

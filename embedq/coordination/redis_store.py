@@ -14,7 +14,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from embedq.coordination import keys
+from embedq.coordination import layout
 from embedq.coordination.redis_link import (
     POOL_MAX_CONNECTIONS,
     bounded_client,
@@ -74,7 +74,7 @@ class RedisHotStore(HotStore):
         if not fps:
             return []
         with map_redis_errors():
-            return list(self.client.mget([keys.vector(fp) for fp in fps]))
+            return list(self.client.mget([layout.vector(fp) for fp in fps]))
 
     def put_vectors(self, vectors: dict[str, bytes], ttl_s: int) -> None:
         if vectors:
@@ -85,8 +85,8 @@ class RedisHotStore(HotStore):
         if not fps:
             return out
         with map_redis_errors():
-            raw = self.client.mget([keys.vector(fp) for fp in fps]
-                                   + [keys.failure(fp) for fp in fps])
+            raw = self.client.mget([layout.vector(fp) for fp in fps]
+                                   + [layout.failure(fp) for fp in fps])
         for fp, vec, err in zip(fps, raw[:len(fps)], raw[len(fps):], strict=True):
             if vec is not None:
                 out.vectors[fp] = vec
@@ -101,18 +101,18 @@ class RedisHotStore(HotStore):
             pipe = self.client.pipeline(transaction=False)
             for vectors, ttl_s in batch.vectors:
                 for fp, blob in vectors.items():
-                    pipe.set(keys.vector(fp), blob, ex=ttl_s)
+                    pipe.set(layout.vector(fp), blob, ex=ttl_s)
             for fp, info in batch.failures.items():
-                pipe.set(keys.failure(fp), json.dumps(info), ex=batch.failure_ttl_s)
+                pipe.set(layout.failure(fp), json.dumps(info), ex=batch.failure_ttl_s)
             if batch.forget_attempts:
-                pipe.delete(*[keys.attempts(fp) for fp in batch.forget_attempts])
+                pipe.delete(*[layout.attempts(fp) for fp in batch.forget_attempts])
             if batch.free_claims:
-                pipe.delete(*[keys.claim(fp) for fp in batch.free_claims])
+                pipe.delete(*[layout.claim(fp) for fp in batch.free_claims])
             if batch.done:
-                pipe.publish(keys.DONE_CHANNEL, ",".join(batch.done))
+                pipe.publish(layout.DONE_CHANNEL, ",".join(batch.done))
             self._queue_incr(pipe, batch.counts)
             for name, value in batch.observations.items():
-                key = keys.histogram(name)
+                key = layout.histogram(name)
                 pipe.hincrby(key, str(bucket_index(name, value)), 1)
                 pipe.hincrbyfloat(key, "sum", float(value))
                 pipe.hincrby(key, "count", 1)
@@ -124,7 +124,7 @@ class RedisHotStore(HotStore):
         # EXISTS, a round trip of its own, and this body is a few dozen bytes.
         flat = [x for kv in counts.items() if kv[1] for x in kv]
         if flat:
-            pipe.eval(self._incr_body, 1, keys.STATS, *flat)
+            pipe.eval(self._incr_body, 1, layout.STATS, *flat)
 
     # --- claims and run leases
     def claim(self, fps: list[str], owner: str, ttl_ms: int,
@@ -136,8 +136,8 @@ class RedisHotStore(HotStore):
             return Claimed([], [])
         won = self._run(
             "claim",
-            [*(keys.claim(fp) for fp in fps), *(keys.interest(fp) for fp, _ in pairs),
-             *(keys.failure(fp) for fp in fps)],
+            [*(layout.claim(fp) for fp in fps), *(layout.interest(fp) for fp, _ in pairs),
+             *(layout.failure(fp) for fp in fps)],
             [owner, ttl_ms, len(fps), interest.ttl_ms if interest else 1,
              *(caller for _, caller in pairs)])
         flags = [bool(r) for r in won]
@@ -148,9 +148,9 @@ class RedisHotStore(HotStore):
         out = Leased({}, {}, [])
         if not fps:
             return out
-        got = self._run("lease", [*(keys.run_lease(fp) for fp in fps),
-                                  *(keys.vector(fp) for fp in fps),
-                                  *(keys.attempts(fp) for fp in fps)], [owner, ttl_ms])
+        got = self._run("lease", [*(layout.run_lease(fp) for fp in fps),
+                                  *(layout.vector(fp) for fp in fps),
+                                  *(layout.attempts(fp) for fp in fps)], [owner, ttl_ms])
         for fp, g in zip(fps, got, strict=True):
             if isinstance(g, bytes):
                 out.stored[fp] = g
@@ -164,13 +164,13 @@ class RedisHotStore(HotStore):
         if not fps:
             return []
         with map_redis_errors():
-            raw = self.client.mget([keys.held(hold, fp) for fp in fps])
+            raw = self.client.mget([layout.held(hold, fp) for fp in fps])
         return [r.decode() if r else None for r in raw]
 
     def release(self, hold: Hold, fps: list[str], owner: str | None = None) -> None:
         if not fps:
             return
-        names = [keys.held(hold, fp) for fp in fps]
+        names = [layout.held(hold, fp) for fp in fps]
         if owner is not None:
             self._run("release_if_owner", names, [owner])
             return
@@ -179,14 +179,14 @@ class RedisHotStore(HotStore):
 
     def extend_leases(self, fps: list[str], ttl_ms: int) -> None:
         if fps:
-            self._run("extend", [keys.run_lease(fp) for fp in fps], [ttl_ms])
+            self._run("extend", [layout.run_lease(fp) for fp in fps], [ttl_ms])
 
     # --- attempts
     def count_attempts(self, fps: list[str], ttl_s: int) -> list[int]:
         if not fps:
             return []
         return [int(n) for n in self._run("count_attempts",
-                                          [keys.attempts(fp) for fp in fps], [ttl_s])]
+                                          [layout.attempts(fp) for fp in fps], [ttl_s])]
 
     def forget_attempts(self, fps: list[str]) -> None:
         if fps:
@@ -196,7 +196,7 @@ class RedisHotStore(HotStore):
         if not fps:
             return []
         with map_redis_errors():
-            return [int(r or 0) for r in self.client.mget([keys.attempts(fp) for fp in fps])]
+            return [int(r or 0) for r in self.client.mget([layout.attempts(fp) for fp in fps])]
 
     # --- interest
     def unwant(self, callers: dict[str, list[str]]) -> None:
@@ -205,15 +205,15 @@ class RedisHotStore(HotStore):
         with map_redis_errors():
             pipe = self.client.pipeline(transaction=False)
             for fp, ids in callers.items():
-                pipe.zrem(keys.interest(fp), *ids)
+                pipe.zrem(layout.interest(fp), *ids)
             pipe.execute()
 
     def drop_unwanted(self, owners: list[tuple[str, str]]) -> list[str]:
         if not owners:
             return []
-        names = [keys.STATS]
+        names = [layout.STATS]
         for fp, _ in owners:
-            names += [keys.interest(fp), keys.claim(fp)]
+            names += [layout.interest(fp), layout.claim(fp)]
         flags = self._run("drop_unwanted", names, [owner for _, owner in owners])
         return list(dict.fromkeys(fp for (fp, _), f in zip(owners, flags, strict=True) if f))
 
@@ -221,11 +221,11 @@ class RedisHotStore(HotStore):
     def incr(self, counts: dict[str, int]) -> None:
         flat = [x for kv in counts.items() if kv[1] for x in kv]
         if flat:
-            self._run("incr_many", [keys.STATS], flat)
+            self._run("incr_many", [layout.STATS], flat)
 
     def counters(self) -> dict[str, int]:
         with map_redis_errors():
-            raw = self.client.hgetall(keys.STATS)
+            raw = self.client.hgetall(layout.STATS)
         out = {name: 0 for name in COUNTERS}
         out.update({k.decode(): int(v) for k, v in raw.items()})
         return out
@@ -235,7 +235,7 @@ class RedisHotStore(HotStore):
         with map_redis_errors():
             pipe = self.client.pipeline(transaction=False)
             for name in names:
-                pipe.hgetall(keys.histogram(name))
+                pipe.hgetall(layout.histogram(name))
             raw = pipe.execute()
         out = {}
         for name, fields in zip(names, raw, strict=True):
@@ -251,10 +251,10 @@ class RedisHotStore(HotStore):
     # --- liveness
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None:
         with map_redis_errors():
-            self.client.set(f"{keys.WORKERS}:{worker_id}", json.dumps(info), ex=ttl_s)
+            self.client.set(f"{layout.WORKERS}:{worker_id}", json.dumps(info), ex=ttl_s)
 
     def live_workers(self) -> dict[str, dict[str, object]]:
-        prefix = f"{keys.WORKERS}:"
+        prefix = f"{layout.WORKERS}:"
         with map_redis_errors():
             names = list(self.client.scan_iter(match=prefix + "*", count=100))
             values = self.client.mget(names) if names else []
@@ -280,7 +280,7 @@ class RedisHotStore(HotStore):
         while not self._closing.is_set():
             pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(keys.DONE_CHANNEL)
+                pubsub.subscribe(layout.DONE_CHANNEL)
                 while not self._closing.is_set():
                     msg = pubsub.get_message(timeout=1.0)
                     if msg and msg.get("type") == "message":

@@ -5,7 +5,7 @@ process (memory): hot copies of vectors, claims and run leases, interest, outcom
 counters and worker heartbeats, and a "done" notification per finished fingerprint.
 `MemoryHotStore` and `RedisHotStore` implement it, and the same tests run on both.
 
-Callers speak in fingerprints: key names, scripts and round trips stay inside each store
+Its users speak in fingerprints: key names, scripts and round trips stay inside each store
 (the Redis store does each call in one round trip: one command, a pipeline or one Lua
 script). Interest is registered with a claim (`claim(..., interest=)`), withdrawn with
 `unwant`, and read by `drop_unwanted` just before a batch encodes.

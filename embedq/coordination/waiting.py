@@ -92,7 +92,7 @@ class Waiting:
             while pending:
                 event.clear()
                 if group is not None:
-                    pending = _still_wanted(self.hot, group, pending, given_up)
+                    pending = _wanted_still(self.hot, group, pending, given_up)
                     if not pending:
                         break
                 try:
@@ -140,7 +140,7 @@ class Waiting:
         return [fp for fp in pending if fp not in done]
 
 
-def _still_wanted(hot: HotStore, group: RequestGroup, pending: list[str],
+def _wanted_still(hot: HotStore, group: RequestGroup, pending: list[str],
                   given_up: list[str]) -> list[str]:
     wanted = group.unwant_departed(hot, pending)
     if len(wanted) == len(pending):

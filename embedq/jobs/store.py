@@ -171,7 +171,7 @@ class JobStore:
             return [(fp, text) for fp, text in rows]
 
     def stored(self, fps: Sequence[str]) -> set[str]:
-        """The fingerprints among `fps` whose vectors are already in the durable tier."""
+        """The fingerprints among `fps` whose vectors are already in the durable store."""
         if not fps:
             return set()
         with self.db.session() as s:

@@ -1,4 +1,4 @@
-"""The durable tier: one row per fingerprint, the vector as little-endian float32 bytes."""
+"""The durable store: one row per fingerprint, the vector as little-endian float32 bytes."""
 
 from __future__ import annotations
 

@@ -135,7 +135,7 @@ def check_threshold(threshold: Any) -> float:
     return float(threshold)
 
 
-class Embedded(Protocol):
+class EmbedResult(Protocol):
     """An embedding result: `EmbeddingService.embed` returns one."""
 
     def vectors(self) -> list[npt.NDArray[np.float32]]: ...
@@ -143,14 +143,14 @@ class Embedded(Protocol):
 
 class Embedder(Protocol):
     """The embedding pipeline the cache embeds its queries with (`EmbeddingService`):
-    passed in, so the cache tier imports nothing above it."""
+    passed in, so the cache store imports nothing above it."""
 
     settings: Settings
     db: Database
 
     def spec(self) -> EncodeSpec: ...
 
-    def embed(self, texts: list[str], *, tenant: str | None = None) -> Embedded: ...
+    def embed(self, texts: list[str], *, tenant: str | None = None) -> EmbedResult: ...
 
 
 def check_text(value: str, name: str) -> str:

@@ -5,7 +5,7 @@ Settings here answer the pitfalls in ARCHITECTURE.md:
   worker counts attempts per fingerprint itself and dead-letters after max_attempts.
 - visibility_timeout is set on the broker and result backend transports, above the
   longest buffer + batch time; duplicate deliveries are fenced by run leases and the
-  durable tier's primary key.
+  durable store's primary key.
 - unacked_restore_interval x throttle 1: a dead worker's messages come back after
   visibility_timeout + restore_interval_s, not ~100 s later.
 - queue_order_strategy=priority: a worker always drains `online` before `bulk`.
@@ -129,7 +129,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 def create_app(settings: Settings) -> Celery:
     """A Celery app for these settings. Producers send tasks by name; a worker binds the
-    task bodies to it with `embedq.workers.tasks.register`."""
+    task bodies to it with `embedq.workers.bodies.register`."""
     app = Celery("embedq", set_as_current=False)
     app.conf.update({k: v for k, v in celery_config(settings).items() if v is not None})
     return app

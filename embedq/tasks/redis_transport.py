@@ -12,7 +12,7 @@ still running on the old channel.
 A channel detached from its transport leaves its unacked messages alone instead: they stay
 in Redis's unacked hash, and the visibility sweep (`visibility_timeout` +
 `unacked_restore_interval`) returns them to their queue, as for a worker that was killed.
-A task that finished meanwhile is then delivered again and answered from the durable tier.
+A task that finished meanwhile is then delivered again and answered from the durable store.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Channel(redis.Channel):  # type: ignore[misc]
     def basic_ack(self, delivery_tag: Any, multiple: bool = False) -> None:
         if self._detached():
             log.info("message %s finished after its broker link was lost; the visibility "
-                     "sweep will deliver it again (answered from the durable tier)",
+                     "sweep will deliver it again (answered from the durable store)",
                      delivery_tag)
             return
         super().basic_ack(delivery_tag, multiple)  # type: ignore[no-untyped-call]

@@ -89,7 +89,7 @@ class Authenticator:
             if cached is None:
                 raise  # never read: fail closed (503) rather than guess "open"
             # The database is down: what it said last still holds (an open API stays
-            # open, so the hot tier keeps answering; a keyed one keeps requiring keys).
+            # open, so the hot store keeps answering; a keyed one keeps requiring keys).
             return cached[1]
         self._required = (now, needed)
         return needed

@@ -17,7 +17,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from embedq.coordination import keys
+from embedq.coordination import layout
 from embedq.errors import BrokerUnavailable, DailyLimitReached
 from embedq.tenants.principal import Principal
 
@@ -56,7 +56,7 @@ class TextQuota:
         day, left_s = utc_day(now or datetime.now(UTC))
         key = (principal.limiter_id, day)
         if self._charge is not None:
-            admitted, used = self._charge_redis(keys.daily_texts(*key), texts, limit,
+            admitted, used = self._charge_redis(layout.daily_texts(*key), texts, limit,
                                                 left_s + DAY_S)
         else:
             admitted, used = self._charge_local(key, texts, limit)

@@ -16,7 +16,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from embedq.coordination import keys
+from embedq.coordination import layout
 from embedq.errors import BrokerUnavailable, RateLimited
 from embedq.tenants.principal import Principal
 
@@ -62,7 +62,7 @@ class RateLimiter:
     def _take_redis(self, limiter_id: str, rate: float, burst: float) -> float:
         assert self._take is not None
         try:
-            return float(self._take(keys=[keys.rate_bucket(limiter_id)], args=[rate, burst]))
+            return float(self._take(keys=[layout.rate_bucket(limiter_id)], args=[rate, burst]))
         except RedisError as exc:
             raise BrokerUnavailable(f"the rate limit cannot be checked: Redis is unreachable "
                                     f"({exc.__class__.__name__}); retry shortly") from exc

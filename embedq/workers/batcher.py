@@ -21,7 +21,7 @@ thread, each cycle:
   4. drops the items nobody waits for any more (`keep`: one round trip, online work only),
      counts an attempt per text, encodes once, and hands the raw rows to the writer.
 The writer thread (so the next encode overlaps the I/O) finishes each vector for its spec,
-rejects NaN/Inf/wrong widths, persists the batch in one statement, fills the hot tier,
+rejects NaN/Inf/wrong widths, persists the batch in one statement, fills the hot store,
 announces the fingerprints, and resolves each item's future on its own.
 """
 

@@ -8,7 +8,7 @@
      runtime's batcher on the job's lane, lost ones (computed by someone else right now)
      are waited for (coalesced);
   4. record the counts in one guarded UPDATE, so a chunk that ran twice counts once.
-Vectors never leave the worker through the task: they are in the durable tier.
+Vectors never leave the worker through the task: they are in the durable store.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from celery import Celery
 
 from embedq.config import Settings
 from embedq.coordination import HotStore
+from embedq.workers.bodies import AppThreadPool, register
 from embedq.workers.runtime import WorkerRuntime
-from embedq.workers.tasks import AppThreadPool, register
 
 log = logging.getLogger(__name__)
 

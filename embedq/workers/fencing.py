@@ -73,7 +73,7 @@ class Fencing:
                    ) -> tuple[int, int]:
         """Encode `pairs` under run leases; wait out fingerprints another execution is
         running, and take over those whose runner vanished. A fingerprint whose vector is
-        in the hot tier when its lease is asked for is not leased: it counts as reused.
+        in the hot store when its lease is asked for is not leased: it counts as reused.
         `encode(leased, attempts)` (the leased pairs, their attempt counts) returns (got a
         vector, of which reused); so does this."""
         done = reused = 0

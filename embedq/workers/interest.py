@@ -25,7 +25,7 @@ from embedq.workers.batcher import Item
 log = logging.getLogger("embedq.worker")
 
 
-class KeepWanted:
+class DropUnwanted:
     """The batcher's `keep` hook: one round trip per batch that holds online work."""
 
     def __init__(self, hot: HotStore) -> None:

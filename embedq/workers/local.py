@@ -13,7 +13,7 @@ What stays as on the queue path:
 - fencing: a run lease per fingerprint (one another execution is running is left to it
   and awaited like any claim), attempt counts, suspects encoded alone, dead letters, and
   `abandoned` for texts whose callers all left before their batch encoded;
-- the writes: one statement per batch, then the hot tier, claim release and "done" for
+- the writes: one statement per batch, then the hot store, claim release and "done" for
   waiters elsewhere, on the writer thread.
 
 What goes: the broker hop (publish, transit, consume, ack, the task's own bookkeeping) and

@@ -42,7 +42,7 @@ from embedq.models import Database
 from embedq.models.vectors import VectorStore, open_vectors
 from embedq.workers.batcher import BULK, ONLINE, Batcher, Item, Room
 from embedq.workers.fencing import Fencing
-from embedq.workers.interest import KeepWanted
+from embedq.workers.interest import DropUnwanted
 from embedq.workers.writer import BatchWriter
 
 log = logging.getLogger("embedq.worker")
@@ -127,7 +127,7 @@ class WorkerRuntime:
             on_attempt=self.fencing.count_attempt,
             parallel=settings.upstream.concurrency if settings.model.encoder == "upstream" else 1,
             bulk_step_ms=settings.worker.bulk_step_ms,
-            keep=KeepWanted(self.hot),
+            keep=DropUnwanted(self.hot),
             warm_up=True,  # on the batcher thread, which runs every later pass
         )
         try:
@@ -190,9 +190,9 @@ class WorkerRuntime:
         """Embed every (fingerprint, text) in `payload`; return counts, never vectors.
 
         `first_delivery`: the broker delivers this message for the first time (neither
-        redelivered nor a retry). Its producer found its fingerprints in neither tier just
-        before publishing and claimed them, so the durable tier is not asked again (a
-        query on the answer's critical path); the hot tier still is, which holds every
+        redelivered nor a retry). Its producer found its fingerprints in neither store just
+        before publishing and claimed them, so the durable store is not asked again (a
+        query on the answer's critical path); the hot store still is, which holds every
         vector computed since for `hot_ttl_s`.
 
         The fingerprint in a message is recomputed from its text and spec, never trusted:
@@ -250,8 +250,8 @@ class WorkerRuntime:
         fencing = self.fencing
 
         def encode(mine: dict[str, str], attempts: dict[str, int]) -> tuple[int, int]:
-            # Under the lease: a vector the hot tier had was found when leasing; one only
-            # the durable tier holds (a redelivery, a hot copy that expired) is found here.
+            # Under the lease: a vector the hot store had was found when leasing; one only
+            # the durable store holds (a redelivery, a hot copy that expired) is found here.
             fps_mine = list(mine)
             stored = self.durable.get_many(fps_mine) if durable else {}
             if stored:

@@ -1,7 +1,7 @@
 """The batch writer: what happens to a batch after the model ran (the writer thread).
 
 For each batch: finish every vector for its item's spec, reject NaN/Inf/wrong widths,
-persist the batch in one statement (the fence against duplicate work), fill the hot tier
+persist the batch in one statement (the fence against duplicate work), fill the hot store
 (online vectors for `hot_ttl_s`, bulk ones briefly), release claims, wake waiters, count,
 and resolve each item's future on its own. A failed batch of several texts is retried
 text by text, so one bad text never fails its batch-mates; a batch the upstream API failed
@@ -41,7 +41,7 @@ class BatchWriter:
         self._usage = (0, 0)
 
     def __call__(self, batch: Batch) -> None:
-        """Validate, persist once, fill the hot tier, resolve each item."""
+        """Validate, persist once, fill the hot store, resolve each item."""
         elapsed_ms = (time.perf_counter() - batch.started - batch.paused) * 1000
         items = [item for waiters in batch.waiters for item in waiters]
         if batch.error is not None:

@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
-from embedq.api.batching import RequestBatcher
+from embedq.api.coalescing import RequestCoalescer
 from embedq.config import Settings
 from embedq.coordination.store import Hold
 from embedq.deployment import Deployment
@@ -238,7 +238,7 @@ def test_a_request_leaving_its_group_abandons_only_what_no_other_request_wants(
                            "the embedded worker started the busy batch")
 
         async def group() -> list[Any]:
-            batcher = RequestBatcher(service, wait_ms=2, max_texts=64)
+            batcher = RequestCoalescer(service, wait_ms=2, max_texts=64)
             batcher.start()
             try:
                 # Both are queued before the batcher's loop runs: one group, one call.

@@ -25,7 +25,7 @@ import pytest
 from redis import Redis
 
 from embedq.config import Settings
-from embedq.coordination import keys
+from embedq.coordination import layout
 from embedq.coordination.executor import Ticket
 from embedq.coordination.interest import RequestGroup
 from embedq.coordination.outcomes import publish_vectors, read_outcomes
@@ -298,7 +298,7 @@ def test_a_claim_left_by_a_dead_encoding_process_is_rescued(
         waiter = threading.Thread(target=lambda: waited.append(EmbeddingService(
             support.settings_from(queueing)).embed([text], timeout_s=60).outcomes[0]))
         waiter.start()
-        support.wait_until(lambda: redis.zcard(keys.interest(fp)) == 2, 15,
+        support.wait_until(lambda: redis.zcard(layout.interest(fp)) == 2, 15,
                            "the waiter joined the claim (two callers want the text)")
         assert local.service.hot.holders(Hold.CLAIM, [fp])[0] is not None
         assert api.proc is not None

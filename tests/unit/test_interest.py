@@ -17,7 +17,7 @@ from embedq.encoders.hashing import HashingEncoder
 from embedq.errors import Abandoned
 from embedq.fingerprint import EncodeSpec
 from embedq.workers.batcher import Batch, Batcher, Item
-from embedq.workers.interest import KeepWanted
+from embedq.workers.interest import DropUnwanted
 from tests import support
 
 SPEC = EncodeSpec("hashing", "hashing-v1")
@@ -131,7 +131,7 @@ def test_keep_wanted_leaves_out_unwanted_online_items_and_fails_their_futures(
         store: HotStore) -> None:
     want(store, {"wanted": ["a"]}, ttl_ms=30_000)
     batch = items(["wanted", "gone"], "owner")
-    kept = KeepWanted(store)(batch)
+    kept = DropUnwanted(store)(batch)
     assert [i.fp for i in kept] == ["wanted"]
     assert isinstance(batch[1].future.exception(timeout=0), Abandoned)
     assert not batch[0].future.done()
@@ -142,7 +142,7 @@ def test_keep_wanted_encodes_whatever_an_item_without_a_ticket_wants(store: HotS
     """A job's chunk (no ticket) wants its text, whatever the online callers did."""
     batch = items(["shared"], "owner") + items(["shared"], None) + items(["bulk"], None)
     before = store.counters()["abandoned"]
-    assert KeepWanted(store)(batch) == batch
+    assert DropUnwanted(store)(batch) == batch
     assert store.counters()["abandoned"] == before
 
 
@@ -161,7 +161,7 @@ def test_a_request_waiting_in_this_process_keeps_its_item_without_the_store(
     batch = [Item(fp=fp, text="t", spec=SPEC, ticket=Ticket(g.owner, g))
              for fp, g in (("here", here), ("left", left), ("late", late))]
     assert (here.present(), left.present(), late.present()) == (True, False, False)
-    kept = KeepWanted(store)(batch)
+    kept = DropUnwanted(store)(batch)
     assert [i.fp for i in kept] == ["here"]
     assert isinstance(batch[1].future.exception(timeout=0), Abandoned)
     assert isinstance(batch[2].future.exception(timeout=0), Abandoned)
@@ -183,7 +183,7 @@ def test_items_left_out_are_never_encoded() -> None:
             for item in waiters:
                 item.future.set_result(row.tobytes())
 
-    batcher = Batcher(Recording(), finish, wait_ms=20, keep=KeepWanted(store))
+    batcher = Batcher(Recording(), finish, wait_ms=20, keep=DropUnwanted(store))
     try:
         work = items(["fp-wanted", "fp-gone"], "owner")
         batcher.submit(work)

@@ -9,7 +9,7 @@ PREFIX = "embedq"
 
 
 def vector(fp: str) -> str:
-    """Hot-tier copy of a finished vector (float32 bytes)."""
+    """Hot-store copy of a finished vector (float32 bytes)."""
     return f"{PREFIX}:vec:{fp}"
 
 

@@ -1,7 +1,7 @@
 """Server-side coalescing: many small concurrent requests, one service call.
 
 Clients such as Dify's indexer send one to a few texts per request, many requests at
-once. Each request hands its texts to the `RequestBatcher` and awaits its own slice of
+once. Each request hands its texts to the `RequestCoalescer` and awaits its own slice of
 the answer. The batcher's loop takes every request already waiting; while an earlier call
 is still in flight it lingers up to `api_batch_wait_ms` for more, so an idle server adds
 no latency and a busy one forms large groups. One group (same `dimensions` and
@@ -46,7 +46,7 @@ class _Waiting:
     future: asyncio.Future[list[Outcome]] = field(repr=False)
 
 
-class RequestBatcher:
+class RequestCoalescer:
     def __init__(
         self, service: EmbeddingService, *, wait_ms: float, max_texts: int,
         threads: int = SERVICE_THREADS,
@@ -82,7 +82,7 @@ class RequestBatcher:
         """Outcomes for `texts`, in order, computed together with concurrent requests
         (`normalize` None: the deployment's EMBEDQ_NORMALIZE; `precision`: the tier,
         None: the default; `tenant`: the caller's, for strict isolation)."""
-        assert self._inbox is not None, "RequestBatcher.start() runs in the app's lifespan"
+        assert self._inbox is not None, "RequestCoalescer.start() runs in the app's lifespan"
         waiting = _Waiting(texts, dimensions, normalize, precision,
                            self.service.isolated(tenant),
                            asyncio.get_running_loop().create_future())
