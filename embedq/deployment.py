@@ -52,8 +52,10 @@ class Deployment:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None) -> Deployment:
-        """The deployment `settings` describe (default: the environment)."""
+    def from_settings(cls, settings: Settings | None = None, *,
+                      hot: HotStore | None = None) -> Deployment:
+        """The deployment `settings` describe (default: the environment); `hot`: a hot
+        store to use instead of the one they name (tests run one body on each)."""
         settings = settings or Settings.from_env()
         if settings.embedded:
             _migrate_embedded(settings)
@@ -64,7 +66,7 @@ class Deployment:
                 online_queue=f"{settings.queue.online_queue}-{tag}",
                 bulk_queue=f"{settings.queue.bulk_queue}-{tag}",
             )
-        return cls(settings)
+        return cls(settings, hot=hot)
 
     # --- the services
     @cached_property
@@ -135,6 +137,9 @@ class Deployment:
             executor.drain()
         if self._local_runtime is not None:
             self._local_runtime.close()
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
         self.durable.close()
         self.db.dispose()
 

@@ -33,70 +33,28 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 
-from embedq.coordination.executor import Ticket
-from embedq.encoders import Encoder, Matrix
-from embedq.fingerprint import EncodeSpec
-from embedq.models.states import Lane
+from embedq.encoders import Encoder
+from embedq.workers.items import (
+    BULK,
+    ONLINE,
+    AttemptHook,
+    Batch,
+    Item,
+    KeepHook,
+    Room,
+    Sink,
+    batch_of,
+)
 
 log = logging.getLogger(__name__)
 
-ONLINE = Lane.ONLINE
-BULK = Lane.BULK
 # While online texts arrived this recently, bulk batches are cut to the step budget.
 ONLINE_GRACE_S = 2.0
 # Before any bulk batch was measured, that budget is 1/BULK_SHRINK of the batch budget.
 BULK_SHRINK = 4
 COST_EWMA = 0.2  # weight of the newest bulk batch in the cost per padded token
-
-
-@dataclass(eq=False)
-class Item:
-    """One text to embed under one spec, and the future its task thread waits on."""
-
-    fp: str
-    text: str
-    spec: EncodeSpec
-    lane: int = ONLINE
-    alone: bool = False
-    tokens: int = 0
-    future: Future[bytes] = field(default_factory=Future)
-    seq: int = 0
-    # From the call that claimed the text (None: a job's chunk, always encoded); a retry
-    # keeps it (`dataclasses.replace`).
-    ticket: Ticket | None = None
-
-
-@dataclass(eq=False)
-class Room:
-    """Room reserved in a lane for a producer's next submit (see `Batcher.reserve`)."""
-
-    lane: int
-    size: int
-
-
-@dataclass
-class Batch:
-    """Distinct texts, the items that wait on each, and the outcome of encoding them."""
-
-    texts: list[str]
-    waiters: list[list[Item]]
-    tokens: int
-    lane: int = ONLINE
-    started: float = 0.0
-    paused: float = 0.0  # seconds this batch stood aside for online batches
-    raw: Matrix | None = None
-    error: BaseException | None = None
-
-
-Sink = Callable[[Batch], None]
-AttemptHook = Callable[[list[str]], None]
-# Given a batch's items just before they encode, returns those to encode; it resolves
-# the future of each item it leaves out.
-KeepHook = Callable[[list[Item]], list[Item]]
 
 
 class Batcher:
@@ -144,23 +102,27 @@ class Batcher:
         # a bulk batch paused for it is written before that bulk batch.
         self._writes: queue.PriorityQueue[tuple[int, int, Batch | None]] = \
             queue.PriorityQueue(maxsize=max(2, parallel))
-        # A local model runs one batch at a time; a remote one may take `parallel` calls.
-        self._slots = threading.Semaphore(parallel)
-        self._pool = ThreadPoolExecutor(parallel, "embedq-encode") if parallel > 1 else None
-        self._threads = [
-            threading.Thread(target=self._encode_loop, name="embedq-batcher", daemon=True),
-            threading.Thread(target=self._write_loop, name="embedq-writer", daemon=True),
-        ]
         self.preemptions = 0
         self._preemptible = False
         self._current: Batch | None = None
         self._encoder_thread = 0
-        # Only a model run one batch at a time pauses between layers (not a remote pool).
-        self._steps = encoder.add_checkpoint(self._checkpoint) if parallel == 1 else 0
-        self._layered = self._steps > 0
         self._warm_up = warm_up
         self._warmed = threading.Event()
         self._warm_error: BaseException | None = None
+        self._start(parallel)
+
+    def _start(self, parallel: int) -> None:
+        """The encode slots, the layer checkpoints and the two threads."""
+        # A local model runs one batch at a time; a remote one may take `parallel` calls.
+        self._slots = threading.Semaphore(parallel)
+        self._pool = ThreadPoolExecutor(parallel, "embedq-encode") if parallel > 1 else None
+        # Only a model run one batch at a time pauses between layers (not a remote pool).
+        self._steps = self.encoder.add_checkpoint(self._checkpoint) if parallel == 1 else 0
+        self._layered = self._steps > 0
+        self._threads = [
+            threading.Thread(target=self._encode_loop, name="embedq-batcher", daemon=True),
+            threading.Thread(target=self._write_loop, name="embedq-writer", daemon=True),
+        ]
         for t in self._threads:
             t.start()
 
@@ -334,7 +296,7 @@ class Batcher:
     def _begin(self, items: list[Item]) -> Batch:
         with self._written:
             self._unwritten += 1
-        return _batch_of(items)
+        return batch_of(items)
 
     def _await_written(self) -> None:
         """Block until every batch taken so far went through the writer (before a suspect
@@ -411,18 +373,3 @@ class Batcher:
                 with self._written:
                     self._unwritten -= 1
                     self._written.notify_all()
-
-
-def _batch_of(items: list[Item]) -> Batch:
-    """One batch: distinct texts in cut order and the items waiting on each."""
-    by_text: dict[str, list[Item]] = {}
-    for item in items:
-        by_text.setdefault(item.text, []).append(item)
-    texts = list(by_text)
-    return Batch(
-        texts=texts,
-        waiters=[by_text[t] for t in texts],
-        tokens=max(i.tokens for i in items) * len(texts),
-        lane=min(i.lane for i in items),
-        started=time.perf_counter(),
-    )

@@ -22,7 +22,8 @@ from embedq.coordination.waiting import CHUNK
 from embedq.fingerprint import EncodeSpec
 from embedq.jobs.store import ChunkCounts, JobStore
 from embedq.models import ChunkStatus, JobStatus, Priority
-from embedq.workers.batcher import Batcher, Room
+from embedq.workers.batcher import Batcher
+from embedq.workers.items import Room
 from embedq.workers.runtime import BULK, ONLINE, WorkerRuntime
 
 log = logging.getLogger("embedq.worker.bulk")

@@ -54,3 +54,11 @@ class EmbeddedWorker:
                     f"the embedded worker did not start within {START_TIMEOUT_S} s")
             time.sleep(0.01)
         log.info("embedded worker started (memory broker, SQLite, in-process store)")
+
+    def close(self) -> None:
+        """Stop consuming, then the runtime's threads (heartbeat, leases, batchers); the
+        worker thread ends on its own (waiting for it would add its poll interval)."""
+        try:
+            self._worker.stop(in_sighandler=False)
+        finally:
+            self.runtime.close()

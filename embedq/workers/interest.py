@@ -20,7 +20,7 @@ import logging
 
 from embedq.coordination.store import HotStore
 from embedq.errors import Abandoned, Unavailable
-from embedq.workers.batcher import Item
+from embedq.workers.items import Item
 
 log = logging.getLogger("embedq.worker")
 

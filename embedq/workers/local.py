@@ -39,7 +39,7 @@ from embedq.coordination.executor import Executor, Settled, Ticket
 from embedq.coordination.store import Hold
 from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
 from embedq.fingerprint import EncodeSpec
-from embedq.workers.batcher import ONLINE, Item
+from embedq.workers.items import ONLINE, Item
 from embedq.workers.runtime import Served, WorkerRuntime
 
 log = logging.getLogger("embedq.worker")

@@ -40,9 +40,10 @@ from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
 from embedq.models.vectors import VectorStore, open_vectors
-from embedq.workers.batcher import BULK, ONLINE, Batcher, Item, Room
+from embedq.workers.batcher import Batcher
 from embedq.workers.fencing import Fencing
 from embedq.workers.interest import DropUnwanted
+from embedq.workers.items import BULK, ONLINE, Item, Room
 from embedq.workers.writer import BatchWriter
 
 log = logging.getLogger("embedq.worker")

@@ -23,7 +23,7 @@ from embedq.coordination.store import BatchRecord, HotStore, failures_of
 from embedq.encoders import Encoder, finish_vector
 from embedq.errors import EmbeddingFailed, InvalidVector, Unavailable, UpstreamError
 from embedq.models.vectors import StoredVector, VectorStore, to_bytes
-from embedq.workers.batcher import ONLINE, Batch, Item
+from embedq.workers.items import ONLINE, Batch, Item
 
 log = logging.getLogger("embedq.worker")
 
@@ -56,19 +56,7 @@ class BatchWriter:
                                         f"{batch.raw.shape}, expected (n, {width})")
             self._failed(batch, items)
             return
-        rows: dict[str, StoredVector] = {}
-        bad: dict[str, BaseException] = {}
-        for row, waiters in zip(batch.raw, batch.waiters, strict=True):
-            for item in waiters:
-                try:
-                    vec = finish_vector(row, item.spec, self.encoder.dimension)
-                except InvalidVector as exc:
-                    bad[item.fp] = InvalidVector(str(exc), item.fp)
-                    continue
-                rows[item.fp] = StoredVector(
-                    item.fp, item.spec.model, item.spec.revision, int(vec.shape[0]),
-                    to_bytes(vec), item.spec.dtype,
-                )
+        rows, bad = self._finish(batch)
         _answer_early(items, rows)
         try:
             self.durable.put_many(list(rows.values()))
@@ -108,6 +96,25 @@ class BatchWriter:
             "batch done texts=%d items=%d tokens=%d failed=%d cost_ms=%.1f",
             len(batch.texts), len(items), batch.tokens, len(bad), elapsed_ms,
         )
+
+    def _finish(self, batch: Batch) -> tuple[dict[str, StoredVector], dict[str, BaseException]]:
+        """Each item's vector finished for its spec, or why it was refused (NaN, Inf, a
+        wrong width): its own row only."""
+        assert batch.raw is not None
+        rows: dict[str, StoredVector] = {}
+        bad: dict[str, BaseException] = {}
+        for row, waiters in zip(batch.raw, batch.waiters, strict=True):
+            for item in waiters:
+                try:
+                    vec = finish_vector(row, item.spec, self.encoder.dimension)
+                except InvalidVector as exc:
+                    bad[item.fp] = InvalidVector(str(exc), item.fp)
+                    continue
+                rows[item.fp] = StoredVector(
+                    item.fp, item.spec.model, item.spec.revision, int(vec.shape[0]),
+                    to_bytes(vec), item.spec.dtype,
+                )
+        return rows, bad
 
     def fail(self, failures: dict[str, BaseException],
              counts: dict[str, int] | None = None) -> None:

@@ -37,7 +37,7 @@ from embedq.fingerprint import fingerprint
 from embedq.models.vectors import to_bytes
 from embedq.service import EmbeddingService
 from embedq.tasks.depth import broker_depth
-from embedq.workers.batcher import ONLINE
+from embedq.workers.items import ONLINE
 from embedq.workers.local import LocalExecutor
 from tests import support
 from tests.integration.test_api_support import ApiServer

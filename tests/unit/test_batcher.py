@@ -9,7 +9,8 @@ from concurrent.futures import wait
 
 from embedq.encoders.hashing import HashingEncoder
 from embedq.fingerprint import EncodeSpec
-from embedq.workers.batcher import BULK, ONLINE, Batch, Batcher, Item
+from embedq.workers.batcher import Batcher
+from embedq.workers.items import BULK, ONLINE, Batch, Item
 
 SPEC = EncodeSpec("hashing", "hashing-v1")
 

@@ -16,8 +16,9 @@ from embedq.coordination.waiting import REQUEST, Waiting
 from embedq.encoders.hashing import HashingEncoder
 from embedq.errors import Abandoned
 from embedq.fingerprint import EncodeSpec
-from embedq.workers.batcher import Batch, Batcher, Item
+from embedq.workers.batcher import Batcher
 from embedq.workers.interest import DropUnwanted
+from embedq.workers.items import Batch, Item
 from tests import support
 
 SPEC = EncodeSpec("hashing", "hashing-v1")

@@ -13,7 +13,7 @@ import pytest
 
 from embedq.config import Settings
 from embedq.encoders.hashing import HashingEncoder
-from embedq.workers.batcher import ONLINE, Item
+from embedq.workers.items import ONLINE, Item
 from embedq.workers.runtime import WorkerRuntime
 
 
