@@ -52,7 +52,7 @@ faults: $(STAMP) services
 	rm -f faults-results.jsonl
 	EMBEDQ_FAULTS_QUICK=0 EMBEDQ_FAULT_REPEAT=$(K) EMBEDQ_FAULT_RESULTS=faults-results.jsonl \
 	  $(BIN)/pytest -q tests/faults; status=$$?; \
-	  $(BIN)/python scripts/faults_report.py faults-results.jsonl > faults-report.md; \
+	  $(BIN)/python -m tests.faults.report faults-results.jsonl > faults-report.md; \
 	  cat faults-report.md; exit $$status
 
 # `embedq bench gpu` on one CUDA GPU: fp16/fp32 speed and fidelity, the semantic index at

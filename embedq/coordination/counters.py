@@ -1,7 +1,7 @@
 """Request counters written behind the answers.
 
 Counting a request is a Redis round trip that nothing in the request waits for: on a
-sequential miss it was 0.5 ms of a 14 ms answer (docs/benchmarks.md, "One thread runs
+sequential miss it was 0.5 ms of a 14 ms answer (docs/history.md, "One thread runs
 the model; counters behind the answer"). `CounterWriter.add` merges the counts into a
 pending total and returns; one thread writes whatever is pending in one command as soon
 as the previous write is done, so a busy process writes fewer, larger increments and an

@@ -14,13 +14,27 @@ from embedq.coordination.store import HotStore
 
 
 class Waiters:
-    def __init__(self, hot: HotStore) -> None:
+    def __init__(self, hot: HotStore, *, eager: bool = True) -> None:
+        """`eager`: subscribe now (a service, which waits on every miss, must hear the
+        first notification); else on the first registration."""
+        self._hot = hot
         self._events: dict[str, set[threading.Event]] = {}
         self._lock = threading.Lock()
-        hot.subscribe(self.notify)
+        self._subscribed = False
+        if eager:
+            self._subscribe()
+
+    def _subscribe(self) -> None:
+        self._subscribed = True
+        self._hot.subscribe(self.notify)
 
     def register(self, fps: Iterable[str], event: threading.Event) -> None:
+        """Wake `event` when any of `fps` is done. A lazy subscription starts here: a
+        process that never waits (a worker without redeliveries) does not read every
+        "done" notification of the cluster."""
         with self._lock:
+            if not self._subscribed:
+                self._subscribe()
             for fp in fps:
                 self._events.setdefault(fp, set()).add(event)
 

@@ -71,10 +71,13 @@ class Waited:
 class Waiting:
     """Waits on one hot store (and, for orphans, one durable store) for this process."""
 
-    def __init__(self, hot: HotStore, durable: VectorStore | None = None) -> None:
+    def __init__(self, hot: HotStore, durable: VectorStore | None = None, *,
+                 eager: bool = True) -> None:
+        """`eager`: hear "done" notifications from now on (a service); else from the
+        first wait (a worker, which waits only on redeliveries and orphans)."""
         self.hot = hot
         self.durable = durable
-        self.waiters = Waiters(hot)
+        self.waiters = Waiters(hot, eager=eager)
 
     def wait(self, fps: list[str], policy: WaitPolicy, *, deadline: float | None = None,
              group: RequestGroup | None = None) -> Waited:

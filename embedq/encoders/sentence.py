@@ -84,8 +84,8 @@ class SentenceTransformerEncoder(Encoder):
         `SentenceTransformer.encode(texts, batch_size=len(texts))` (a test compares them
         bit for bit), without its per-call work for one batch: a scan of every parameter
         for the device, sorting by length and back, a tensor per row. On 2 cores that was
-        0.7-0.8 ms of a one-text call and 0.5-1.0 ms of a 4-text one
-        (`scripts/model_thread.py --encode-path`). A model that asks for
+        0.7-0.8 ms of a one-text call and 0.5-1.0 ms of a 4-text one (docs/history.md).
+        A model that asks for
         a prompt by default, or a library without these steps, goes through `encode`."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)

@@ -15,8 +15,8 @@ On a machine with a GPU (faiss-gpu installed) both kinds are built on the GPU.
 FAISS runs on the calling thread alone (`_one_thread`): a semantic lookup searches one
 vector, where a thread team buys nothing, and the team FAISS's OpenMP runtime would keep
 in a process that also runs a CPU model slows every later forward pass (measured on 2
-cores: a one-text encode 8.6-8.9 ms instead of 7.1-8.1 ms, `scripts/model_thread.py`;
-docs/benchmarks.md, "One thread runs the model; counters behind the answer").
+cores: a one-text encode 8.6-8.9 ms instead of 7.1-8.1 ms; docs/history.md, "One thread
+runs the model; counters behind the answer").
 """
 
 from __future__ import annotations

@@ -152,8 +152,8 @@ class Batcher:
         first parallel region ran on another thread (the one that loaded it) pays for that
         thread's idle OpenMP team on every later call from the batcher thread: on 2 cores,
         a one-text encode measured 8.5-9.3 ms against 6.8-7.3 ms with every pass on one
-        thread (`scripts/model_thread.py`; docs/benchmarks.md, "One thread runs the model;
-        counters behind the answer")."""
+        thread (docs/history.md, "One thread runs the model; counters behind the
+        answer")."""
         self._warmed.wait()
         if self._warm_error is not None:
             raise self._warm_error

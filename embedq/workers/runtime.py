@@ -87,7 +87,7 @@ class WorkerRuntime:
         self._owns_durable = durable is None
         self.durable = durable if durable is not None else open_vectors(
             self.db, sync_commit=settings.links.vector_sync_commit)
-        self.waiting = Waiting(self.hot, self.durable)
+        self.waiting = Waiting(self.hot, self.durable, eager=False)
         self.fencing = Fencing(self.hot, settings, self.worker_id, self.waiting)
         # Every tier's device first: a worker that cannot serve fp16 (no CUDA) stops
         # before it spends a minute loading the tiers it can.

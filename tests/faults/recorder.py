@@ -2,7 +2,7 @@
 
 Each scenario records the figures its issue names (lost texts, recomputed texts, attempts,
 recovery seconds against the bound...) with the direction in which a value is worse, so
-`scripts/faults_report.py` can show the worst value over K repetitions. Lines go to
+`tests/faults/report.py` can show the worst value over K repetitions. Lines go to
 `EMBEDQ_FAULT_RESULTS` when it is set (`make faults` sets it); otherwise only the test
 log shows them.
 """

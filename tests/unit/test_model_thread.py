@@ -1,7 +1,7 @@
 """Every forward pass of a worker runtime, its warm-up included, runs on one thread: the
 batcher's. (A torch model whose first pass ran on the loading thread paid for that
 thread's OpenMP team on every later call: a one-text encode took 8.5-9.3 ms instead of
-6.8-7.3 ms on 2 cores, `scripts/model_thread.py`.)"""
+6.8-7.3 ms on 2 cores: docs/history.md.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Write the fault-suite table from the recorder's JSON lines.
 
-    python scripts/faults_report.py faults-results.jsonl > faults-report.md
+    python -m tests.faults.report faults-results.jsonl > faults-report.md
 
 One row per scenario: passes k/K and, for each figure, its worst value over the K runs
 (the highest or the lowest, as the scenario recorded) with the bound it was held to.
@@ -59,7 +59,7 @@ def render(lines: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: faults_report.py RESULTS.jsonl", file=sys.stderr)
+        print("usage: python -m tests.faults.report RESULTS.jsonl", file=sys.stderr)
         return 2
     path = Path(argv[1])
     if not path.exists():
