@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from celery import Celery
 
+from embedq import stages
 from embedq.config import Settings
 from embedq.coordination import HotStore, make_hot_store
 from embedq.coordination.counters import CounterWriter
@@ -92,6 +93,8 @@ class EmbeddingService:
         executor: Executor | None = None,
     ) -> None:
         self.settings = settings
+        if settings.worker.stage_timing:
+            stages.enable()
         self.hot = hot if hot is not None else make_hot_store(settings)
         self.db = db if db is not None else Database.from_settings(settings)
         self._owns_durable = durable is None
@@ -225,7 +228,8 @@ class EmbeddingService:
             "tokens_saved": _tokens_saved(fps, texts, won),
             "calls_saved": 0 if won else requests,
         }
-        self.counters.add(counts)  # behind the answer: it does not wait for the write
+        # Behind the answer: it does not wait for the write.
+        self.counters.add({**counts, **stages.take()})
         if won:
             failed = sum(1 for fp in won if isinstance(answers[fp], EmbedqError))
             log.info("leader finish: %d fingerprints (%d failed) cost_ms=%.1f",
@@ -236,6 +240,7 @@ class EmbeddingService:
         return counts
 
     # --- steps
+    @stages.timed("lookup")
     def _lookup(self, fps: list[str]) -> dict[str, tuple[str, bytes]]:
         """Exact cache: one MGET, then one durable query for the rest."""
         found: dict[str, tuple[str, bytes]] = {}
@@ -250,6 +255,7 @@ class EmbeddingService:
             found.update({fp: ("durable", blob) for fp, blob in stored.items()})
         return found
 
+    @stages.timed("claims")
     def _claim(self, fps: list[str], group: RequestGroup) -> tuple[list[str], list[str]]:
         if not fps:
             return [], []
@@ -267,7 +273,8 @@ class EmbeddingService:
         answers: dict[str, bytes | EmbedqError] = {}
         pending = fps
         while pending:
-            got = self.waiting.wait(pending, REQUEST, deadline=deadline, group=group)
+            with stages.timed("wait"):
+                got = self.waiting.wait(pending, REQUEST, deadline=deadline, group=group)
             answers.update(got.vectors)
             answers.update(got.failures)
             if not got.orphans:

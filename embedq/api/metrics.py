@@ -135,10 +135,17 @@ class ClusterCollector(Collector):
         of this deployment's tiers is always there (0 when none serves it), so an alert can
         test it for zero."""
         served = {(self.service.model, r): 0 for r in self.service.revisions.values()}
-        for info in self.service.hot.live_workers().values():
+        busy = GaugeMetricFamily(
+            "embedq_model_busy_share", "the share of a worker's last heartbeat interval "
+            "its models spent in forward passes (near 1: the model is what limits it)",
+            labels=["worker"])
+        for worker, info in sorted(self.service.hot.live_workers().items()):
             for revision in served_revisions(info):  # a worker counts once per tier
                 key = (str(info.get("model")), revision)
                 served[key] = served.get(key, 0) + 1
+            share = info.get("model_busy_share")
+            if isinstance(share, int | float):
+                busy.add_metric([worker], float(share))
         family = GaugeMetricFamily(
             "embedq_live_workers", "workers with a fresh heartbeat, by model and revision",
             labels=["model", "revision"],
@@ -146,6 +153,7 @@ class ClusterCollector(Collector):
         for (model, revision), n in sorted(served.items()):
             family.add_metric([model, revision], n)
         yield family
+        yield busy
 
     def _queues(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(

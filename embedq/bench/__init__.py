@@ -9,6 +9,7 @@
     backends.py  `embedq bench backends`: torch against ONNX Runtime fp32 and int8
     gpu.py       `embedq bench gpu`: fp16 and fp32 on a CUDA GPU, the index at 1M entries
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
+    pipeline.py  `embedq bench pipeline`: the pipeline with a free model against its storage
     cluster.py   the serve (and worker) a bench starts for itself, and stops
     stats.py     the percentile they all report with
 
@@ -26,7 +27,7 @@ from typing import Any
 def add_parser(sub: Any, handler: Any) -> None:
     p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)")
     p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce", "threshold",
-                                          "backends", "dify", "gpu"])
+                                          "backends", "dify", "gpu", "pipeline"])
     p.add_argument("--entries", type=int, default=100_000, help="semantic: cache entries")
     p.add_argument("--queries", type=int, default=1000,
                    help="semantic, gpu: lookups measured")
@@ -91,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.kind == "gpu":
         from embedq.bench import gpu
         report = gpu.run(args)
+    elif args.kind == "pipeline":
+        from embedq.bench import pipeline
+
+        report = pipeline.run(args)
     elif args.kind == "threshold":
         from embedq.bench import threshold
 

@@ -127,6 +127,9 @@ class WorkerSettings:
     hot_ttl_s: int = knob(DAY_S, min=1, max=10 * YEAR_S)
     failure_ttl_s: int = knob(300, min=1, max=30 * DAY_S)
     ledger_path: str | None = None  # test encoders append one line per text they encode
+    # CPU seconds per stage of the pipeline, counted in the hot store (embedq/stages.py;
+    # `embedq bench pipeline` turns it on in the processes it starts).
+    stage_timing: bool = False
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,10 @@ class MemoryHotStore(HotStore):
             for vectors, ttl_s in batch.vectors:
                 for fp, blob in vectors.items():
                     self._set(layout.vector(fp), blob, ttl_s)
+            now = time.monotonic()
+            for fp, blob in batch.wanted.items():
+                if self._interest(fp, now):
+                    self._set(layout.vector(fp), blob, batch.wanted_ttl_s)
             for fp, info in batch.failures.items():
                 self._set(layout.failure(fp), dict(info), batch.failure_ttl_s)
             for fp in batch.forget_attempts:
@@ -103,11 +107,12 @@ class MemoryHotStore(HotStore):
             for fp in batch.free_claims:
                 self._data.pop(layout.claim(fp), None)
             self._add(batch.counts)
-            for name, value in batch.observations.items():
-                buckets, total, count = self._hists.get(
-                    name, ([0] * (len(HISTOGRAMS[name]) + 1), 0.0, 0))
-                buckets[bucket_index(name, value)] += 1
-                self._hists[name] = (buckets, total + value, count + 1)
+            for observed in batch.observations:
+                for name, value in observed.items():
+                    buckets, total, count = self._hists.get(
+                        name, ([0] * (len(HISTOGRAMS[name]) + 1), 0.0, 0))
+                    buckets[bucket_index(name, value)] += 1
+                    self._hists[name] = (buckets, total + value, count + 1)
         if batch.done:
             self._dispatch(list(batch.done))
 

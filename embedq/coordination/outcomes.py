@@ -43,12 +43,17 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def publish_vectors(hot: HotStore, vectors: dict[str, bytes], ttl_s: int) -> None:
-    """Vectors found or computed outside a batch write (already durable): hot copies,
-    claims freed, waiters woken, in one round trip."""
-    if vectors:
-        hot.record_batch(BatchRecord(vectors=[(vectors, ttl_s)], free_claims=list(vectors),
-                                     done=sorted(vectors)))
+def publish_vectors(hot: HotStore, vectors: dict[str, bytes], ttl_s: int, *,
+                    wanted_only: bool = False) -> None:
+    """Vectors found or computed outside a batch write (already durable): hot copies (with
+    `wanted_only`, only where a caller waits: bulk work), claims freed, waiters woken, in
+    one round trip."""
+    if not vectors:
+        return
+    hot.record_batch(BatchRecord(
+        vectors=[] if wanted_only else [(vectors, ttl_s)],
+        wanted=vectors if wanted_only else {}, wanted_ttl_s=ttl_s,
+        free_claims=list(vectors), done=sorted(vectors)))
 
 
 def announce(hot: HotStore, fps: list[str]) -> None:

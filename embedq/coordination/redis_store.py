@@ -14,6 +14,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from embedq import stages
 from embedq.coordination import layout
 from embedq.coordination.redis_link import (
     POOL_MAX_CONNECTIONS,
@@ -61,7 +62,9 @@ class RedisHotStore(HotStore):
         self.client: Any = bounded_client(url, socket_timeout_s, connect_timeout_s,
                                           max_connections)
         self._scripts = {name: self.client.register_script(lua(name)) for name in SCRIPTS}
-        self._incr_body = lua("incr_many")
+        # Sent whole inside pipelines (a registered script there costs a SCRIPT EXISTS
+        # round trip of its own); each is a few hundred bytes.
+        self._bodies = {name: lua(name) for name in ("incr_many", "put_if_wanted")}
         self._listener_thread: threading.Thread | None = None
         self._closing = threading.Event()
 
@@ -102,6 +105,12 @@ class RedisHotStore(HotStore):
             for vectors, ttl_s in batch.vectors:
                 for fp, blob in vectors.items():
                     pipe.set(layout.vector(fp), blob, ex=ttl_s)
+            if batch.wanted:
+                fps = list(batch.wanted)
+                pipe.eval(self._bodies["put_if_wanted"], 2 * len(fps),
+                          *(layout.vector(fp) for fp in fps),
+                          *(layout.interest(fp) for fp in fps),
+                          batch.wanted_ttl_s, *batch.wanted.values())
             for fp, info in batch.failures.items():
                 pipe.set(layout.failure(fp), json.dumps(info), ex=batch.failure_ttl_s)
             if batch.forget_attempts:
@@ -111,11 +120,12 @@ class RedisHotStore(HotStore):
             if batch.done:
                 pipe.publish(layout.DONE_CHANNEL, ",".join(batch.done))
             self._queue_incr(pipe, batch.counts)
-            for name, value in batch.observations.items():
-                key = layout.histogram(name)
-                pipe.hincrby(key, str(bucket_index(name, value)), 1)
-                pipe.hincrbyfloat(key, "sum", float(value))
-                pipe.hincrby(key, "count", 1)
+            for observed in batch.observations:
+                for name, value in observed.items():
+                    key = layout.histogram(name)
+                    pipe.hincrby(key, str(bucket_index(name, value)), 1)
+                    pipe.hincrbyfloat(key, "sum", float(value))
+                    pipe.hincrby(key, "count", 1)
             if len(pipe):
                 pipe.execute()
 
@@ -124,7 +134,7 @@ class RedisHotStore(HotStore):
         # EXISTS, a round trip of its own, and this body is a few dozen bytes.
         flat = [x for kv in counts.items() if kv[1] for x in kv]
         if flat:
-            pipe.eval(self._incr_body, 1, layout.STATS, *flat)
+            pipe.eval(self._bodies["incr_many"], 1, layout.STATS, *flat)
 
     # --- claims and run leases
     def claim(self, fps: list[str], owner: str, ttl_ms: int,
@@ -284,7 +294,8 @@ class RedisHotStore(HotStore):
                 while not self._closing.is_set():
                     msg = pubsub.get_message(timeout=1.0)
                     if msg and msg.get("type") == "message":
-                        self._dispatch(msg["data"].decode().split(","))
+                        with stages.timed("notify"):
+                            self._dispatch(msg["data"].decode().split(","))
             except Exception as exc:  # the listener outlives any failure; waiters poll
                 if self._closing.is_set():
                     return  # close() pulled the connection from under the read

@@ -93,16 +93,22 @@ class Settled:
 class BatchRecord:
     """Everything a finished batch (or any set of outcomes) tells the hot store, written
     in this order in one round trip: vectors, failures, attempt counts forgotten, claims
-    freed, "done" published, counters, histograms."""
+    freed, "done" published, counters, histograms. `wanted` vectors get a hot copy only
+    where some caller's interest is registered (bulk work: nobody else reads them there;
+    a job's waiters find them in the durable store)."""
 
     vectors: list[tuple[dict[str, bytes], int]] = field(default_factory=list)  # (fp->vector, ttl s)
+    wanted: dict[str, bytes] = field(default_factory=dict)
+    wanted_ttl_s: int = 300
     failures: dict[str, Failure] = field(default_factory=dict)
     failure_ttl_s: int = 300
     forget_attempts: list[str] = field(default_factory=list)
     free_claims: list[str] = field(default_factory=list)
     done: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
-    observations: dict[str, float] = field(default_factory=dict)  # histogram -> value
+    # One observation of each named histogram per dict (a record of several batches
+    # carries one dict per batch).
+    observations: list[dict[str, float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

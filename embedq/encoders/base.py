@@ -56,28 +56,46 @@ class Encoder(ABC):
         return EncodeSpec(self.name, self.revision, dimensions, normalize)
 
 
-def finish_vector(raw: npt.NDArray[np.floating], spec: EncodeSpec, native_dim: int) -> Matrix:
-    """Apply `spec` to one raw row: check it, truncate to `dimensions`, renormalize.
-
-    Raises InvalidVector for NaN/Inf, a wrong width, or a zero vector that cannot be
-    normalized: such a vector is never cached.
-    """
-    row = np.asarray(raw, dtype=np.float32)
-    if row.ndim != 1 or row.shape[0] != native_dim:
-        raise InvalidVector(
-            f"encoder returned a vector of shape {row.shape}, expected ({native_dim},)"
-        )
-    if not np.isfinite(row).all():
-        raise InvalidVector("encoder returned NaN or Inf for this text; it was not cached")
+def finish_rows(raw: npt.NDArray[np.floating], spec: EncodeSpec, native_dim: int
+                ) -> tuple[Matrix, list[str | None]]:
+    """Apply `spec` to every row of a batch at once: check each, truncate to
+    `dimensions`, renormalize. Returns the finished rows and, per row, None or why it is
+    refused (NaN/Inf, a zero vector that cannot be normalized, a wrong width): such a
+    vector is never cached. One matrix operation per step, not one per row."""
+    rows = np.asarray(raw, dtype=np.float32)
+    n = rows.shape[0] if rows.ndim >= 1 else 0
+    if rows.ndim != 2 or rows.shape[1] != native_dim:
+        shape = tuple(rows.shape[1:]) if rows.ndim >= 1 else ()
+        return rows, [f"encoder returned a vector of shape {shape}, expected "
+                      f"({native_dim},)"] * n
+    if spec.dimensions is not None and spec.dimensions > native_dim:
+        return rows, [f"dimensions={spec.dimensions} is wider than the model's "
+                      f"{native_dim}"] * n
+    finite: npt.NDArray[np.bool_] = np.asarray(np.isfinite(rows).all(axis=1))
     if spec.dimensions is not None:
-        if spec.dimensions > native_dim:
-            raise InvalidVector(
-                f"dimensions={spec.dimensions} is wider than the model's {native_dim}"
-            )
-        row = row[: spec.dimensions]
+        rows = rows[:, : spec.dimensions]
+    zero: npt.NDArray[np.bool_] = np.zeros(n, dtype=bool)
     if spec.normalize:
-        norm = float(np.linalg.norm(row))
-        if norm == 0.0 or not np.isfinite(norm):
-            raise InvalidVector("encoder returned a zero vector; it cannot be normalized")
-        row = row / norm
-    return np.ascontiguousarray(row, dtype=np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            norms = np.linalg.norm(rows, axis=1)
+        zero = np.asarray(finite & ~((norms > 0) & np.isfinite(norms)))
+        scale = np.where(zero | ~finite, np.float32(1.0), norms).astype(np.float32)
+        rows = np.asarray(rows / scale[:, None], dtype=np.float32)
+    reasons: list[str | None] = [
+        None if ok else ("encoder returned NaN or Inf for this text; it was not cached"
+                         if not fin else "encoder returned a zero vector; it cannot be "
+                         "normalized")
+        for ok, fin in zip(np.asarray(finite & ~zero).tolist(), finite.tolist(), strict=True)]
+    return np.ascontiguousarray(rows, dtype=np.float32), reasons
+
+
+def finish_vector(raw: npt.NDArray[np.floating], spec: EncodeSpec, native_dim: int) -> Matrix:
+    """Apply `spec` to one raw row (`finish_rows` for one); raises InvalidVector saying
+    why a refused row is refused."""
+    rows, reasons = finish_rows(np.asarray(raw, dtype=np.float32).reshape(1, -1)
+                                if np.ndim(raw) == 1 else np.asarray(raw), spec, native_dim)
+    if len(reasons) != 1 or reasons[0] is not None:
+        raise InvalidVector(reasons[0] if len(reasons) == 1 and reasons[0] else
+                            f"encoder returned a vector of shape {np.shape(raw)}, "
+                            f"expected ({native_dim},)")
+    return np.ascontiguousarray(rows[0], dtype=np.float32)

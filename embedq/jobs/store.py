@@ -170,14 +170,6 @@ class JobStore:
             )
             return [(fp, text) for fp, text in rows]
 
-    def stored(self, fps: Sequence[str]) -> set[str]:
-        """The fingerprints among `fps` whose vectors are already in the durable store."""
-        if not fps:
-            return set()
-        with self.db.session() as s:
-            return set(s.scalars(select(Embedding.fingerprint).where(
-                self.db.among(Embedding.fingerprint, fps))))
-
     def results(self, job_id: str, offset: int, limit: int) -> Iterator[ResultRow]:
         """Items in input order from `offset`, each with its vector or error; paged."""
         index = offset

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from celery import Celery
 
+from embedq import stages
 from embedq.config import Settings
 from embedq.coordination.executor import Settled, Ticket
 from embedq.coordination.store import Hold, HotStore
@@ -31,6 +32,7 @@ class QueueExecutor:
         self.hot = hot
         self.before_publish = before_publish
 
+    @stages.timed("publish")
     def start(self, spec: EncodeSpec, pairs: list[tuple[str, str]], ticket: Ticket,
               deadline: float) -> Settled:
         """Publish the work; nothing is settled here.

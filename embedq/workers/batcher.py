@@ -35,6 +35,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from embedq import stages
 from embedq.encoders import Encoder
 from embedq.workers.items import (
     BULK,
@@ -55,6 +56,7 @@ ONLINE_GRACE_S = 2.0
 # Before any bulk batch was measured, that budget is 1/BULK_SHRINK of the batch budget.
 BULK_SHRINK = 4
 COST_EWMA = 0.2  # weight of the newest bulk batch in the cost per padded token
+WRITE_GROUP_TEXTS = 4096  # at most this many texts in one write of several batches
 
 
 class Batcher:
@@ -103,6 +105,7 @@ class Batcher:
         self._writes: queue.PriorityQueue[tuple[int, int, Batch | None]] = \
             queue.PriorityQueue(maxsize=max(2, parallel))
         self.preemptions = 0
+        self.busy_s = 0.0  # the model's time in forward passes (the model-busy share)
         self._preemptible = False
         self._current: Batch | None = None
         self._encoder_thread = 0
@@ -312,9 +315,12 @@ class Batcher:
             if self.on_attempt is not None:
                 self.on_attempt(sorted({i.fp for i in items}))
             began = time.perf_counter()
-            batch.raw = self.encoder.encode(batch.texts)
+            with stages.timed("encode"):
+                batch.raw = self.encoder.encode(batch.texts)
+            batch.encode_s = time.perf_counter() - began - batch.paused
+            self.busy_s += batch.encode_s
             if items[0].lane == BULK and batch.tokens:
-                self._learn_cost((time.perf_counter() - began - batch.paused) / batch.tokens)
+                self._learn_cost(batch.encode_s / batch.tokens)
         except Exception as exc:  # the writer decides per item what the failure means
             batch.error = exc
         finally:
@@ -357,19 +363,35 @@ class Batcher:
             self._preemptible = True
 
     def _write_loop(self) -> None:
-        while True:
-            _, _, batch = self._writes.get()
-            if batch is None:
+        """Hand the writer every batch encoded since its last write (online first, at
+        most WRITE_GROUP_TEXTS texts): with a model faster than the writes, their cost is
+        paid per group, not per batch."""
+        stop = False
+        while not stop:
+            _, _, first = self._writes.get()
+            if first is None:
                 return
+            group, texts = [first], len(first.texts)
+            while texts < WRITE_GROUP_TEXTS:
+                try:
+                    _, _, more = self._writes.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                group.append(more)
+                texts += len(more.texts)
             try:
-                self.sink(batch)
+                self.sink(group)
             except Exception as exc:
                 log.exception("batch sink failed")
-                for waiters in batch.waiters:
-                    for item in waiters:
-                        if not item.future.done():
-                            item.future.set_exception(exc)
+                for batch in group:
+                    for waiters in batch.waiters:
+                        for item in waiters:
+                            if not item.future.done():
+                                item.future.set_exception(exc)
             finally:
                 with self._written:
-                    self._unwritten -= 1
+                    self._unwritten -= len(group)
                     self._written.notify_all()

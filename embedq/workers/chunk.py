@@ -1,12 +1,12 @@
-"""One chunk of a job, inside a worker: read, skip stored, claim, embed, count.
+"""One chunk of a job, inside a worker: read, claim, embed (or find stored), count.
 
 `run_chunk` is the whole life of a chunk task:
   1. the job must be running (a cancelled or paused job's chunks do nothing);
   2. read the chunk's (fingerprint, text) items from the database, collapse duplicates;
-  3. per slice of SLICE_TEXTS fingerprints (two slices in flight): skip those already
-     stored, in one query (cached); claim the rest; won claims are embedded through the
-     runtime's batcher on the job's lane, lost ones (computed by someone else right now)
-     are waited for (coalesced);
+  3. per slice of SLICE_TEXTS fingerprints (two slices in flight): claim them; won claims
+     go to the runtime, which finds under the run leases those already stored (cached;
+     one durable lookup a text) and embeds the rest through the batcher on the job's
+     lane; lost ones (computed by someone else right now) are waited for (coalesced);
   4. record the counts in one guarded UPDATE, so a chunk that ran twice counts once.
 Vectors never leave the worker through the task: they are in the durable store.
 """
@@ -17,6 +17,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from embedq import stages
 from embedq.coordination.outcomes import describe, read_outcomes
 from embedq.coordination.waiting import CHUNK
 from embedq.fingerprint import EncodeSpec
@@ -58,7 +59,7 @@ def run_chunk(runtime: WorkerRuntime, store: JobStore, job_id: str, chunk_no: in
              for i in range(0, len(fps), SLICE_TEXTS)]
 
     def run(part: dict[str, str]) -> _Slice:
-        return _run_slice(runtime, store, spec, lane, owner, part)
+        return _run_slice(runtime, spec, lane, owner, part)
 
     total = _Slice()
     if len(parts) <= 1:
@@ -93,9 +94,9 @@ class _Slice:
         self.failed.update(other.failed)
 
 
-def _run_slice(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, lane: int,
+def _run_slice(runtime: WorkerRuntime, spec: EncodeSpec, lane: int,
                owner: str, text_of: dict[str, str]) -> _Slice:
-    """Skip stored, claim, embed what we won, wait for what others hold."""
+    """Claim, embed what we won (finding what is stored), wait for what others hold."""
     # A bulk slice is set up only when the batcher runs low, one slice at a time: the
     # slices of a wave start one by one as the model needs them, not in one burst that
     # online work in this process would feel.
@@ -106,39 +107,44 @@ def _run_slice(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, lane: 
     room = batcher.reserve(BULK, len(text_of)) if batcher is not None and lane == BULK \
         else None
     try:
-        return _claim_and_embed(runtime, store, spec, lane, owner, text_of, batcher, room)
+        return _claim_and_embed(runtime, spec, lane, owner, text_of, batcher, room)
     finally:
         if batcher is not None and room is not None:
             batcher.release(room)
 
 
-def _claim_and_embed(runtime: WorkerRuntime, store: JobStore, spec: EncodeSpec, lane: int,
-                     owner: str, text_of: dict[str, str], batcher: Batcher | None,
+def _claim_and_embed(runtime: WorkerRuntime, spec: EncodeSpec, lane: int, owner: str,
+                     text_of: dict[str, str], batcher: Batcher | None,
                      room: Room | None) -> _Slice:
-    out = _Slice(stored=store.stored(list(text_of)))
-    todo = [fp for fp in text_of if fp not in out.stored]
-    # A claim this chunk's owner holds already (an earlier run of it) is won again.
-    claimed = runtime.hot.claim(todo, owner, runtime.settings.queue.claim_ttl_ms)
+    out = _Slice()
+    # A claim this chunk's owner holds already (an earlier run of it) is won again. What
+    # is stored already is found under the run lease (one durable lookup a text): a text
+    # another execution stored after any earlier look is found there too.
+    with stages.timed("chunk"):
+        claimed = runtime.hot.claim(list(text_of), owner,
+                                    runtime.settings.queue.claim_ttl_ms)
     won, lost = claimed.won, claimed.lost
     if not won and batcher is not None and room is not None:
         batcher.release(room)  # nothing to encode here: let the next slice in
     pending = list(lost)
     while True:
         if won:
-            runtime.embed_pairs(spec, {fp: text_of[fp] for fp in won}, lane, room)
+            ran = runtime.embed_pairs(spec, {fp: text_of[fp] for fp in won}, lane, room)
             if batcher is not None and room is not None:
                 batcher.release(room)  # filled by the submit, or never needed
-            got = store.stored(won)
-            out.encoded |= got
-            failed = read_outcomes(runtime.hot, [fp for fp in won if fp not in got])[1]
+            out.stored |= ran.reused
+            out.encoded |= ran.done - ran.reused
+            rest = [fp for fp in won if fp not in ran.done]
+            with stages.timed("chunk"):
+                failed = read_outcomes(runtime.hot, rest)[1] if rest else {}
             out.failed.update({fp: describe(e) for fp, e in failed.items()})
-            # Neither stored nor failed: a duplicate execution holds it; wait for it.
-            pending += [fp for fp in won if fp not in got and fp not in out.failed]
+            # Neither done nor failed: a duplicate execution holds it; wait for it.
+            pending += [fp for fp in rest if fp not in out.failed]
         if not pending:
             break
         won = _wait(runtime, pending, owner, out.failed)
         pending = [fp for fp in pending if fp not in won] if won else []
-    out.lost = set(lost) - out.encoded
+    out.lost = set(lost) - out.encoded - out.stored
     return out
 
 

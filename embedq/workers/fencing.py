@@ -16,7 +16,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from embedq import stages
 from embedq.config import Settings
 from embedq.coordination.outcomes import announce, publish_failures
 from embedq.coordination.store import Hold, HotStore, Leased
@@ -26,6 +28,16 @@ from embedq.errors import EmbedqError, PoisonText
 log = logging.getLogger("embedq.worker")
 
 ATTEMPTS_TTL_S = 3600
+
+
+@dataclass
+class Ran:
+    """What became of a set of texts run under leases: those that got a vector (computed
+    here, by another execution meanwhile, or found stored), and of those the ones found
+    stored rather than computed here."""
+
+    done: set[str] = field(default_factory=set)
+    reused: set[str] = field(default_factory=set)
 
 
 class Fencing:
@@ -44,6 +56,7 @@ class Fencing:
         self._stop.set()
 
     # --- attempts and dead letters
+    @stages.timed("fencing")
     def triage(self, attempts: dict[str, int]) -> tuple[dict[str, BaseException], set[str]]:
         """(dead-lettered failures, suspects) among leased fingerprints, from the attempt
         counts read with their leases (`lease`); the dead-lettered are published."""
@@ -59,6 +72,7 @@ class Fencing:
         suspects = {fp for fp, n in attempts.items() if n > 0 and fp not in dead}
         return dead, suspects
 
+    @stages.timed("fencing")
     def count_attempt(self, fps: list[str]) -> None:
         """The batcher's hook, called just before the model runs on `fps`."""
         self.hot.count_attempts(fps, ATTEMPTS_TTL_S)
@@ -69,26 +83,24 @@ class Fencing:
 
     # --- leases
     def run_leased(self, pairs: dict[str, str],
-                   encode: Callable[[dict[str, str], dict[str, int]], tuple[int, int]]
-                   ) -> tuple[int, int]:
+                   encode: Callable[[dict[str, str], dict[str, int]], Ran]) -> Ran:
         """Encode `pairs` under run leases; wait out fingerprints another execution is
         running, and take over those whose runner vanished. A fingerprint whose vector is
         in the hot store when its lease is asked for is not leased: it counts as reused.
-        `encode(leased, attempts)` (the leased pairs, their attempt counts) returns (got a
-        vector, of which reused); so does this."""
-        done = reused = 0
+        `encode(leased, attempts)` (the leased pairs, their attempt counts) says which got
+        a vector and which of those were found stored; so does this, for all `pairs`."""
+        out = Ran()
         pending = dict(pairs)
         deadline = time.monotonic() + self.settings.queue.visibility_timeout_s
         while pending:
             leased = self.lease(list(pending))
-            done += len(leased.stored)
-            reused += len(leased.stored)
+            out.done |= set(leased.stored)
+            out.reused |= set(leased.stored)
             if leased.won:
                 try:
-                    encoded, again = encode({fp: pending[fp] for fp in leased.won},
-                                            leased.won)
-                    done += encoded
-                    reused += again
+                    ran = encode({fp: pending[fp] for fp in leased.won}, leased.won)
+                    out.done |= ran.done
+                    out.reused |= ran.reused
                 finally:
                     self.unlease(list(leased.won))
             for fp in [*leased.won, *leased.stored]:
@@ -96,7 +108,7 @@ class Fencing:
             if not leased.held:
                 break
             got = self.waiting.wait(leased.held, REDELIVERY, deadline=deadline)
-            done += len(got.vectors)
+            out.done |= set(got.vectors)
             # Orphans (their runner died) and work still running go round again: the
             # orphans are leased here. At the deadline what still runs is left to it.
             settled = set(got.vectors) | set(got.failures)
@@ -104,8 +116,9 @@ class Fencing:
                 settled |= set(got.pending)
             for fp in settled:
                 del pending[fp]
-        return done, reused
+        return out
 
+    @stages.timed("fencing")
     def lease(self, fps: list[str]) -> Leased:
         """Take the run leases of `fps` that no one else holds and whose vector is not in
         the hot store (kept fresh until `unlease`), in one atomic step: a runner writes
@@ -119,6 +132,7 @@ class Fencing:
             self._leased.update(leased.won)
         return leased
 
+    @stages.timed("fencing")
     def unlease(self, fps: list[str]) -> None:
         with self._lock:
             self._leased.difference_update(fps)

@@ -53,11 +53,13 @@ class Batch:
     lane: int = ONLINE
     started: float = 0.0
     paused: float = 0.0  # seconds this batch stood aside for online batches
+    encode_s: float = 0.0  # seconds the model spent on this batch's own forward pass
     raw: Matrix | None = None
     error: BaseException | None = None
 
 
-Sink = Callable[[Batch], None]
+# Writes the batches encoded since its last call (one or more), resolving each item.
+Sink = Callable[[list[Batch]], None]
 AttemptHook = Callable[[list[str]], None]
 # Given a batch's items just before they encode, returns those to encode; it resolves
 # the future of each item it leaves out.

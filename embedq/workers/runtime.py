@@ -29,6 +29,7 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from typing import Any
 
+from embedq import stages
 from embedq.config import Settings
 from embedq.coordination import HotStore, make_hot_store
 from embedq.coordination.executor import Ticket
@@ -41,12 +42,14 @@ from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
 from embedq.models.vectors import VectorStore, open_vectors
 from embedq.workers.batcher import Batcher
-from embedq.workers.fencing import Fencing
+from embedq.workers.fencing import Fencing, Ran
 from embedq.workers.interest import DropUnwanted
 from embedq.workers.items import BULK, ONLINE, Item, Room
 from embedq.workers.writer import BatchWriter
 
 log = logging.getLogger("embedq.worker")
+
+HEARTBEAT_S = 5.0
 
 
 @dataclass
@@ -81,6 +84,8 @@ class WorkerRuntime:
         """`heartbeat`: announce this runtime as a worker (False: one an API process
         holds to encode its own online misses, which consumes no queue)."""
         self.settings = settings
+        if settings.worker.stage_timing:
+            stages.enable()
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
         self.hot = hot if hot is not None else make_hot_store(settings)
         self.db = db if db is not None else Database.from_settings(settings)
@@ -169,13 +174,25 @@ class WorkerRuntime:
             "queued": self.depth(),
         }
 
+    def model_busy_s(self) -> float:
+        """Seconds the models of this runtime spent in forward passes since it started."""
+        return sum(s.batcher.busy_s for s in self.served.values())
+
     def _heartbeat(self) -> None:
+        """Every HEARTBEAT_S: this worker's info, with the share of the last interval its
+        models spent in forward passes; the stage timings accumulated meanwhile."""
+        last_wall, last_busy = time.monotonic(), self.model_busy_s()
         while not self._stop.is_set():
+            now, busy = time.monotonic(), self.model_busy_s()
+            share = (busy - last_busy) / (now - last_wall) if now > last_wall else 0.0
+            last_wall, last_busy = now, busy
             try:
-                self.hot.heartbeat(self.worker_id, self.info(), ttl_s=15)
+                self.hot.heartbeat(self.worker_id, {**self.info(), "model_busy_share":
+                                                    round(min(1.0, share), 4)}, ttl_s=15)
+                self.hot.incr(stages.take())
             except EmbedqError as exc:
                 log.warning("heartbeat failed: %s", exc)
-            self._stop.wait(5)
+            self._stop.wait(HEARTBEAT_S)
 
     def close(self) -> None:
         self._stop.set()
@@ -216,20 +233,21 @@ class WorkerRuntime:
         if refused:
             self.hot.incr({"refused": refused})
         owner = payload.get("owner")  # set: its producer tracks its callers' interest
-        counts = self.embed_pairs(spec, pairs, lane,
-                                  ticket=Ticket(owner) if isinstance(owner, str) else None,
-                                  durable=not first_delivery) \
-            if pairs else {"done": 0, "failed": 0, "reused": 0}
-        return {**counts, "refused": refused}
+        ran = self.embed_pairs(spec, pairs, lane,
+                               ticket=Ticket(owner) if isinstance(owner, str) else None,
+                               durable=not first_delivery) if pairs else Ran()
+        return {"done": len(ran.done), "failed": len(pairs) - len(ran.done),
+                "reused": len(ran.reused), "refused": refused}
 
     def embed_pairs(self, spec: EncodeSpec, pairs: dict[str, str], lane: int,
                     room: Room | None = None, ticket: Ticket | None = None, *,
-                    durable: bool = True) -> dict[str, int]:
+                    durable: bool = True) -> Ran:
         """Embed (fingerprint -> text) pairs; `room` is batcher room the caller reserved
         (filled by the first submit; the caller releases it if nothing was submitted);
         `ticket`: an online message's (its claim owner), whose texts are not encoded once
         nobody waits for them (None: always encoded); `durable`: look for vectors already
-        stored in the durable store too."""
+        stored in the durable store too. Returns which fingerprints got a vector, and of
+        those which were found stored rather than computed."""
         fps = list(pairs)
         served = self.serving(spec)
         if served is None:
@@ -246,30 +264,31 @@ class WorkerRuntime:
                 "revision its own EMBEDQ_ONLINE_QUEUE and EMBEDQ_BULK_QUEUE"
             )
             self.writer.fail({fp: err for fp in fps})
-            return {"done": 0, "failed": len(fps), "reused": 0}
+            return Ran()
 
         fencing = self.fencing
 
-        def encode(mine: dict[str, str], attempts: dict[str, int]) -> tuple[int, int]:
+        def encode(mine: dict[str, str], attempts: dict[str, int]) -> Ran:
             # Under the lease: a vector the hot store had was found when leasing; one only
-            # the durable store holds (a redelivery, a hot copy that expired) is found here.
-            fps_mine = list(mine)
-            stored = self.durable.get_many(fps_mine) if durable else {}
-            if stored:
-                publish_vectors(self.hot, stored, self.settings.worker.hot_ttl_s)
-            rest = [fp for fp in fps_mine if fp not in stored]
+            # the durable store holds (a redelivery, a hot copy that expired, a text a job
+            # embedded before) is found here. Bulk texts get a hot copy only where an
+            # online caller waits for them (a re-run job must not fill Redis).
+            with stages.timed("fencing"):
+                stored = self.durable.get_many(list(mine)) if durable else {}
+            publish_vectors(self.hot, stored, self.settings.worker.hot_ttl_s,
+                            wanted_only=lane != ONLINE)
+            rest = [fp for fp in mine if fp not in stored]
             dead, suspects = fencing.triage({fp: attempts[fp] for fp in rest})
             todo = {fp: mine[fp] for fp in rest if fp not in dead}
             got = self._encode(served.batcher, spec, todo, suspects, lane, room, ticket) \
-                if todo else 0
-            return got + len(stored), len(stored)
+                if todo else set()
+            return Ran(got | set(stored), set(stored))
 
-        done, reused = fencing.run_leased(pairs, encode)
-        return {"done": done, "failed": len(fps) - done, "reused": reused}
+        return fencing.run_leased(pairs, encode)
 
     def _encode(self, batcher: Batcher, spec: EncodeSpec, pairs: dict[str, str],
                 suspects: set[str], lane: int, room: Room | None = None,
-                ticket: Ticket | None = None) -> int:
+                ticket: Ticket | None = None) -> set[str]:
         items = [
             Item(fp=fp, text=text, spec=spec, lane=lane, alone=fp in suspects, ticket=ticket)
             for fp, text in pairs.items()
@@ -282,7 +301,7 @@ class WorkerRuntime:
             # Infrastructure, not the text: forget the attempt and let the task retry.
             self.fencing.forget_attempts([i.fp for i in items])
             raise unavailable[0]  # type: ignore[misc]
-        return sum(1 for i in items if i.future.exception() is None)
+        return {i.fp for i in items if i.future.exception() is None}
 
 
 __all__ = ["BULK", "ONLINE", "Served", "WorkerRuntime", "served_revisions"]

@@ -17,11 +17,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from embedq import stages
 from embedq.config import Settings
 from embedq.coordination.outcomes import publish_failures
 from embedq.coordination.store import BatchRecord, HotStore, failures_of
-from embedq.encoders import Encoder, finish_vector
+from embedq.encoders import Encoder
+from embedq.encoders.base import finish_rows
 from embedq.errors import EmbeddingFailed, InvalidVector, Unavailable, UpstreamError
+from embedq.fingerprint import EncodeSpec
 from embedq.models.vectors import StoredVector, VectorStore, to_bytes
 from embedq.workers.items import ONLINE, Batch, Item
 
@@ -40,23 +43,42 @@ class BatchWriter:
         self.resubmit = resubmit
         self._usage = (0, 0)
 
-    def __call__(self, batch: Batch) -> None:
-        """Validate, persist once, fill the hot store, resolve each item."""
-        elapsed_ms = (time.perf_counter() - batch.started - batch.paused) * 1000
+    def __call__(self, batches: list[Batch]) -> None:
+        """Write the batches the model finished since the last write, together: one
+        durable statement and one hot-store round trip for all of them (a model that
+        outruns the writes hands over several at once; a slow one, one at a time)."""
+        with stages.timed("writer"):
+            good = [b for b in batches if self._encoded(b)]
+            if good:
+                self._write(good)
+
+    def _encoded(self, batch: Batch) -> bool:
+        """True when `batch` has rows to write; a failed one is handled here."""
         items = [item for waiters in batch.waiters for item in waiters]
+        if batch.error is None:
+            assert batch.raw is not None
+            width = self.encoder.dimension
+            if len(batch.texts) > 1 and width and batch.raw.shape[1:] != (width,):
+                # A whole batch of the wrong width says nothing about which text caused
+                # it: like a failed batch, each text is tried alone, and only its own row
+                # refused.
+                batch.error = InvalidVector(f"encoder returned a batch of shape "
+                                            f"{batch.raw.shape}, expected (n, {width})")
         if batch.error is not None:
             self._failed(batch, items)
-            return
-        assert batch.raw is not None
-        width = self.encoder.dimension
-        if len(batch.texts) > 1 and width and batch.raw.shape[1:] != (width,):
-            # A whole batch of the wrong width says nothing about which text caused it:
-            # like a failed batch, each text is tried alone, and only its own row refused.
-            batch.error = InvalidVector(f"encoder returned a batch of shape "
-                                        f"{batch.raw.shape}, expected (n, {width})")
-            self._failed(batch, items)
-            return
-        rows, bad = self._finish(batch)
+            return False
+        return True
+
+    def _write(self, batches: list[Batch]) -> None:
+        """Validate, persist once, fill the hot store, resolve each item."""
+        now = time.perf_counter()
+        items = [item for b in batches for waiters in b.waiters for item in waiters]
+        rows: dict[str, StoredVector] = {}
+        bad: dict[str, BaseException] = {}
+        for batch in batches:
+            ok, refused = self._finish(batch)
+            rows.update(ok)
+            bad.update(refused)
         _answer_early(items, rows)
         try:
             self.durable.put_many(list(rows.values()))
@@ -67,53 +89,57 @@ class BatchWriter:
         blobs = {fp: r.vector for fp, r in rows.items()}
         online = {i.fp for i in items if i.lane == ONLINE}
         hot_ttl_s = self.settings.worker.hot_ttl_s
-        # Bulk vectors stay hot only long enough for waiters to collect them: a million-row
-        # job must not fill Redis; Postgres answers later lookups. One round trip in all,
-        # the texts whose vectors were refused included.
+        texts = sum(len(b.texts) for b in batches)
+        # Bulk vectors get a hot copy only where an online caller joined the work (a
+        # million-row job must not fill Redis); a job's own waiters, and later lookups,
+        # read Postgres. One round trip in all, the texts whose vectors were refused
+        # included.
         self.hot.record_batch(BatchRecord(
-            vectors=[
-                ({fp: b for fp, b in blobs.items() if fp in online}, hot_ttl_s),
-                ({fp: b for fp, b in blobs.items() if fp not in online},
-                 min(hot_ttl_s, BULK_HOT_TTL_S)),
-            ],
+            vectors=[({fp: b for fp, b in blobs.items() if fp in online}, hot_ttl_s)],
+            wanted={fp: b for fp, b in blobs.items() if fp not in online},
+            wanted_ttl_s=min(hot_ttl_s, BULK_HOT_TTL_S),
             failures=failures_of(bad), failure_ttl_s=self.settings.worker.failure_ttl_s,
             forget_attempts=sorted({i.fp for i in items}),
             free_claims=[*blobs, *bad],
             done=sorted([*blobs, *bad]),
-            counts={"encoded": len(batch.texts), "batches": 1, "failed": len(bad),
-                    **self.usage()},
-            observations={"batch_texts": len(batch.texts), "batch_tokens": batch.tokens,
-                          "encode_seconds": elapsed_ms / 1000},
+            counts={"encoded": texts, "batches": len(batches), "failed": len(bad),
+                    "model_busy_us": int(sum(b.encode_s for b in batches) * 1_000_000),
+                    **self.usage(), **stages.take()},
+            observations=[{"batch_texts": len(b.texts), "batch_tokens": b.tokens,
+                           "encode_seconds": now - b.started - b.paused} for b in batches],
         ))
-        for fp, refused in bad.items():
-            log.warning("failed fp=%s: %s", fp[:12], refused)
+        for fp, why in bad.items():
+            log.warning("failed fp=%s: %s", fp[:12], why)
         for item in items:
             if item.fp in blobs:
                 item.future.set_result(blobs[item.fp])
             else:
                 item.future.set_exception(bad[item.fp])
-        log.info(
-            "batch done texts=%d items=%d tokens=%d failed=%d cost_ms=%.1f",
-            len(batch.texts), len(items), batch.tokens, len(bad), elapsed_ms,
-        )
+        for b in batches:
+            log.info("batch done texts=%d items=%d tokens=%d failed=%d cost_ms=%.1f",
+                     len(b.texts), sum(len(w) for w in b.waiters), b.tokens,
+                     sum(1 for w in b.waiters for i in w if i.fp in bad),
+                     (now - b.started - b.paused) * 1000)
 
     def _finish(self, batch: Batch) -> tuple[dict[str, StoredVector], dict[str, BaseException]]:
         """Each item's vector finished for its spec, or why it was refused (NaN, Inf, a
-        wrong width): its own row only."""
+        wrong width): its own row only. The rows of one spec are finished together."""
         assert batch.raw is not None
+        by_spec: dict[EncodeSpec, list[tuple[int, Item]]] = {}
+        for r, waiters in enumerate(batch.waiters):
+            for item in waiters:
+                by_spec.setdefault(item.spec, []).append((r, item))
         rows: dict[str, StoredVector] = {}
         bad: dict[str, BaseException] = {}
-        for row, waiters in zip(batch.raw, batch.waiters, strict=True):
-            for item in waiters:
-                try:
-                    vec = finish_vector(row, item.spec, self.encoder.dimension)
-                except InvalidVector as exc:
-                    bad[item.fp] = InvalidVector(str(exc), item.fp)
-                    continue
-                rows[item.fp] = StoredVector(
-                    item.fp, item.spec.model, item.spec.revision, int(vec.shape[0]),
-                    to_bytes(vec), item.spec.dtype,
-                )
+        for spec, members in by_spec.items():
+            picked = batch.raw[[r for r, _ in members]]
+            done, reasons = finish_rows(picked, spec, self.encoder.dimension)
+            for (_, item), vec, reason in zip(members, done, reasons, strict=True):
+                if reason is not None:
+                    bad[item.fp] = InvalidVector(reason, item.fp)
+                else:
+                    rows[item.fp] = StoredVector(item.fp, spec.model, spec.revision,
+                                                 int(vec.shape[0]), to_bytes(vec), spec.dtype)
         return rows, bad
 
     def fail(self, failures: dict[str, BaseException],

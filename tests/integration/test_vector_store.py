@@ -12,6 +12,7 @@ import pytest
 from embedq.models import Database
 from embedq.models.migrate import upgrade
 from embedq.models.vectors import (
+    COPY_MIN_ROWS,
     READ_CHUNK,
     PostgresVectors,
     SQLiteVectors,
@@ -76,3 +77,16 @@ def test_lookups_past_one_read_chunk_find_every_row(vectors: VectorStore) -> Non
     assert vectors.put_many([row(fp, dims=2) for fp in fps[2000:]]) == len(fps) - 2000
     assert set(vectors.get_many(fps)) == set(fps)
     assert vectors.count() == before + len(fps)
+
+
+def test_a_large_batch_counts_only_its_new_rows_batch_after_batch(vectors: VectorStore
+                                                                 ) -> None:
+    """From COPY_MIN_ROWS rows a batch goes in by COPY on Postgres: the same contract, and
+    the session's staging table is empty again for the next batch."""
+    fps = [uuid.uuid4().hex for _ in range(3 * COPY_MIN_ROWS)]
+    first, second = fps[:2 * COPY_MIN_ROWS], fps[COPY_MIN_ROWS:]
+    assert vectors.put_many([row(fp, 1.0) for fp in first]) == len(first)
+    assert vectors.put_many([row(fp, 2.0) for fp in second]) == COPY_MIN_ROWS
+    got = vectors.get_many(fps)
+    assert set(got) == set(fps)
+    assert from_bytes(got[first[-1]])[0] == 1.0 and from_bytes(got[fps[-1]])[0] == 2.0

@@ -15,9 +15,9 @@ def test_bucket_bounds_are_inclusive_and_overflow_goes_to_inf() -> None:
 
 def test_observations_accumulate_per_bucket_with_sum_and_count(store: HotStore) -> None:
     assert store.histograms() == {}
-    store.record_batch(BatchRecord(observations={"batch_texts": 3, "encode_seconds": 0.02}))
-    store.record_batch(BatchRecord(observations={"batch_texts": 64}))
-    store.record_batch(BatchRecord(observations={"batch_texts": 5000}))
+    store.record_batch(BatchRecord(observations=[{"batch_texts": 3, "encode_seconds": 0.02}]))
+    store.record_batch(BatchRecord(observations=[{"batch_texts": 64}]))
+    store.record_batch(BatchRecord(observations=[{"batch_texts": 5000}]))
     snaps = store.histograms()
     texts = snaps["batch_texts"]
     assert texts.count == 3 and texts.total == 5067

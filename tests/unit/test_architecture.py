@@ -18,7 +18,7 @@ PACKAGE = Path(embedq.__file__).parent
 
 # Lowest first. "__init__" is the package's public API (embedq/__init__.py).
 LAYERS: list[set[str]] = [
-    {"errors", "version", "singleflight"},
+    {"errors", "version", "singleflight", "stages"},
     {"config", "fingerprint", "corpus"},
     {"models", "encoders"},
     {"coordination", "testing"},

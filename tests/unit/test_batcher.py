@@ -37,10 +37,19 @@ def held(lane: int = ONLINE, **limits: int) -> tuple[RecordingEncoder, Batcher]:
     """A batcher whose model is busy with a first one-text batch of `lane` until
     `enc.release` is set, so what is submitted next queues up."""
     enc = RecordingEncoder(hold_first=True)
-    batcher = Batcher(enc, finish, wait_ms=1, **limits)
+    batcher = Batcher(enc, one_by_one(finish), wait_ms=1, **limits)
     batcher.submit(items(["hold"], lane=lane))
     assert enc.started.wait(5)
     return enc, batcher
+
+
+def one_by_one(write: Callable[[Batch], None]) -> Callable[[list[Batch]], None]:
+    """A sink from a function of one batch (the batcher hands over one or more)."""
+    def sink(batches: list[Batch]) -> None:
+        for batch in batches:
+            write(batch)
+
+    return sink
 
 
 def finish(batch: Batch) -> None:
@@ -56,7 +65,7 @@ def items(texts: list[str], lane: int = ONLINE, alone: bool = False) -> list[Ite
 
 def test_duplicate_texts_are_encoded_once() -> None:
     enc = RecordingEncoder()
-    batcher = Batcher(enc, finish, wait_ms=20)
+    batcher = Batcher(enc, one_by_one(finish), wait_ms=20)
     work = items(["same text", "same text", "other"])
     batcher.submit(work)
     wait([i.future for i in work], timeout=5)
@@ -67,7 +76,7 @@ def test_duplicate_texts_are_encoded_once() -> None:
 
 def test_online_items_jump_ahead_of_queued_bulk_items() -> None:
     enc = RecordingEncoder(hold_first=True)
-    batcher = Batcher(enc, finish, wait_ms=1, max_texts=4)
+    batcher = Batcher(enc, one_by_one(finish), wait_ms=1, max_texts=4)
     first = items([f"bulk first {i}" for i in range(4)], lane=BULK)
     batcher.submit(first)
     assert enc.started.wait(5)
@@ -134,7 +143,7 @@ def test_encoder_errors_reach_the_sink() -> None:
             for item in waiters:
                 item.future.set_exception(batch.error or RuntimeError())
 
-    batcher = Batcher(Broken(), sink, wait_ms=1)
+    batcher = Batcher(Broken(), one_by_one(sink), wait_ms=1)
     work = items(["x"])
     batcher.submit(work)
     wait([work[0].future], timeout=5)
@@ -163,7 +172,7 @@ class CostlyEncoder(RecordingEncoder):
 
 def test_bulk_batches_follow_the_measured_cost_while_online_traffic_is_recent() -> None:
     enc = CostlyEncoder()
-    batcher = Batcher(enc, finish, wait_ms=1, max_tokens=10_000, max_texts=64,
+    batcher = Batcher(enc, one_by_one(finish), wait_ms=1, max_tokens=10_000, max_texts=64,
                       bulk_step_ms=20)
     batcher.submit(items(["recent online text"], lane=ONLINE))
     bulk = items([f"bulk {i}" for i in range(64)], lane=BULK)  # 4 tokens each
@@ -216,7 +225,7 @@ def test_online_texts_run_inside_a_bulk_batch_at_the_next_layer() -> None:
         finished.extend(batch.texts)
         finish(batch)
 
-    batcher = Batcher(enc, record, wait_ms=1)
+    batcher = Batcher(enc, one_by_one(record), wait_ms=1)
     bulk = items([f"bulk {i}" for i in range(8)], lane=BULK)
     batcher.submit(bulk)
     assert enc.holding.wait(5)
@@ -259,7 +268,7 @@ def test_reserved_room_admits_one_bulk_slice_at_a_time_until_the_lane_drains() -
 
 
 def test_a_room_released_unused_lets_the_next_slice_in() -> None:
-    batcher = Batcher(RecordingEncoder(), finish, wait_ms=1, max_texts=2)
+    batcher = Batcher(RecordingEncoder(), one_by_one(finish), wait_ms=1, max_texts=2)
     room = batcher.reserve(BULK, 8)
     admitted = threading.Event()
     threading.Thread(target=lambda: (batcher.reserve(BULK, 8), admitted.set()),
@@ -291,7 +300,7 @@ def test_a_suspect_is_encoded_only_after_every_earlier_batch_is_written() -> Non
         events.append("written " + ",".join(batch.texts))
         finish(batch)
 
-    batcher = Batcher(Recording(), slow_sink, wait_ms=1)
+    batcher = Batcher(Recording(), one_by_one(slow_sink), wait_ms=1)
     first = items(["healthy"])
     batcher.submit(first)
     deadline = time.monotonic() + 5

@@ -135,7 +135,7 @@ def test_a_recorded_batch_stores_forgets_frees_notifies_and_counts(store: HotSto
         failures={"rb-bad": FAILED}, failure_ttl_s=60,
         forget_attempts=fps, free_claims=fps, done=["rb-bad", "rb-bulk", "rb-online"],
         counts={"encoded": 2, "batches": 1, "failed": 1},
-        observations={"batch_texts": 2.0},
+        observations=[{"batch_texts": 2.0}],
     ))
     assert store.vectors(["rb-online", "rb-bulk"]) == [b"\x01", b"\x02"]
     assert store.settled(["rb-bad"]).failures == {"rb-bad": FAILED}

@@ -178,11 +178,12 @@ def test_items_left_out_are_never_encoded() -> None:
             encoded.append(list(texts))
             return super().encode(texts)
 
-    def finish(batch: Batch) -> None:
-        assert batch.raw is not None
-        for row, waiters in zip(batch.raw, batch.waiters, strict=True):
-            for item in waiters:
-                item.future.set_result(row.tobytes())
+    def finish(batches: list[Batch]) -> None:
+        for batch in batches:
+            assert batch.raw is not None
+            for row, waiters in zip(batch.raw, batch.waiters, strict=True):
+                for item in waiters:
+                    item.future.set_result(row.tobytes())
 
     batcher = Batcher(Recording(), finish, wait_ms=20, keep=DropUnwanted(store))
     try:

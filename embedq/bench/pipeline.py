@@ -1,0 +1,198 @@
+"""`embedq bench pipeline`: the pipeline around the model, measured with a model that
+costs nothing (the hashing encoder), against what its own storage absorbs.
+
+On the EMBEDQ_* cluster (Redis + Postgres), in one run:
+  1. bulk: N distinct texts (the held-out corpus split, salted so nothing is cached)
+     through `embedq bulk FILE --now --wait` and one `embedq worker`; texts/s from start
+     to the job's end;
+  2. the storage floor: the same N vectors written by one client into the same servers,
+     binary COPY into a table shaped like `embeddings` plus one Redis pipeline of SET
+     with a ttl; texts/s; the bulk rate over it;
+  3. online: 50 one-text clients against `embedq serve`, first misses (each text once),
+     then the same texts again (all hits); misses/s over hits/s;
+  4. where the CPU went: each process's CPU (the bulk command, the worker, the API, Redis,
+     Postgres's backends), the per-stage CPU the processes counted (EMBEDQ_STAGE_TIMING,
+     embedq/stages.py), and the model-busy share: the worker's forward-pass seconds over
+     the job's wall seconds.
+Processes it starts run with EMBEDQ_ENCODER=hashing and EMBEDQ_STAGE_TIMING=true, and are
+stopped on the way out. The worker it starts is the only one consuming the queues it uses
+(a live worker serving the hashing encoder is used instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from embedq.bench.cluster import cluster, preflight
+from embedq.bench.http import CLIENTS, _phase
+from embedq.config import Settings
+from embedq.corpus import load_texts
+from embedq.stages import PREFIX, STAGES
+
+TICKS = os.sysconf("SC_CLK_TCK")
+FLOOR_TTL_S = 300
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    os.environ.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_STAGE_TIMING": "true"})
+    settings = Settings.from_env()
+    preflight(settings)
+    salt = uuid.uuid4().hex[:8]
+    texts = [f"{salt} {i} {t}" for i, t in enumerate(load_texts(args.n, args.file,
+                                                                 split="heldout"))]
+    with tempfile.TemporaryDirectory(prefix="embedq-bench-pipeline-") as tmp, \
+            cluster(settings, Path(tmp)) as target:
+        assert target.counters is not None
+        bulk = _bulk(texts, Path(tmp), target.counters, target.started)
+        floor = _floor(settings, texts)
+        online = _online(target.url, target.headers, texts[: min(len(texts), 2000)], salt)
+    report = {"texts": len(texts), "bulk": bulk, "floor": floor, "online": online,
+              "bulk_over_floor": round(bulk["texts_per_s"] / floor["texts_per_s"], 3),
+              "misses_over_hits": round(online["miss"]["requests_per_s"]
+                                        / online["hit"]["requests_per_s"], 3)}
+    _print(report)
+    return report
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and its threads (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def _named_cpu_s(name: str) -> float:
+    """CPU seconds of every process on this machine named `name` (Postgres's backends)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            raw = stat.read_text()
+        except OSError:
+            continue
+        if raw[raw.index("(") + 1:raw.rindex(")")] == name:
+            total += _cpu_s(int(stat.parent.name))
+    return total
+
+
+def _redis_cpu_s(settings: Settings) -> float:
+    import redis
+
+    info = redis.Redis.from_url(str(settings.links.redis_url)).info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _bulk(texts: list[str], tmp: Path, counters: Any, started: dict[str, int]
+          ) -> dict[str, Any]:
+    settings = Settings.from_env()
+    path = tmp / "bulk.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    worker = started.get("worker")
+    before = (counters(), _cpu_s(worker) if worker else 0.0, _redis_cpu_s(settings),
+              _named_cpu_s("postgres"))
+    began = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "embedq.cli", "bulk", str(path), "--now",
+                             "--wait"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - began
+    if status != 0:
+        raise SystemExit(f"embedq bulk failed ({status}): "
+                         f"{(proc.stderr.read() if proc.stderr else b'').decode()[-2000:]}")
+    time.sleep(6)  # one heartbeat: the worker's last stage timings reach the counters
+    after = (counters(), _cpu_s(worker) if worker else 0.0, _redis_cpu_s(settings),
+             _named_cpu_s("postgres"))
+    delta = {k: after[0].get(k, 0) - before[0].get(k, 0) for k in after[0]}
+    return {
+        "texts_per_s": round(len(texts) / wall, 1), "wall_s": round(wall, 2),
+        "encoded": delta.get("encoded", 0),
+        "model_busy_share": round(delta.get("model_busy_us", 0) / 1e6 / wall, 3),
+        "cpu_ms_per_text": {
+            "bulk_command": round((usage.ru_utime + usage.ru_stime) * 1000 / len(texts), 3),
+            "worker": round((after[1] - before[1]) * 1000 / len(texts), 3) if worker else None,
+            "redis": round((after[2] - before[2]) * 1000 / len(texts), 3),
+            "postgres": round((after[3] - before[3]) * 1000 / len(texts), 3)},
+        "stage_cpu_ms_per_text": _stages(delta, len(texts)),
+    }
+
+
+def _stages(delta: dict[str, int], n: int) -> dict[str, float]:
+    return {s: round(delta.get(PREFIX + s, 0) / 1000 / n, 4) for s in STAGES
+            if delta.get(PREFIX + s, 0)}
+
+
+def _floor(settings: Settings, texts: list[str]) -> dict[str, Any]:
+    """The same vectors, by the fastest path each server offers, from one client."""
+    import psycopg
+    import redis
+
+    from embedq.encoders.hashing import HashingEncoder
+    from embedq.fingerprint import EncodeSpec, fingerprint
+    from embedq.models.engine import normalize_url
+    from embedq.models.vectors import to_bytes
+
+    spec = EncodeSpec("hashing", "hashing-v1")
+    matrix = HashingEncoder().encode(texts)
+    rows = [(fingerprint(spec, t), spec.model, spec.revision, int(v.shape[0]), spec.dtype,
+             to_bytes(v)) for t, v in zip(texts, matrix, strict=True)]
+    url = normalize_url(settings.resolved_database_url).replace("postgresql+psycopg", "postgresql")
+    client = redis.Redis.from_url(str(settings.links.redis_url))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE floor_rows (LIKE embeddings INCLUDING ALL)")
+        began = time.perf_counter()
+        with conn.cursor().copy("COPY floor_rows (fingerprint, model, revision, dimensions,"
+                                " dtype, vector) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["text", "text", "text", "int4", "text", "bytea"])
+            for row in rows:
+                copy.write_row(row)
+        pg_s = time.perf_counter() - began
+    keys = [f"embedq-bench:floor:{row[0]}" for row in rows]
+    began = time.perf_counter()
+    pipe = client.pipeline(transaction=False)
+    for key, row in zip(keys, rows, strict=True):
+        pipe.set(key, row[5], ex=FLOOR_TTL_S)
+    pipe.execute()
+    redis_s = time.perf_counter() - began
+    client.delete(*keys)
+    return {"texts_per_s": round(len(texts) / (pg_s + redis_s), 1),
+            "postgres_copy_s": round(pg_s, 3), "redis_pipeline_s": round(redis_s, 3)}
+
+
+def _online(url: str, headers: dict[str, str], texts: list[str], salt: str
+            ) -> dict[str, Any]:
+    pool = [f"online {t}" for t in texts]
+    asyncio.run(_phase(url, headers, [f"warm {salt} {i}" for i in range(CLIENTS)],
+                       warm=True))
+    misses = asyncio.run(_phase(url, headers, pool))
+    hits = asyncio.run(_phase(url, headers, random.sample(pool, len(pool))))
+    return {"clients": CLIENTS, "requests": len(pool), "miss": misses, "hit": hits}
+
+
+def _print(r: dict[str, Any]) -> None:
+    bulk, floor, online = r["bulk"], r["floor"], r["online"]
+    cpu = ", ".join(f"{k} {v}" for k, v in bulk["cpu_ms_per_text"].items() if v is not None)
+    staged = ", ".join(f"{k} {v}" for k, v in bulk["stage_cpu_ms_per_text"].items())
+    print(
+        f"bench pipeline: hashing encoder (costs nothing), {r['texts']} distinct texts\n"
+        f"  bulk (embedq bulk --now --wait, 1 worker): {bulk['texts_per_s']:.0f} texts/s "
+        f"({bulk['wall_s']} s); model-busy share {bulk['model_busy_share']}\n"
+        f"  storage floor (COPY + one Redis pipeline, one client): "
+        f"{floor['texts_per_s']:.0f} texts/s; bulk / floor = {r['bulk_over_floor']}\n"
+        f"  CPU ms a text: {cpu}\n"
+        f"  of which stages (ms a text): {staged or 'none counted'}\n"
+        f"  online, {online['clients']} clients x 1 text: misses "
+        f"{online['miss']['requests_per_s']:.0f} req/s (p50 {online['miss']['p50_ms']} ms),"
+        f" hits {online['hit']['requests_per_s']:.0f} req/s; misses / hits = "
+        f"{r['misses_over_hits']}"
+    )
