@@ -148,6 +148,12 @@ class Settings:
     api_batch_wait_ms: float = 2.0  # linger for more requests while a call is in flight
     api_batch_max_texts: int = 1024  # texts per coalesced call
 
+    # --- hardening: the input limits every way in shares (embedq/limits.py) and the
+    # deadline of a job whose submitter died while its inputs were being stored
+    max_tokenize_tokens: int = 131_072  # tokens one POST /tokenize returns (413 past)
+    max_line_bytes: int = 1024 * 1024  # one line of an `embedq bulk` input file
+    job_load_timeout_s: float = 600.0  # inputs stopped arriving this long ago: beat fails it
+
     # --- tenants: caps on what one tenant keeps, each counted over its own resources
     tenant_max_namespaces: int = 1000  # semantic-cache namespaces a tenant owns (409 past)
     tenant_max_entries: int = 1_000_000  # live semantic-cache entries in all its namespaces
@@ -349,3 +355,20 @@ class Settings:
         if self.publish_retry_s < 0:
             raise ConfigError("EMBEDQ_PUBLISH_RETRY_S must be 0 or more (0: answer 503 as soon "
                               "as a publish fails)")
+        self._validate_limits()
+
+    def _validate_limits(self) -> None:
+        limits = {"EMBEDQ_MAX_INPUTS": self.max_inputs,
+                  "EMBEDQ_MAX_INPUT_CHARS": self.max_input_chars,
+                  "EMBEDQ_MAX_BODY_BYTES": self.max_body_bytes,
+                  "EMBEDQ_MAX_JOB_INPUTS": self.max_job_inputs,
+                  "EMBEDQ_MAX_FILE_BYTES": self.max_file_bytes,
+                  "EMBEDQ_MAX_TOKENIZE_TOKENS": self.max_tokenize_tokens,
+                  "EMBEDQ_MAX_LINE_BYTES": self.max_line_bytes}
+        for name, value in limits.items():
+            if value < 1:
+                raise ConfigError(f"{name}={value} must be at least 1: it is a limit on "
+                                  "what one request may send")
+        if self.job_load_timeout_s <= 0:
+            raise ConfigError("EMBEDQ_JOB_LOAD_TIMEOUT_S must be above 0: a job whose "
+                              "inputs stopped arriving is failed after it")

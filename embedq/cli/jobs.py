@@ -107,8 +107,9 @@ def cmd_bulk(args: argparse.Namespace) -> int:
     from embedq.jobs.readers import read_records
 
     path = Path(args.file)
-    records = read_records(path, args.format, args.text_field, args.id_field, args.from_line)
     jobs = _jobs()
+    records = read_records(path, args.format, args.text_field, args.id_field, args.from_line,
+                           jobs.settings.max_line_bytes)
     saved: list[str] = []
     embedded = jobs.settings.embedded
     try:
