@@ -40,7 +40,7 @@ def test_every_limit_is_a_setting_and_documented() -> None:
 
 def test_one_past_a_text_limit_is_413_naming_the_setting() -> None:
     assert check_texts(["a" * 10] * 3, SETTINGS) == ["a" * 10] * 3
-    with pytest.raises(InputTooLarge, match="4 items, over the limit of 3 .EMBEDQ_MAX_INPUTS"):
+    with pytest.raises(InputTooLarge, match=r"4 items, over the limit of 3 .EMBEDQ_MAX_INPUTS"):
         check_texts(["a"] * 4, SETTINGS)
     with pytest.raises(InputTooLarge, match=r"input\[1\] has 11 characters.*EMBEDQ_MAX_INPUT_"):
         check_texts(["a", "a" * 11], SETTINGS)
@@ -61,7 +61,7 @@ def test_a_width_no_column_or_model_holds_is_refused(raw: object) -> None:
 ], ids=["bc", "year-10000", "before-1970", "past-latest"])
 def test_a_moment_outside_the_stored_range_is_refused_naming_the_field(moment: datetime
                                                                        ) -> None:
-    with pytest.raises(InvalidInput, match="not_before .* outside the range") as caught:
+    with pytest.raises(InvalidInput, match=r"not_before .* outside the range") as caught:
         check_moment(moment, "not_before")
     assert caught.value.param == "not_before"
 
@@ -127,7 +127,7 @@ def test_an_endless_line_is_refused_after_the_limit_not_held_whole() -> None:
     fh = CountingFile(b"short\r\n" + b"x" * 5_000_000 + b"\n")
     lines = _lines(fh, 1000)
     assert next(lines) == (1, "short")
-    with pytest.raises(InputFileTooLarge, match="line 2: .*1000 bytes .EMBEDQ_MAX_LINE_BYTES"):
+    with pytest.raises(InputFileTooLarge, match=r"line 2: .*1000 bytes .EMBEDQ_MAX_LINE_BYTES"):
         next(lines)
     assert fh.largest_read <= 1002
 
@@ -191,9 +191,9 @@ def test_redis_out_of_memory_is_named_not_unreachable() -> None:
     from embedq.tasks.publish import broker_error
 
     refused = OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
-    with pytest.raises(BrokerOutOfMemory, match="out of memory.*maxmemory"):
-        with map_redis_errors():
-            raise refused
+    with pytest.raises(BrokerOutOfMemory, match=r"out of memory.*maxmemory"), \
+            map_redis_errors():
+        raise refused
     wrapped = OperationalError("Command # 1 (LLEN online) of pipeline caused error: command "
                                "not allowed when used memory > 'maxmemory'.")
     assert isinstance(broker_error(wrapped), BrokerOutOfMemory)
