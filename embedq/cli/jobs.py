@@ -14,6 +14,7 @@ from embedq.errors import BadInputFile, InvalidInput
 from embedq.models import DEFAULT_TENANT, JobStatus, Priority
 
 FINAL = JobStatus.final()
+TICK_SKEW_S = 60.0  # clock skew between beat's host and the workers' that ticks survive
 # A job that ended with failed items exits 1, like one that failed: the caller must look.
 OK = (JobStatus.SUCCEEDED, JobStatus.QUEUED, JobStatus.RUNNING)
 
@@ -199,6 +200,14 @@ def cmd_jobs_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def tick_expires_s(settings: Settings) -> float:
+    """How long a tick waits for a worker before it is dropped. The expiry is a moment by
+    beat's clock that workers compare with theirs, so it tolerates that much clock skew
+    between hosts (10 s dropped every tick on a host 10 s ahead); at most this many
+    seconds of ticks queue up while no worker runs (each is harmless: compare-and-set)."""
+    return max(settings.job_tick_s, TICK_SKEW_S)
+
+
 def cmd_beat(args: argparse.Namespace) -> int:
     """Celery beat with an in-memory schedule (no shelve file): one tick every job_tick_s."""
     from embedq.cli import cluster_settings
@@ -210,7 +219,7 @@ def cmd_beat(args: argparse.Namespace) -> int:
     app.conf.beat_schedule = {
         "embedq-jobs-tick": {"task": names.JOBS_TICK, "schedule": settings.job_tick_s,
                              "options": {"queue": settings.online_queue,
-                                         "expires": max(settings.job_tick_s, 1.0)}},
+                                         "expires": tick_expires_s(settings)}},
     }
     beat = app.Beat(scheduler="celery.beat:Scheduler", loglevel=args.loglevel.upper(),
                     max_interval=min(settings.job_tick_s, 5.0))

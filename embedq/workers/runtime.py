@@ -72,9 +72,12 @@ class WorkerRuntime:
         hot: HotStore | None = None,
         db: Database | None = None,
         heartbeat: bool = True,
+        queues: list[str] | None = None,
     ) -> None:
         """`heartbeat`: announce this runtime as a worker (False: one an API process
-        holds to encode its own online misses, which consumes no queue)."""
+        holds to encode its own online misses, which consumes no queue); `queues`: the
+        ones its consumer takes, announced with it (/readyz reads them; None: not said,
+        as by an older worker)."""
         self.settings = settings
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
         self.hot = hot if hot is not None else make_hot_store(settings)
@@ -95,6 +98,7 @@ class WorkerRuntime:
         self.encoder, self.writer, self.batcher = default.encoder, default.writer, \
             default.batcher
         self._stop = threading.Event()
+        self.queues = queues
         if heartbeat:
             threading.Thread(target=self._heartbeat, name="embedq-heartbeat",
                              daemon=True).start()
@@ -159,6 +163,7 @@ class WorkerRuntime:
             "device": getattr(self.encoder, "device", "cpu"),
             "pid": os.getpid(),
             "queued": self.depth(),
+            **({"queues": list(self.queues)} if self.queues is not None else {}),
         }
 
     def _heartbeat(self) -> None:
