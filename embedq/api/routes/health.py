@@ -81,7 +81,7 @@ def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
         return checks, [*failed, "workers"]
     # A worker that says which queues it consumes serves requests only if the online
     # queue is one of them (one started with `--queues bulk` does not).
-    online = state.settings.online_queue
+    online = service.settings.online_queue  # the queue its misses go to (embedded: its own)
     serving = [w for w in workers.values() if w.get("model") == service.model
                and _consumes(w, online)]
     unserved = [f"{tier} ({service.model}@{revision})"
