@@ -186,6 +186,7 @@ class FileStore:
             raise InputTooLarge(
                 f"the file has {len(content)} bytes, over the limit of "
                 f"{self.settings.max_file_bytes} (EMBEDQ_MAX_FILE_BYTES): split it", "file")
+        check_text(filename, "filename")  # a multipart header may carry a NUL
         for _ in parse_requests(content, self.settings):
             pass
         row = File(id=new_file_id(), purpose=purpose, filename=(filename or "batch.jsonl")[:255],

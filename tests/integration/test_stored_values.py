@@ -188,6 +188,7 @@ def test_every_cache_entry_and_config_stored_reads_back(
 @example(line={"custom_id": "a\x00", "input": ["a"]})
 @example(line={"custom_id": "\udfff", "input": ["a"]})
 @example(line={"custom_id": "a", "input": ["a"], "metadata": {"k": "\ud800"}})
+@example(line={"custom_id": "a", "input": ["a"], "filename": "a\x00b.jsonl"})
 def test_every_file_and_batch_stored_reads_back(api: ApiServer, line: dict[str, Any]) -> None:
     custom_ids, texts = [line.get("custom_id"), "second"], line.get("input")
     filename, metadata = str(line.get("filename", "f.jsonl")), line.get("metadata")
@@ -195,9 +196,9 @@ def test_every_file_and_batch_stored_reads_back(api: ApiServer, line: dict[str, 
     lines = [json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/embeddings",
                          "body": {k: v for k, v in request.items() if v is not None}},
                         ensure_ascii=True, allow_nan=True) for cid in custom_ids]
-    name = filename.encode("utf-8", "surrogatepass")
-    got = httpx.post(api.url + "/v1/files", data={"purpose": "batch"}, timeout=60,
-                     files={"file": (name.decode("latin-1"), "\n".join(lines).encode())})
+    got = httpx.post(api.url + "/v1/files", timeout=60, content=multipart(
+        filename.encode("utf-8", "surrogatepass"), "\n".join(lines).encode()),
+        headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
     assert got.status_code < 500, got.text
     if got.status_code != 200:
         return
@@ -217,6 +218,19 @@ def test_every_file_and_batch_stored_reads_back(api: ApiServer, line: dict[str, 
         assert send(api, "POST", f"/v1/batches/{batch_id}/cancel", None).status_code == 200
     else:  # refused: no batch row is left behind
         assert {b["id"] for b in read(api, "/v1/batches?limit=100")["data"]} == before
+
+
+BOUNDARY = "embedq-stored-values"
+
+
+def multipart(filename: bytes, content: bytes) -> bytes:
+    """An upload framed by hand: the filename's bytes reach the server as sent (a client
+    library would escape or refuse a NUL or a lone surrogate in it)."""
+    mark = f"--{BOUNDARY}\r\n".encode()
+    return (mark + b'Content-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+            + mark + b'Content-Disposition: form-data; name="file"; filename="'
+            + filename.replace(b'"', b"'").replace(b"\r", b"").replace(b"\n", b"")
+            + b'"\r\n\r\n' + content + f"\r\n--{BOUNDARY}--\r\n".encode())
 
 
 def test_a_row_no_driver_can_load_is_skipped_by_the_tick_the_list_and_cancel(
