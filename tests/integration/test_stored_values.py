@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -248,6 +250,13 @@ def test_a_row_no_driver_can_load_is_skipped_by_the_tick_the_list_and_cancel(
             "'0001-01-01 00:00:00+00 BC', 0, 0, true, 0, 0)"),
             {"id": bad, "model": spec.model, "rev": spec.revision})
     due = jobs.submit([f"{salt} due after the bad row"], start=False)
+    # The command itself, over every row this module stored (the properties' too).
+    listed_by_cli = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "jobs", "list", "--json", "--limit", "100000"],
+        env=api.env, cwd=support.ROOT, capture_output=True, text=True, timeout=120)
+    assert listed_by_cli.returncode == 0, listed_by_cli.stderr
+    assert due in {j["id"] for j in json.loads(listed_by_cli.stdout)}
+    assert bad in listed_by_cli.stderr  # named in the warning, left out of the list
     with caplog.at_level(logging.WARNING):
         listed = {j["id"] for j in jobs.list(1000)}
         assert due in listed and bad not in listed
