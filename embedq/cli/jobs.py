@@ -125,6 +125,10 @@ def cmd_bulk(args: argparse.Namespace) -> int:
         if not saved:
             raise
         kept = jobs.describe(saved[0])["progress"]["total"]
+        if not kept:
+            raise BadInputFile(f"{exc.args[0].split(': ', 1)[-1]}. No text before it was "
+                               f"saved (job {saved[0]} failed): fix the line and submit "
+                               "the file again", exc.line) from exc
         raise BadInputFile(
             f"{exc.args[0].split(': ', 1)[-1]}. The {kept} texts "
             f"before it are saved in job {saved[0]}, which runs; fix the line and submit "
