@@ -15,7 +15,6 @@ from typing import Any
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import OutOfMemoryError as RedisOutOfMemoryError  # type: ignore[attr-defined]
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -29,6 +28,7 @@ from embedq.cache.hot import (
     bucket_index,
     check_unless,
 )
+from embedq.cache.redis_errors import OUT_OF_MEMORY, RedisOutOfMemoryError
 from embedq.errors import BrokerOutOfMemory, BrokerUnavailable
 
 log = logging.getLogger(__name__)
@@ -171,27 +171,6 @@ class _WaitingQueue(LifoQueue[Any]):
                 f"{timeout} s (Redis itself answered); the process has more concurrent "
                 "callers than connections: retry shortly, or spread the load over more "
                 "processes") from None
-
-
-OUT_OF_MEMORY = (
-    "Redis is out of memory: its used memory is over its maxmemory and its policy "
-    "(noeviction) refuses every write, so nothing was stored or queued; retry after the "
-    "Retry-After seconds, and have the operator free memory or raise maxmemory "
-    "(docs/operations.md, Redis out of memory)")
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """Whether `exc`, or an exception it was raised from, is Redis refusing a write for
-    maxmemory (redis-py's OutOfMemoryError; kombu re-raises it as its own error with the
-    server's words in the message)."""
-    seen: BaseException | None = exc
-    for _ in range(8):  # the chains are short; a cycle must not loop here
-        if seen is None:
-            return False
-        if isinstance(seen, RedisOutOfMemoryError) or "used memory > 'maxmemory'" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 @contextlib.contextmanager

@@ -125,29 +125,29 @@ class BatchService:
                 ))
 
         self.jobs.service.spec(first.model)  # UnknownModel before anything is stored
-        try:
-            job_id = self.jobs.submit(
-                records(), model=first.model, dimensions=dimensions(first.dimensions),
-                priority=Priority.BULK, window=self.settings.batch_window, source="batch",
-                on_saved=on_saved, start=False, tenant=tenant)
-        except EmbedqError:
-            # Refused (4xx) or not stored (5xx): no batch, and no part of its job, is left
-            # behind to run, to list or to count against the tenant's queue. (With the
-            # database gone the discard fails too: beat then fails the job that stopped
-            # loading, EMBEDQ_JOB_LOAD_TIMEOUT_S.)
-            for job_id in saved:
-                with contextlib.suppress(EmbedqError):
-                    self._discard(job_id)
-            raise
+        job_id = self._submit_whole(records(), saved, model=first.model,
+                                    dimensions=dimensions(first.dimensions),
+                                    priority=Priority.BULK, window=self.settings.batch_window,
+                                    source="batch", on_saved=on_saved, tenant=tenant)
         with self.db.session() as s:
             s.execute(update(Batch).where(Batch.id == batch_id).values(requests=count))
         self.jobs.start(job_id)
         return self.describe(batch_id)
 
-    def _discard(self, job_id: str) -> None:
-        with self.db.session() as s:
-            s.execute(delete(Batch).where(Batch.job_id == job_id))
-            s.execute(delete(Job).where(Job.id == job_id))
+    def _submit_whole(self, records: Iterator[Record], saved: list[str], **options: Any
+                      ) -> str:
+        """The job of every record, not started; refused (4xx) or not stored (5xx), no
+        batch and no part of its job is left behind to run, to list or to count against
+        the tenant's queue. (With the database gone the discard fails too: beat then
+        fails the job that stopped loading, EMBEDQ_JOB_LOAD_TIMEOUT_S.)"""
+        try:
+            return self.jobs.submit(records, start=False, **options)
+        except EmbedqError:
+            for job_id in saved:
+                with contextlib.suppress(EmbedqError), self.db.session() as s:
+                    s.execute(delete(Batch).where(Batch.job_id == job_id))
+                    s.execute(delete(Job).where(Job.id == job_id))
+            raise
 
     # --- reading
     def get(self, batch_id: str, tenant: str | None = None) -> Batch:

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import delete, select
 
 from embedq.config import Settings
-from embedq.errors import InputTooLarge, InvalidInput, MalformedRequest, NotFound
+from embedq.errors import InputTooLarge, InvalidInput, MalformedRequest, NotFound, UnknownModel
 from embedq.limits import (
     MAX_BODY_BYTES,
     MAX_JOB_INPUTS,
@@ -165,8 +165,9 @@ def _bad(n: int, message: str) -> MalformedRequest:
 
 
 def _line(n: int, exc: InvalidInput) -> InvalidInput:
-    """`exc` (413 past a limit, 422 for a value that cannot be stored) for line `n`."""
-    kind = InputTooLarge if isinstance(exc, InputTooLarge) else InvalidInput
+    """`exc` for line `n`, of its kind: 413 past a limit, 404 for a model not served,
+    else 422 (a value that cannot be stored or encoded)."""
+    kind = next(k for k in (InputTooLarge, UnknownModel, InvalidInput) if isinstance(exc, k))
     return kind(f"line {n}: {exc}", "file")
 
 
@@ -176,9 +177,12 @@ class FileStore:
         self.settings = settings
 
     def create(self, filename: str, purpose: str, content: bytes,
-               owner: str = DEFAULT_TENANT) -> File:
+               owner: str = DEFAULT_TENANT,
+               encoding: Callable[[BatchRequest], object] | None = None) -> File:
         """Check an uploaded file and store it as `owner`'s; the File row, without its
-        content."""
+        content. `encoding(first line)` checks the file's model and dimensions against
+        the served model (a batch shares one encoding, `_same_encoding`), so a file
+        accepted here makes a batch that starts."""
         if purpose != FilePurpose.BATCH:
             raise MalformedRequest(f"purpose {purpose!r} is not supported: upload request "
                                    "lines with purpose=batch", "purpose")
@@ -187,8 +191,14 @@ class FileStore:
                 f"the file has {len(content)} bytes, over the limit of "
                 f"{self.settings.max_file_bytes} (EMBEDQ_MAX_FILE_BYTES): split it", "file")
         check_text(filename, "filename")  # a multipart header may carry a NUL
-        for _ in parse_requests(content, self.settings):
-            pass
+        checked = encoding is None
+        for request in parse_requests(content, self.settings):
+            if not checked and encoding is not None:
+                checked = True
+                try:
+                    encoding(request)
+                except InvalidInput as exc:
+                    raise _line(request.line, exc) from None
         row = File(id=new_file_id(), purpose=purpose, filename=(filename or "batch.jsonl")[:255],
                    size=len(content), content=content, errors=False, owner=owner)
         with self.db.session() as s:

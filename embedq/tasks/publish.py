@@ -18,7 +18,7 @@ from typing import Any
 from celery import Celery
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from embedq.cache.redis_hot import OUT_OF_MEMORY, out_of_memory
+from embedq.cache.redis_errors import OUT_OF_MEMORY, out_of_memory
 from embedq.errors import BrokerOutOfMemory, BrokerUnavailable
 from embedq.fingerprint import EncodeSpec
 from embedq.tasks import names

@@ -26,7 +26,7 @@ from typing import Any
 from kombu.transport import redis, virtual
 from redis import exceptions as redis_exceptions
 
-from embedq.cache.redis_hot import out_of_memory
+from embedq.cache.redis_errors import out_of_memory
 
 log = logging.getLogger(__name__)
 

@@ -191,6 +191,7 @@ def test_every_cache_entry_and_config_stored_reads_back(
 @example(line={"custom_id": "\udfff", "input": ["a"]})
 @example(line={"custom_id": "a", "input": ["a"], "metadata": {"k": "\ud800"}})
 @example(line={"custom_id": "a", "input": ["a"], "filename": "a\x00b.jsonl"})
+@example(line={"custom_id": "a", "input": ["a"], "dimensions": 385})
 def test_every_file_and_batch_stored_reads_back(api: ApiServer, line: dict[str, Any]) -> None:
     custom_ids, texts = [line.get("custom_id"), "second"], line.get("input")
     filename, metadata = str(line.get("filename", "f.jsonl")), line.get("metadata")
