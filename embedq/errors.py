@@ -8,6 +8,7 @@
     │   ├── MalformedRequest   the body is not UTF-8 JSON (HTTP 400)
     │   │   └── UnsupportedMediaType  the body is not sent as application/json (HTTP 415)
     │   ├── BadInputFile       a bulk input file; names the line
+    │   │   └── InputFileTooLarge  a line past a limit (HTTP 413, also an InputTooLarge)
     │   └── LimitReached       the tenant is at a cap on what it keeps (HTTP 409); names
     │                          the limit and the setting that raises it
     ├── Unauthorized           no or a wrong API key (HTTP 401)
@@ -16,6 +17,7 @@
     ├── Unavailable            a server is down; retry later (HTTP 503, Retry-After)
     │   ├── DatabaseUnavailable
     │   ├── BrokerUnavailable
+    │   │   └── BrokerOutOfMemory  Redis is at maxmemory and refuses writes (noeviction)
     │   ├── Overloaded         too much queued online work (HTTP 429, Retry-After)
     │   └── RateLimited        the key's request or text rate (HTTP 429, Retry-After)
     │       ├── DailyLimitReached  the key's texts a UTC day; Retry-After: the next day
@@ -68,6 +70,10 @@ class BadInputFile(InvalidInput):
         self.line = line
 
 
+class InputFileTooLarge(BadInputFile, InputTooLarge):
+    """A bulk input file's line is past a documented limit; names the line (HTTP 413)."""
+
+
 class NotFound(EmbedqError):
     """A job or cache entry that does not exist."""
 
@@ -88,6 +94,11 @@ class DatabaseUnavailable(Unavailable):
 
 class BrokerUnavailable(Unavailable):
     """The broker or the hot store cannot be reached."""
+
+
+class BrokerOutOfMemory(BrokerUnavailable):
+    """Redis answers but refuses writes: its used memory is over `maxmemory` and its
+    policy (noeviction) evicts nothing. Retryable once memory is freed or raised."""
 
 
 class Overloaded(Unavailable):

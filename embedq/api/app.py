@@ -29,6 +29,7 @@ from embedq.api.errors import error_responses, install_handlers
 from embedq.api.limits import BodyLimitMiddleware
 from embedq.api.metrics import ApiMetrics, ClusterCollector, MetricsMiddleware
 from embedq.api.routes import embeddings, health, models, tei
+from embedq.api.routes.tei_errors import tei_error_response
 from embedq.api.state import ApiState, get_state
 from embedq.config import Settings
 from embedq.deployment import Deployment
@@ -107,7 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(AuthMiddleware,
                        authenticator=lambda: getattr(app.state, "authenticator", None),
                        limiter=lambda: getattr(app.state, "limiter", None),
-                       renderers=dict.fromkeys(tei.PATHS, tei.tei_error_response))
+                       renderers=dict.fromkeys(tei.PATHS, tei_error_response))
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     # Every route but the probes needs an accepted key; routers add the scope they need.

@@ -9,13 +9,17 @@ put on the request (`request.state.principal`); routes state the scope they need
 Keys are the bootstrap keys of EMBEDQ_API_KEYS (tenant "default", every scope) and the
 keys of `embedq keys create` (embedq.tenants). With neither, the API is open: every
 caller acts as the tenant "default" with every scope (`embedq serve` refuses to listen
-beyond loopback so, unless told --insecure-open). The public paths (probes) need no key;
+beyond loopback so, unless told --insecure-open). Keyed only closes: a process that has
+seen a key requires one until it is restarted, so revoking the last key leaves it
+refusing every caller (401, logged: `RefusalLog`), never open to them (the loopback rule
+for an open server is checked at start, and stays true). The public paths (probes) need no key;
 a valid key there still names its caller, so /readyz shows its checks to admin keys.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection
 from typing import Annotated, Any
@@ -49,6 +53,10 @@ NO_KEY = ("this API needs a key: send the header `Authorization: Bearer <key>` w
           "from `embedq keys create` or one of the keys in the server's EMBEDQ_API_KEYS")
 BAD_KEY = ("the API key is not accepted (unknown or revoked): use a key from `embedq keys "
            "create` (`embedq keys list` shows the active ones) or one of EMBEDQ_API_KEYS")
+NO_ACTIVE_KEY = ("no API key is active on this server (every key is revoked), and a server "
+                 "that required keys never turns open: it refuses every request but the "
+                 "health probes until a key is created (`embedq keys create`; it is accepted "
+                 "within a second) or it is restarted deliberately open")
 
 
 def bearer_token(scope: Scope) -> str | None:
@@ -84,6 +92,7 @@ class AuthMiddleware:
         self.limiter = limiter
         self.public = frozenset(public)
         self.renderers = dict(renderers or {})
+        self.refusals = RefusalLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -131,17 +140,51 @@ class AuthMiddleware:
         if token is None:
             if public:
                 return None
-            raise Unauthorized(NO_KEY)
+            raise await self.refusal(authenticator, scope, NO_KEY)
         known, principal = authenticator.known(token)
         if not known:
             principal = await run_in_threadpool(authenticator.authenticate, token)
         if principal is None and not public:
-            raise Unauthorized(BAD_KEY)
+            raise await self.refusal(authenticator, scope, BAD_KEY)
         limiter = self.limiter()
         if principal is not None and not public and limiter is not None \
                 and principal.rate_per_s is not None:
             await run_in_threadpool(limiter.check, principal)
         return principal
+
+
+    async def refusal(self, authenticator: Authenticator, scope: Scope, message: str
+                      ) -> Unauthorized:
+        """The 401 for a refused request; when no key is active at all (every key was
+        revoked: a keyed process never turns open) it says so, and the log does too."""
+        if not await run_in_threadpool(authenticator.without_active_key):
+            return Unauthorized(message)
+        self.refusals.note(scope)
+        return Unauthorized(NO_ACTIVE_KEY)
+
+
+class RefusalLog:
+    """Warns, at most every `every_s`, that requests are refused because no key is
+    active, with how many were since the last warning: a flood costs a line a minute."""
+
+    def __init__(self, every_s: float = 60.0) -> None:
+        self.every_s = every_s
+        self._lock = threading.Lock()
+        self._last: float | None = None
+        self._count = 0
+
+    def note(self, scope: Scope) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._count += 1
+            if self._last is not None and now - self._last < self.every_s:
+                return
+            count, self._count, self._last = self._count, 0, now
+        audit_log.warning(
+            "refused %d request(s) with 401 (latest: %s %s): no API key is active, every "
+            "key is revoked, and this process stays keyed: create a key (`embedq keys "
+            "create`) or restart it deliberately open", count, scope.get("method", ""),
+            scope.get("path", ""))
 
 
 def audit(principal: Principal, scope: Scope, status: int, inputs: int | None,

@@ -14,7 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from embedq.config import Settings
-from embedq.errors import InputTooLarge, InvalidInput, MalformedRequest, UnsupportedMediaType
+from embedq.errors import InvalidInput, MalformedRequest, UnsupportedMediaType
+from embedq.limits import MAX_DIMENSIONS, check_dimensions, check_texts
 
 ENCODING_FORMATS = ("float", "base64")
 
@@ -80,7 +81,7 @@ def request_schema(settings: Settings, dimension: int | None) -> dict[str, Any]:
     """The JSON schema of POST /v1/embeddings, with this deployment's limits."""
     text = {"type": "string", "minLength": 1, "maxLength": settings.api.max_input_chars}
     dimensions: dict[str, Any] = {
-        "type": ["integer", "null"], "minimum": 1,
+        "type": ["integer", "null"], "minimum": 1, "maximum": MAX_DIMENSIONS,
         "description": "truncate vectors to this width (renormalized)",
     }
     if dimension is not None:
@@ -151,14 +152,7 @@ def parse_embedding_request(payload: Any, settings: Settings) -> EmbeddingCall:
             f"encoding_format={fmt!r} is not supported: use 'float' or 'base64'",
             "encoding_format",
         )
-    dims = payload.get("dimensions")
-    if isinstance(dims, float) and dims.is_integer():
-        dims = int(dims)  # JSON has one number type: 256.0 is the integer 256
-    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
-        raise InvalidInput(
-            f"dimensions={dims!r} is not a positive integer: send e.g. 256, or omit it",
-            "dimensions",
-        )
+    dims = check_dimensions(payload.get("dimensions"))
     user = payload.get("user")
     if user is not None and not isinstance(user, str):
         raise InvalidInput("user must be a string (it is accepted and ignored)", "user")
@@ -166,62 +160,7 @@ def parse_embedding_request(payload: Any, settings: Settings) -> EmbeddingCall:
 
 
 def parse_texts(raw: Any, settings: Settings, param: str = "input") -> list[str]:
-    """A string or a list of strings, each checked against this deployment's limits;
-    `param` names the field in messages (TEI's routes call it "inputs")."""
-    if raw is None:
-        raise InvalidInput(f'{param} is missing: send "{param}": "text" or ["text", ...]', param)
-    if isinstance(raw, str):
-        texts = [raw]
-    elif isinstance(raw, list):
-        texts = raw
-        if not texts:
-            raise InvalidInput(f"{param} is an empty list: send at least one string", param)
-        if len(texts) > settings.api.max_inputs:
-            raise InputTooLarge(
-                f"{param} has {len(texts)} items, over the limit of {settings.api.max_inputs} per "
-                "request: split it into several requests, or use a bulk job",
-                param,
-            )
-    else:
-        raise InvalidInput(
-            f"{param} must be a string or a list of strings (token arrays are not supported)",
-            param,
-        )
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidInput(
-                f"{param}[{i}] is a {_json_type(text)}, not a string: send text only "
-                "(token arrays are not supported)",
-                param,
-            )
-        if not text:
-            raise InvalidInput(f"{param}[{i}] is an empty string: send non-empty text", param)
-        if len(text) > settings.api.max_input_chars:
-            raise InputTooLarge(
-                f"{param}[{i}] has {len(text)} characters, over the limit of "
-                f"{settings.api.max_input_chars}: split or shorten it",
-                param,
-            )
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidInput(
-                f"{param}[{i}] contains a lone surrogate escape (\\ud800-\\udfff), which is not "
-                "text: send valid Unicode",
-                param,
-            ) from None
-    return texts
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    """A string or a list of strings, each checked against this deployment's limits
+    (embedq.limits, the table every way in shares); `param` names the field in messages
+    (TEI's routes call it "inputs")."""
+    return check_texts(raw, settings, param)

@@ -68,16 +68,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
     settings = cluster_settings(
         "worker", "without them, embed/demo/Client start an embedded worker themselves")
     _require_tables(settings)
-    runtime = WorkerRuntime(settings)
+    queues = args.queues.split(",") if args.queues else [
+        settings.queue.online_queue, settings.queue.bulk_queue,
+    ]
+    runtime = WorkerRuntime(settings, queues=queues)
     # The model and libraries are long-lived: move them out of the collector's view, so a
     # full collection (which holds the GIL) scans only what requests allocate.
     gc.collect()
     gc.freeze()
     app = create_app(settings)
     register(app, runtime)
-    queues = args.queues.split(",") if args.queues else [
-        settings.queue.online_queue, settings.queue.bulk_queue,
-    ]
     worker = app.Worker(
         pool=AppThreadPool,
         concurrency=args.concurrency or settings.worker.concurrency,

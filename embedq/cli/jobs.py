@@ -14,6 +14,7 @@ from embedq.errors import BadInputFile, InvalidInput
 from embedq.models import DEFAULT_TENANT, JobStatus, Priority
 
 FINAL = JobStatus.final()
+TICK_SKEW_S = 60.0  # clock skew between beat's host and the workers' that ticks survive
 # A job that ended with failed items exits 1, like one that failed: the caller must look.
 OK = (JobStatus.SUCCEEDED, JobStatus.QUEUED, JobStatus.RUNNING)
 
@@ -107,8 +108,9 @@ def cmd_bulk(args: argparse.Namespace) -> int:
     from embedq.jobs.readers import read_records
 
     path = Path(args.file)
-    records = read_records(path, args.format, args.text_field, args.id_field, args.from_line)
     jobs = _jobs()
+    records = read_records(path, args.format, args.text_field, args.id_field, args.from_line,
+                           jobs.settings.jobs.max_line_bytes)
     saved: list[str] = []
     embedded = jobs.settings.embedded
     try:
@@ -123,6 +125,10 @@ def cmd_bulk(args: argparse.Namespace) -> int:
         if not saved:
             raise
         kept = jobs.describe(saved[0])["progress"]["total"]
+        if not kept:
+            raise BadInputFile(f"{exc.args[0].split(': ', 1)[-1]}. No text before it was "
+                               f"saved (job {saved[0]} failed): fix the line and submit "
+                               "the file again", exc.line) from exc
         raise BadInputFile(
             f"{exc.args[0].split(': ', 1)[-1]}. The {kept} texts "
             f"before it are saved in job {saved[0]}, which runs; fix the line and submit "
@@ -198,6 +204,14 @@ def cmd_jobs_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def tick_expires_s(settings: Settings) -> float:
+    """How long a tick waits for a worker before it is dropped. The expiry is a moment by
+    beat's clock that workers compare with theirs, so it tolerates that much clock skew
+    between hosts (10 s dropped every tick on a host 10 s ahead); at most this many
+    seconds of ticks queue up while no worker runs (each is harmless: compare-and-set)."""
+    return max(settings.jobs.tick_s, TICK_SKEW_S)
+
+
 def cmd_beat(args: argparse.Namespace) -> int:
     """Celery beat with an in-memory schedule (no shelve file): one tick every job_tick_s."""
     from embedq.cli import cluster_settings
@@ -209,7 +223,7 @@ def cmd_beat(args: argparse.Namespace) -> int:
     app.conf.beat_schedule = {
         "embedq-jobs-tick": {"task": names.JOBS_TICK, "schedule": settings.jobs.tick_s,
                              "options": {"queue": settings.queue.online_queue,
-                                         "expires": max(settings.jobs.tick_s, 1.0)}},
+                                         "expires": tick_expires_s(settings)}},
     }
     beat = app.Beat(scheduler="celery.beat:Scheduler", loglevel=args.loglevel.upper(),
                     max_interval=min(settings.jobs.tick_s, 5.0))

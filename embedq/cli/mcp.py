@@ -48,6 +48,7 @@ def _serve_http(server: Any, service: Any, host: str, port: int) -> None:
     import uvicorn
 
     from embedq.api.auth import AuthMiddleware
+    from embedq.api.limits import BodyLimitMiddleware
     from embedq.cli.serve import is_loopback
     from embedq.tenants import Authenticator, KeyStore
     from embedq.tenants.ratelimit import RateLimiter
@@ -61,8 +62,11 @@ def _serve_http(server: Any, service: Any, host: str, port: int) -> None:
     # The API's middleware and buckets: a key's requests a second are counted in the same
     # Redis bucket whether it calls the API or the tools, and each request is audited.
     limiter = RateLimiter(getattr(service.hot, "client", None))
-    app = AuthMiddleware(server.streamable_http_app(host=host), lambda: authenticator,
-                         public=(), limiter=lambda: limiter)
+    # The API's body limit too (EMBEDQ_MAX_BODY_BYTES), behind the key check: a caller
+    # without a key is refused before a byte of its body is read.
+    bounded = BodyLimitMiddleware(server.streamable_http_app(host=host),
+                                  max_body_bytes=service.settings.api.max_body_bytes)
+    app = AuthMiddleware(bounded, lambda: authenticator, public=(), limiter=lambda: limiter)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 

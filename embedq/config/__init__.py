@@ -89,6 +89,12 @@ class Settings:
         set); raises ConfigError naming the variables and what to change."""
         check_across(self)
 
+    def value(self, name: str) -> Any:
+        """The value of the setting named like its variable without `EMBEDQ_` in lower
+        case (`max_inputs`)."""
+        var = VARIABLES[f"EMBEDQ_{name.upper()}"]
+        return getattr(getattr(self, var.group), var.field)
+
     def with_overrides(self, **changes: Any) -> Settings:
         """These settings with some changed, each named as its variable without
         `EMBEDQ_` in lower case (`claim_ttl_ms=1000`); each value is checked against its

@@ -144,6 +144,8 @@ class ApiSettings:
     max_job_inputs: int = knob(1_000_000, min=1, max=10**9, env="MAX_JOB_INPUTS")
     max_file_bytes: int = knob(100 * 1024 * 1024, min=1024, max=2**40, env="MAX_FILE_BYTES")
     max_online_depth: int = knob(10_000, min=1, max=10**9, env="MAX_ONLINE_DEPTH")
+    # Tokens one POST /tokenize returns (413 past; embedq/limits.py).
+    max_tokenize_tokens: int = knob(131_072, min=1, max=10**9, env="MAX_TOKENIZE_TOKENS")
     batch_wait_ms: float = knob(2.0, min=0, max=60_000)
     batch_max_texts: int = knob(1024, min=1, max=1_000_000)
 
@@ -202,6 +204,10 @@ class JobSettings:
     precision: str | None = None  # one of the served tiers; None: the default tier
     # The off-peak window (HH:MM-HH:MM) of /v1/batches jobs; None: run now.
     batch_window: str | None = knob(None, env="BATCH_WINDOW")
+    # One line of an `embedq bulk` input file (the reader never holds more of a line).
+    max_line_bytes: int = knob(1024 * 1024, min=1, max=2**31, env="MAX_LINE_BYTES")
+    # A job whose inputs stopped arriving this long ago (its submitter died) is failed.
+    load_timeout_s: float = knob(600.0, min=1, max=30 * DAY_S)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,11 @@
-"""The link to Redis: a bounded connection pool and Redis's errors translated as embedq's."""
+"""The link to Redis: a bounded connection pool and Redis's errors translated as embedq's,
+Redis out of memory among them wherever it surfaces.
+
+A Redis past its `maxmemory` with the noeviction policy refuses every write (and every
+command inside MULTI); redis-py raises OutOfMemoryError, and kombu re-raises it as its
+own error with the server's words in the message. Both are said as what they are: Redis
+out of memory, not unreachable (`OUT_OF_MEMORY`, docs/operations.md).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,32 @@ from typing import Any
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError as RedisOutOfMemoryError  # type: ignore[attr-defined]
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from embedq.errors import BrokerUnavailable
+from embedq.errors import BrokerOutOfMemory, BrokerUnavailable
+
+OUT_OF_MEMORY = (
+    "Redis is out of memory: its used memory is over its maxmemory and its policy "
+    "(noeviction) refuses every write, so nothing was stored or queued; retry after the "
+    "Retry-After seconds, and have the operator free memory or raise maxmemory "
+    "(docs/operations.md, Redis out of memory)")
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it was raised from, is Redis refusing a write for
+    maxmemory (redis-py's OutOfMemoryError; kombu re-raises it as its own error with the
+    server's words in the message)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chains are short; a cycle must not loop here
+        if seen is None:
+            return False
+        if isinstance(seen, RedisOutOfMemoryError) or "used memory > 'maxmemory'" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
 
 # Connections one process keeps to Redis. Callers past that many wait for a free one (up to
 # the socket timeout) rather than being refused: 200 waiting requests in one API process
@@ -47,6 +76,8 @@ def map_redis_errors() -> Iterator[None]:
         raise BrokerUnavailable(str(exc)) from exc
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise BrokerUnavailable(f"Redis is unreachable ({exc}); retry shortly") from exc
+    except RedisOutOfMemoryError as exc:
+        raise BrokerOutOfMemory(OUT_OF_MEMORY) from exc
     except RedisError as exc:
         raise BrokerUnavailable(f"Redis refused the command: {exc}") from exc
 

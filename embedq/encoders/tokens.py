@@ -37,6 +37,20 @@ Tokenizer = Callable[[list[str], bool], list[list["Token"]]]
 _SPECIAL_TOKENS_BOUND = 8
 
 
+# Characters tokenized at once by `tokenize` under a token limit (a token covers at least
+# one character but a special one, so a group holds about this many tokens at most).
+GROUP_CHARS = 16_384
+
+
+class TooManyTokens(Exception):
+    """More tokens than `tokenize`'s `max_tokens`: `counted` in the first `inputs` texts."""
+
+    def __init__(self, counted: int, inputs: int) -> None:
+        super().__init__(f"{counted} tokens in the first {inputs} inputs")
+        self.counted = counted
+        self.inputs = inputs
+
+
 @dataclass(frozen=True)
 class Token:
     """One token of an input: `start`/`stop` are character offsets into the input (None
@@ -62,14 +76,33 @@ class TokenCounter:
     def raw_tokens(self, texts: list[str]) -> list[int]:
         return self.count(texts) if texts else []
 
-    def tokenize(self, texts: list[str], add_special_tokens: bool = True) -> list[list[Token]]:
-        """Each text's tokens as the model sees them, before truncation to the window."""
-        if self.split is None:
+    def tokenize(self, texts: list[str], add_special_tokens: bool = True,
+                 max_tokens: int | None = None) -> list[list[Token]]:
+        """Each text's tokens as the model sees them, before truncation to the window.
+
+        With `max_tokens`, TooManyTokens as soon as the texts tokenized so far hold more:
+        texts are tokenized a group of about GROUP_CHARS characters at a time, so what is
+        held before the refusal is bounded by the limit plus one group, whatever the
+        request's size."""
+        split = self.split
+        if split is None:
             raise ConfigError(
                 "this model's tokenizer cannot list tokens with offsets (it has no "
                 "tokenizer.json): serve a model folder with a fast tokenizer to use this"
             )
-        return self.split(texts, add_special_tokens) if texts else []
+        out: list[list[Token]] = []
+        start = 0
+        while start < len(texts):
+            stop, chars = start, 0
+            while stop < len(texts) and (stop == start or chars + len(texts[stop]) <= GROUP_CHARS):
+                chars += len(texts[stop])
+                stop += 1
+            out.extend(split(texts[start:stop], add_special_tokens))
+            total = sum(map(len, out))
+            if max_tokens is not None and total > max_tokens:
+                raise TooManyTokens(total, stop)
+            start = stop
+        return out
 
     def over_window(self, texts: list[str]) -> list[tuple[int, int]]:
         """(index, tokens) of each text longer than the window, in input order."""

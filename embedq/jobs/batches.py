@@ -18,6 +18,7 @@ same bytes. Request counts of a running batch are counted over the job's items p
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import uuid
@@ -28,12 +29,13 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
-from sqlalchemy import case, func, select, update
+from sqlalchemy import case, delete, func, select, update
 
-from embedq.errors import MalformedRequest, NotFound
-from embedq.jobs.files import ENDPOINT, FileStore, parse_requests, plausible_id, unix
+from embedq.errors import EmbedqError, MalformedRequest, NotFound
+from embedq.jobs.files import ENDPOINT, FileStore, parse_requests, unix
 from embedq.jobs.readers import Record
 from embedq.jobs.service import JobService
+from embedq.limits import check_json, plausible_id
 from embedq.models import (
     DEFAULT_TENANT,
     Batch,
@@ -109,7 +111,10 @@ class BatchService:
                 for text in request.texts:
                     yield Record(request.line, request.custom_id, text)
 
+        saved: list[str] = []
+
         def on_saved(job_id: str) -> None:
+            saved.append(job_id)
             now = self.jobs.clock()
             with self.db.session() as s:
                 s.add(Batch(
@@ -120,12 +125,29 @@ class BatchService:
                 ))
 
         self.jobs.service.spec(first.model)  # UnknownModel before anything is stored
-        self.jobs.submit(records(), model=first.model, dimensions=dimensions(first.dimensions),
-                         priority=Priority.BULK, window=self.settings.jobs.batch_window,
-                         source="batch", on_saved=on_saved, tenant=tenant)
+        job_id = self._submit_whole(records(), saved, model=first.model,
+                                    dimensions=dimensions(first.dimensions),
+                                    priority=Priority.BULK, window=self.settings.jobs.batch_window,
+                                    source="batch", on_saved=on_saved, tenant=tenant)
         with self.db.session() as s:
             s.execute(update(Batch).where(Batch.id == batch_id).values(requests=count))
+        self.jobs.start(job_id)
         return self.describe(batch_id)
+
+    def _submit_whole(self, records: Iterator[Record], saved: list[str], **options: Any
+                      ) -> str:
+        """The job of every record, not started; refused (4xx) or not stored (5xx), no
+        batch and no part of its job is left behind to run, to list or to count against
+        the tenant's queue. (With the database gone the discard fails too: beat then
+        fails the job that stopped loading, EMBEDQ_JOB_LOAD_TIMEOUT_S.)"""
+        try:
+            return self.jobs.submit(records, start=False, **options)
+        except EmbedqError:
+            for job_id in saved:
+                with contextlib.suppress(EmbedqError), self.db.session() as s:
+                    s.execute(delete(Batch).where(Batch.job_id == job_id))
+                    s.execute(delete(Job).where(Job.id == job_id))
+            raise
 
     # --- reading
     def get(self, batch_id: str, tenant: str | None = None) -> Batch:
@@ -351,4 +373,5 @@ def _check_metadata(metadata: dict[str, str] | None) -> None:
             not isinstance(v, str) or len(k) > 64 or len(v) > 512 for k, v in metadata.items()):
         raise MalformedRequest(f"metadata holds at most {MAX_METADATA_KEYS} string pairs, "
                                "keys up to 64 and values up to 512 characters", "metadata")
+    check_json(metadata, "metadata")  # no NUL, no lone surrogate: every reader reads it
 

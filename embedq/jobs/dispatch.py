@@ -25,12 +25,13 @@ from celery import Celery, chord, group
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from embedq.config import Settings
-from embedq.errors import BrokerUnavailable, EmbedqError, Unavailable
+from embedq.errors import EmbedqError, Unavailable
 from embedq.jobs.callbacks import Callbacks
 from embedq.jobs.store import JobStore, Progress, utcnow
 from embedq.jobs.windows import Window, may_run
 from embedq.models import Job, JobStatus, Priority
 from embedq.tasks import names
+from embedq.tasks.publish import broker_error
 
 log = logging.getLogger("embedq.jobs")
 
@@ -140,8 +141,8 @@ class Dispatcher:
             # Back to queued: the next tick dispatches it again once the broker is back.
             self.store.transition(job_id, [JobStatus.RUNNING], generation,
                                   status=JobStatus.QUEUED)
-            raise BrokerUnavailable(f"the broker is unreachable ({exc}); the job stays "
-                                    "queued and `embedq beat` dispatches it") from exc
+            raise broker_error(exc, "the job stays queued and `embedq beat` dispatches "
+                                    "it") from exc
         log.info("job %s wave %d: chunks %s on %s", job_id, generation, chunks, queue)
         return len(chunks)
 
@@ -179,34 +180,26 @@ class Dispatcher:
         return finished
 
     def tick(self, now: datetime | None = None) -> dict[str, int]:
-        """Start due jobs, pause jobs outside their window, rescue stalled ones. Each job
-        on its own: one that raises is logged and marked failed, the others go on; an
-        unreachable broker or database leaves it as it is for the next tick."""
+        """Start due jobs, pause jobs outside their window, rescue stalled ones, fail
+        jobs whose loading stopped, send due callbacks. Each job on its own, loaded on its
+        own: a row that cannot even be loaded, or one that raises, is logged and marked
+        failed, and the others go on; an unreachable broker or database leaves a job as it
+        is for the next tick."""
         now = now or self.clock()
-        counts = {"started": 0, "paused": 0, "rescued": 0, "failed": 0}
-        stall = timedelta(seconds=self.settings.jobs.stall_s)
-        for job in self.store.jobs_in(JobStatus.active()):
+        counts = {"started": 0, "paused": 0, "rescued": 0, "failed": 0,
+                  "abandoned": len(self._fail_stale_loading(now))}
+        for job_id in self.store.ids_in(JobStatus.active()):
             try:
-                if job.status == JobStatus.QUEUED:
-                    counts["started"] += self.start(job.id, now)
-                elif not self.due(job, now)[0]:
-                    counts["paused"] += self.store.transition(
-                        job.id, [JobStatus.RUNNING], job.generation, status=JobStatus.QUEUED)
-                elif job.progress_at is None or _aware(job.progress_at) + stall <= now:
-                    log.warning("job %s made no progress for %.0f s: dispatching again",
-                                job.id, self.settings.jobs.stall_s)
-                    if self.store.transition(job.id, [JobStatus.RUNNING], job.generation,
-                                             generation=job.generation + 1, progress_at=now):
-                        self.wave(job.id, job.generation + 1)
-                        counts["rescued"] += 1
+                self._tick_job(self.store.get(job_id), now, counts)
             except Unavailable as exc:
-                log.warning("job %s not dispatched: %s", job.id, exc)
+                log.warning("job %s not dispatched: %s", job_id, exc)
             except Exception as exc:
-                # One bad row (a hostile schedule, an unknown time zone) must not stop
-                # every other job from starting, pausing or being rescued.
-                log.exception("job %s cannot be scheduled: marking it failed", job.id)
+                # One bad row (a hostile schedule, an unknown time zone, a value an older
+                # release stored that no driver loads) must not stop every other job from
+                # starting, pausing or being rescued.
+                log.exception("job %s cannot be scheduled: marking it failed", job_id)
                 counts["failed"] += self.store.transition(
-                    job.id, JobStatus.active(), None, status=JobStatus.FAILED,
+                    job_id, JobStatus.active(), None, status=JobStatus.FAILED,
                     finished_at=now, error=f"cannot be scheduled: {exc}"[:2000])
         try:
             delivered = self.callbacks.run_due(now)
@@ -215,6 +208,38 @@ class Dispatcher:
         else:
             counts.update({f"callbacks_{k}": v for k, v in delivered.items()})
         return counts
+
+    def _tick_job(self, job: Job, now: datetime, counts: dict[str, int]) -> None:
+        stall = timedelta(seconds=self.settings.jobs.stall_s)
+        if job.status == JobStatus.QUEUED:
+            counts["started"] += self.start(job.id, now)
+        elif not self.due(job, now)[0]:
+            counts["paused"] += self.store.transition(
+                job.id, [JobStatus.RUNNING], job.generation, status=JobStatus.QUEUED)
+        elif job.progress_at is None or _aware(job.progress_at) + stall <= now:
+            log.warning("job %s made no progress for %.0f s: dispatching again",
+                        job.id, self.settings.jobs.stall_s)
+            if self.store.transition(job.id, [JobStatus.RUNNING], job.generation,
+                                     generation=job.generation + 1, progress_at=now):
+                self.wave(job.id, job.generation + 1)
+                counts["rescued"] += 1
+
+    def _fail_stale_loading(self, now: datetime) -> list[str]:
+        """Fail the jobs whose inputs stopped arriving EMBEDQ_JOB_LOAD_TIMEOUT_S ago."""
+        timeout_s = self.settings.jobs.load_timeout_s
+        try:
+            failed = self.store.fail_stale_loading(
+                now - timedelta(seconds=timeout_s), now,
+                f"the submission stopped before every input was stored (no input arrived "
+                f"for {timeout_s:.0f} s: its submitter died or lost the database), so the "
+                "job never ran: submit it again")
+        except Unavailable as exc:
+            log.warning("stale submissions not checked: %s", exc)
+            return []
+        for job_id in failed:
+            log.warning("job %s: its inputs stopped arriving %.0f s ago: marked failed "
+                        "(EMBEDQ_JOB_LOAD_TIMEOUT_S)", job_id, timeout_s)
+        return failed
 
 
 def _iso(moment: datetime | None) -> str | None:

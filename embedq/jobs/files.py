@@ -7,7 +7,9 @@ An uploaded batch file is JSONL, one request a line:
               "encoding_format": "float" | "base64"}}
 
 It is checked in full before it is stored, so a batch never starts on a file that fails
-half-way: the first bad line is refused by number (MalformedRequest, 400). Every line of
+half-way: the first bad line is refused by number (MalformedRequest, 400; InputTooLarge,
+413, past a limit of embedq.limits, naming its setting; InvalidInput, 422, for text the
+job's rows could not store: a NUL, a lone surrogate). Every line of
 one file shares one model, one `dimensions` and one `encoding_format`: a batch is one job,
 and a job has one encoding. The file's bytes live in Postgres, up to
 EMBEDQ_MAX_FILE_BYTES.
@@ -17,14 +19,23 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import delete, select
 
 from embedq.config import Settings
-from embedq.errors import InputTooLarge, InvalidInput, MalformedRequest, NotFound
+from embedq.errors import InputTooLarge, InvalidInput, MalformedRequest, NotFound, UnknownModel
+from embedq.limits import (
+    MAX_BODY_BYTES,
+    MAX_JOB_INPUTS,
+    check_dimensions,
+    check_text,
+    check_texts,
+    over,
+    plausible_id,
+)
 from embedq.models import DEFAULT_TENANT, Database, File, FilePurpose
 
 ENDPOINT = "/v1/embeddings"
@@ -54,6 +65,10 @@ def parse_requests(content: bytes, settings: Settings) -> Iterator[BatchRequest]
     for n, raw in enumerate(content.splitlines(), start=1):
         if not raw.strip():
             continue
+        if len(raw) > settings.api.max_body_bytes:
+            raise _line(n, over(MAX_BODY_BYTES, settings, len(raw), "the line",
+                                "a line is one request: split its inputs over several "
+                                "lines", "file"))
         request = _request(raw, n, settings)
         if request.custom_id in seen:
             raise _bad(n, f"custom_id {request.custom_id!r} is used by an earlier line: "
@@ -61,9 +76,8 @@ def parse_requests(content: bytes, settings: Settings) -> Iterator[BatchRequest]
         seen.add(request.custom_id)
         inputs += len(request.texts)
         if inputs > settings.api.max_job_inputs:
-            raise InputTooLarge(
-                f"line {n}: the file holds over {settings.api.max_job_inputs} inputs, the limit "
-                "of one batch (EMBEDQ_MAX_JOB_INPUTS): split it into several files", "file")
+            raise _line(n, over(MAX_JOB_INPUTS, settings, inputs, "the file so far",
+                                "a batch is one job: split the file into several", "file"))
         if first is None:
             first = request
         else:
@@ -86,6 +100,10 @@ def _request(raw: bytes, n: int, settings: Settings) -> BatchRequest:
     custom_id = row.get("custom_id")
     if not isinstance(custom_id, str) or not custom_id or len(custom_id) > MAX_CUSTOM_ID_CHARS:
         raise _bad(n, f"custom_id must be a string of 1 to {MAX_CUSTOM_ID_CHARS} characters")
+    try:
+        check_text(custom_id, "custom_id")
+    except InvalidInput as exc:
+        raise _line(n, exc) from None
     if row.get("method") != "POST":
         raise _bad(n, f"method is {row.get('method')!r}: send \"method\": \"POST\"")
     if row.get("url") != ENDPOINT:
@@ -103,17 +121,13 @@ def _texts(raw: object, n: int, settings: Settings) -> list[str]:
     if not isinstance(texts, list) or not texts:
         raise _bad(n, "body.input must be a string or a non-empty list of strings "
                       "(token arrays are not supported)")
-    if len(texts) > settings.api.max_inputs:
-        raise _bad(n, f"body.input has {len(texts)} items, over the limit of "
-                      f"{settings.api.max_inputs} per request: split it over several lines")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str) or not text:
-            raise _bad(n, f"body.input[{i}] is not a non-empty string: send text only")
-        if len(text) > settings.api.max_input_chars:
-            raise _bad(n, f"body.input[{i}] has {len(text)} characters, over the limit of "
-                          f"{settings.api.max_input_chars}: split or shorten it")
-        if "\x00" in text:
-            raise _bad(n, f"body.input[{i}] contains a NUL character (\\0): remove it")
+    try:
+        # The checks of POST /v1/embeddings (the table every way in shares), and what the
+        # job's rows can store: the whole file is checked before a batch can start on it.
+        for text in check_texts(texts, settings, "body.input"):
+            check_text(text, "body.input")
+    except InvalidInput as exc:
+        raise _line(n, exc) from None
     return texts
 
 
@@ -124,12 +138,10 @@ def _model(raw: object, n: int) -> str | None:
 
 
 def _dimensions(raw: object, n: int) -> int | None:
-    if isinstance(raw, float) and raw.is_integer():
-        raw = int(raw)
-    if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 1):
-        raise _bad(n, f"body.dimensions={raw!r} is not a positive integer: send e.g. 256, "
-                      "or omit it")
-    return raw
+    try:
+        return check_dimensions(raw, "body.dimensions")
+    except InvalidInput as exc:
+        raise _bad(n, str(exc)) from None
 
 
 def _format(raw: object, n: int) -> str:
@@ -152,15 +164,25 @@ def _bad(n: int, message: str) -> MalformedRequest:
     return MalformedRequest(f"line {n}: {message}", "file")
 
 
+def _line(n: int, exc: InvalidInput) -> InvalidInput:
+    """`exc` for line `n`, of its kind: 413 past a limit, 404 for a model not served,
+    else 422 (a value that cannot be stored or encoded)."""
+    kind = next(k for k in (InputTooLarge, UnknownModel, InvalidInput) if isinstance(exc, k))
+    return kind(f"line {n}: {exc}", "file")
+
+
 class FileStore:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
 
     def create(self, filename: str, purpose: str, content: bytes,
-               owner: str = DEFAULT_TENANT) -> File:
+               owner: str = DEFAULT_TENANT,
+               encoding: Callable[[BatchRequest], object] | None = None) -> File:
         """Check an uploaded file and store it as `owner`'s; the File row, without its
-        content."""
+        content. `encoding(first line)` checks the file's model and dimensions against
+        the served model (a batch shares one encoding, `_same_encoding`), so a file
+        accepted here makes a batch that starts."""
         if purpose != FilePurpose.BATCH:
             raise MalformedRequest(f"purpose {purpose!r} is not supported: upload request "
                                    "lines with purpose=batch", "purpose")
@@ -168,8 +190,15 @@ class FileStore:
             raise InputTooLarge(
                 f"the file has {len(content)} bytes, over the limit of "
                 f"{self.settings.api.max_file_bytes} (EMBEDQ_MAX_FILE_BYTES): split it", "file")
-        for _ in parse_requests(content, self.settings):
-            pass
+        check_text(filename, "filename")  # a multipart header may carry a NUL
+        checked = encoding is None
+        for request in parse_requests(content, self.settings):
+            if not checked and encoding is not None:
+                checked = True
+                try:
+                    encoding(request)
+                except InvalidInput as exc:
+                    raise _line(request.line, exc) from None
         row = File(id=new_file_id(), purpose=purpose, filename=(filename or "batch.jsonl")[:255],
                    size=len(content), content=content, errors=False, owner=owner)
         with self.db.session() as s:
@@ -248,7 +277,3 @@ def unix(moment: datetime | None) -> int | None:
     return int(moment.timestamp()) if moment is not None else None
 
 
-def plausible_id(value: str) -> bool:
-    """Whether `value` can be a file or batch id at all (ids are short ASCII): anything
-    else (a NUL, a lone surrogate, a megabyte) cannot exist and never reaches a query."""
-    return len(value) <= 128 and value.isascii() and value.isprintable()

@@ -1,8 +1,9 @@
 """Input files for bulk jobs: JSONL, CSV or plain text (one text a line), optionally .gz.
 
-Readers stream: they hold one line at a time, so a 10 GB file costs no more memory than a
-small one. Each yields `Record(line, id, text)`; the first line that cannot be read
-raises BadInputFile naming it, after every record before it was yielded (and stored).
+Readers stream: they hold one line at a time, and never more than EMBEDQ_MAX_LINE_BYTES
+of it, so a 10 GB file (or one endless line) costs no more memory than a small one. Each
+yields `Record(line, id, text)`; the first line that cannot be read raises BadInputFile
+naming it, after every record before it was yielded (and stored).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
-from embedq.errors import BadInputFile, InvalidInput
+from embedq.config import Settings
+from embedq.errors import BadInputFile, InputFileTooLarge, InvalidInput
 
 FORMATS = ("jsonl", "csv", "text")
+DEFAULT_MAX_LINE_BYTES = Settings().jobs.max_line_bytes
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
              ".txt": "text", ".text": "text"}
 
@@ -46,9 +49,22 @@ def _open(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
-def _lines(fh: IO[bytes]) -> Iterator[tuple[int, str]]:
-    """Decoded lines without their line ending; a non-UTF-8 line raises naming it."""
-    for n, raw in enumerate(fh, start=1):
+def line_too_long_message(max_line_bytes: int) -> str:
+    return (f"the line is longer than {max_line_bytes} bytes (EMBEDQ_MAX_LINE_BYTES): one "
+            "input a line, each at most EMBEDQ_MAX_INPUT_CHARS characters; split the text, "
+            "or raise the setting")
+
+
+def _lines(fh: IO[bytes], max_line_bytes: int) -> Iterator[tuple[int, str]]:
+    """Decoded lines without their line ending; a non-UTF-8 line raises naming it, and so
+    does a line longer than `max_line_bytes`, once that many bytes of it were read (so a
+    file of one endless line costs no more memory than the limit)."""
+    n = 0
+    while raw := fh.readline(max_line_bytes + 2):  # the line and its \r\n
+        n += 1
+        content = raw.removesuffix(b"\n").removesuffix(b"\r")
+        if len(content) > max_line_bytes:
+            raise InputFileTooLarge(line_too_long_message(max_line_bytes), n)
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -66,8 +82,10 @@ def read_records(
     text_field: str = "text",
     id_field: str = "id",
     from_line: int = 1,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[Record]:
-    """Stream the records of `path`, starting at physical line `from_line`."""
+    """Stream the records of `path`, starting at physical line `from_line`; a line past
+    `max_line_bytes` (EMBEDQ_MAX_LINE_BYTES) raises InputFileTooLarge naming it."""
     path = Path(path)
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
@@ -75,7 +93,7 @@ def read_records(
     reader = {"jsonl": _jsonl, "csv": _csv, "text": _plain}[fmt]
     seen = 0
     with _open(path) as fh:
-        for record in reader(_lines(fh), text_field, id_field):
+        for record in reader(_lines(fh, max_line_bytes), text_field, id_field):
             seen += 1
             if record.line >= from_line:
                 yield record

@@ -13,6 +13,7 @@ and the error, and the error is raised naming the line.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -24,15 +25,26 @@ from celery import Celery
 
 from embedq.config import Settings
 from embedq.encoders.tiers import TIERS
-from embedq.errors import BadInputFile, EmbedqError, InvalidInput, QueueLimitReached
+from embedq.errors import (
+    BadInputFile,
+    EmbedqError,
+    InputFileTooLarge,
+    InputTooLarge,
+    InvalidInput,
+    NotFound,
+    QueueLimitReached,
+)
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.jobs.callbacks import check_url
 from embedq.jobs.dispatch import Clock, Dispatcher, job_window
 from embedq.jobs.readers import Record
 from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
 from embedq.jobs.windows import Window, check_not_before
+from embedq.limits import check_input_chars, check_moment, check_text
 from embedq.models import DEFAULT_TENANT, ChunkStatus, Database, Job, JobStatus, Priority
 from embedq.models.job import CallbackState
+
+log = logging.getLogger("embedq.jobs")
 
 PAGE_ITEMS = 2000
 
@@ -103,11 +115,12 @@ class JobService:
         job is touched).
         """
         if callback_url is not None:
-            check_url(callback_url, self.settings)
+            check_url(check_text(callback_url, "callback_url"), self.settings)
         if priority not in set(Priority):
             raise InvalidInput(f"priority {priority!r} is unknown: use online or bulk",
                                "priority")
         check_not_before(not_before, self.clock())
+        not_before = check_moment(not_before, "not_before")
         if precision is None and (model or "").rpartition(":")[2] not in TIERS:
             precision = self.settings.jobs.precision  # None: the deployment's default tier
         spec = self.service.spec(model, dimensions, precision=precision, tenant=tenant)
@@ -121,7 +134,7 @@ class JobService:
         if isinstance(records, list | tuple):
             # Inputs held in memory are all checked before the job exists: a bad one is
             # refused with no job row left behind. A stream is checked line by line.
-            records = [checked_record(r, n) for n, r in enumerate(records)]
+            records = [checked_record(r, n, self.settings) for n, r in enumerate(records)]
         room = self.check_room(tenant, len(records) if isinstance(records, list) else 1)
         job_id = uuid.uuid4().hex
         self.store.create(Job(
@@ -129,6 +142,7 @@ class JobService:
             revision=spec.revision, dimensions=spec.dimensions, normalize=spec.normalize,
             source=(source or "")[:255] or None, window=window, timezone=tz if window else None,
             not_before=not_before, total=0, chunks=0, loaded=False, generation=0,
+            progress_at=utcnow(),  # loading: the last page stored (fail_stale_loading)
             callback_url=callback_url,
             callback_state=CallbackState.PENDING if callback_url else None,
         ))
@@ -209,8 +223,26 @@ class JobService:
         return self.dispatcher.describe(job_id)
 
     def list(self, limit: int = 50, status: str | None = None,
-             tenant: str | None = None) -> list[dict[str, Any]]:
-        return [self.describe(job.id) for job in self.store.recent(limit, status, tenant)]
+             tenant: str | None = None, after: str | None = None) -> list[dict[str, Any]]:
+        """Jobs newest first, as `describe` shows them (the CLI's and GET /v1/jobs's
+        page). A row this release cannot load (stored by an older one) is logged and left
+        out; the others are listed."""
+        if status is not None and status not in set(JobStatus):
+            raise InvalidInput(f"status {status!r} is unknown: use one of "
+                               f"{', '.join(JobStatus)}", "status")
+        described = []
+        for job_id in self.store.recent(limit, status, tenant, after):
+            try:
+                described.append(self.describe(job_id))
+            except NotFound:
+                continue  # deleted since the page was read
+            except EmbedqError:
+                raise
+            except Exception as exc:
+                log.warning("job %s cannot be read (%s: %s): left out of the list; cancel "
+                            "it with `embedq jobs cancel %s`", job_id, type(exc).__name__,
+                            exc, job_id)
+        return described
 
     def results(self, job_id: str, offset: int = 0, limit: int = 100,
                 tenant: str | None = None) -> Iterator[ResultRow]:
@@ -220,9 +252,10 @@ class JobService:
         return self.store.results(job_id, offset, limit)
 
     def cancel(self, job_id: str, tenant: str | None = None) -> bool:
-        """Cancel what has not run; chunks already done keep their vectors."""
-        job = self.store.get(job_id, tenant)
-        return self.store.transition(job.id, JobStatus.active(), None,
+        """Cancel what has not run; chunks already done keep their vectors. Needs only the
+        job's owner, so even a row this release cannot load can be cancelled."""
+        self.store.owner(job_id, tenant)
+        return self.store.transition(job_id, JobStatus.active(), None,
                                      status=JobStatus.CANCELLED, finished_at=self.clock())
 
     def tick(self, now: datetime | None = None) -> dict[str, int]:
@@ -253,7 +286,7 @@ class _Loader:
         self.limit = jobs.settings.api.max_job_inputs
 
     def add(self, record: Record | str, n: int) -> None:
-        record = checked_record(record, n)
+        record = checked_record(record, n, self.jobs.settings)
         if self.count >= self.limit:
             raise BadInputFile(
                 f"a job holds at most {self.limit} inputs (EMBEDQ_MAX_JOB_INPUTS): split "
@@ -288,7 +321,7 @@ class _Loader:
         self.chunk_tokens = 0
 
     def _flush(self) -> None:
-        self.jobs.store.add(self.items, self.chunks)
+        self.jobs.store.add(self.job_id, self.items, self.chunks)
         self.items, self.chunks = [], []
 
     def seal(self, error: str | None = None) -> None:
@@ -306,13 +339,18 @@ def queue_full(tenant: str, queued: int, inputs: int, cap: int) -> QueueLimitRea
         "operator raise EMBEDQ_TENANT_MAX_QUEUED_INPUTS", retry_after_s=60)
 
 
-def checked_record(record: Record | str, n: int) -> Record:
-    """The `n`th input as a Record whose text and id Postgres can store as sent;
-    BadInputFile naming its line and field otherwise."""
+def checked_record(record: Record | str, n: int, settings: Settings) -> Record:
+    """The `n`th input as a Record whose text and id Postgres can store as sent and whose
+    text is within EMBEDQ_MAX_INPUT_CHARS; BadInputFile naming its line and field
+    otherwise (InputFileTooLarge, a 413, past the limit)."""
     if isinstance(record, str):
         record = Record(n + 1, None, record)
     if not isinstance(record.text, str) or not record.text:
         raise BadInputFile("the text is empty: give every input some text", record.line)
+    try:
+        check_input_chars(record.text, settings, "the text", "input")
+    except InputTooLarge as exc:
+        raise InputFileTooLarge(str(exc), record.line) from None
     for field, value in (("text", record.text), ("id", record.id)):
         if value is None:
             continue

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 
 from embedq.errors import NotFound
+from embedq.limits import plausible_id
 from embedq.models import ChunkStatus, Database, Embedding, Job, JobChunk, JobItem, JobStatus
 
 PAGE_ROWS = 2000
@@ -65,6 +66,11 @@ class ResultRow:
     error: str | None
 
 
+def not_found(job_id: str) -> NotFound:
+    return NotFound(f"job {job_id!r} does not exist: GET /v1/jobs (or `embedq jobs list`) "
+                    "lists the jobs")
+
+
 class JobStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -74,13 +80,18 @@ class JobStore:
         with self.db.session() as s:
             s.add(job)
 
-    def add(self, items: Sequence[dict[str, Any]], chunks: Sequence[dict[str, Any]]) -> None:
-        """Insert a page of items and the chunks they close, in one transaction."""
+    def add(self, job_id: str, items: Sequence[dict[str, Any]],
+            chunks: Sequence[dict[str, Any]]) -> None:
+        """Insert a page of items and the chunks they close, in one transaction, and note
+        the moment on the job (`progress_at`): a job whose loading stopped (its submitter
+        died) is found by that moment and failed (`fail_stale_loading`)."""
         with self.db.session() as s:
             if items:
                 s.execute(insert(JobItem), list(items))
             if chunks:
                 s.execute(insert(JobChunk), list(chunks))
+            s.execute(update(Job).where(Job.id == job_id, Job.loaded.is_(False))
+                      .values(progress_at=utcnow()))
 
     def seal(self, job_id: str, total: int, chunks: int, error: str | None) -> None:
         values: dict[str, Any] = {"loaded": True, "total": total, "chunks": chunks,
@@ -105,12 +116,26 @@ class JobStore:
 
     def get(self, job_id: str, tenant: str | None = None) -> Job:
         """The job; NotFound when there is none, or it is not `tenant`'s (None: any).
-        Another tenant's job is answered exactly like a missing one."""
-        with self.db.session() as s:
-            job = s.get(Job, job_id)
+        Another tenant's job is answered exactly like a missing one, and so is an id that
+        cannot exist (a NUL, a lone surrogate, a megabyte: it never reaches a query)."""
+        job = None
+        if plausible_id(job_id):
+            with self.db.session() as s:
+                job = s.get(Job, job_id)
         if job is None or (tenant is not None and job.tenant != tenant):
-            raise NotFound(f"job {job_id!r} does not exist: `embedq jobs list` shows the jobs")
+            raise not_found(job_id)
         return job
+
+    def owner(self, job_id: str, tenant: str | None = None) -> str:
+        """The job's tenant, read without loading the rest of its row (which an older
+        release may have stored unreadable); NotFound as `get`."""
+        owner = None
+        if plausible_id(job_id):
+            with self.db.session() as s:
+                owner = s.scalar(select(Job.tenant).where(Job.id == job_id))
+        if owner is None or (tenant is not None and owner != tenant):
+            raise not_found(job_id)
+        return owner
 
     def progress(self, job: Job) -> Progress:
         with self.db.session() as s:
@@ -129,21 +154,48 @@ class JobStore:
                         chunks_done)
 
     def recent(self, limit: int = 50, status: str | None = None,
-               tenant: str | None = None) -> list[Job]:
-        query = select(Job).order_by(Job.created_at.desc()).limit(limit)
+               tenant: str | None = None, after: str | None = None) -> list[str]:
+        """Ids of jobs newest first (`tenant`'s, in `status`, when given), from the one
+        after the id `after` (NotFound for an id that is not `tenant`'s). Ids only: a
+        reader loads each row on its own, so one unreadable row spoils no page."""
+        query = select(Job.id).order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)
         if status:
             query = query.where(Job.status == status)
         if tenant is not None:
             query = query.where(Job.tenant == tenant)
+        if after is not None:
+            self.owner(after, tenant)
+            with self.db.session() as s:
+                at = s.scalar(select(Job.created_at).where(Job.id == after))
+            query = query.where((Job.created_at < at) | ((Job.created_at == at)
+                                                         & (Job.id < after)))
         with self.db.session() as s:
             return list(s.scalars(query))
 
-    def jobs_in(self, statuses: Sequence[str]) -> list[Job]:
+    def ids_in(self, statuses: Sequence[str]) -> list[str]:
+        """Ids of loaded jobs in `statuses`, oldest first (the tick loads each on its own)."""
         with self.db.session() as s:
             return list(s.scalars(
-                select(Job).where(Job.status.in_(statuses), Job.loaded.is_(True))
+                select(Job.id).where(Job.status.in_(statuses), Job.loaded.is_(True))
                 .order_by(Job.created_at)
             ))
+
+    def fail_stale_loading(self, deadline: datetime, now: datetime, error: str) -> list[str]:
+        """Fail every queued job still loading whose last page of inputs was stored before
+        `deadline` (its submitter died mid-submit: nothing would ever seal it); their ids.
+        Each is a guarded UPDATE, so a loader that stored a page meanwhile keeps its job."""
+        stale = (Job.status == JobStatus.QUEUED, Job.loaded.is_(False),
+                 func.coalesce(Job.progress_at, Job.created_at) < deadline)
+        with self.db.session() as s:
+            ids = list(s.scalars(select(Job.id).where(*stale)))
+        failed = []
+        for job_id in ids:
+            with self.db.session() as s:
+                done = s.execute(update(Job).where(Job.id == job_id, *stale).values(
+                    status=JobStatus.FAILED, finished_at=now, error=error))
+            if getattr(done, "rowcount", 0):
+                failed.append(job_id)
+        return failed
 
     def pending_chunks(self, job_id: str, limit: int) -> list[int]:
         with self.db.session() as s:

@@ -25,12 +25,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from embedq.errors import EmbedqError
+from embedq.limits import check_texts
 from embedq.mcp.pipeline import AsyncPipeline
 from embedq.service import EmbeddingService
 from embedq.tenants import SCOPES, Principal
 from embedq.tenants.quota import TextQuota
-
-MAX_TEXTS = 256
 
 
 def caller(ctx: Context[Any, Any], local: Principal, scope: str) -> Principal:
@@ -86,16 +85,14 @@ def create_server(service: EmbeddingService, local: Principal | None = None,
             state["jobs"] = JobService(service)
         return state["jobs"]
 
-    async def embed(ctx: Context[Any, Any], texts: list[str], model: str | None
-                    ) -> list[list[float]]:
+    async def embed(ctx: Context[Any, Any], texts: str | list[str], model: str | None,
+                    param: str) -> list[list[float]]:
         principal = caller(ctx, local, "embed")
-        if not texts:
-            raise ToolError("texts is empty: pass at least one non-empty string")
-        if len(texts) > MAX_TEXTS:
-            raise ToolError(f"{len(texts)} texts is over the limit of {MAX_TEXTS}: split them")
-        for i, t in enumerate(texts):
-            if not isinstance(t, str) or not t:
-                raise ToolError(f"text {i} is empty or not a string: pass non-empty strings")
+        try:
+            # The limits of POST /v1/embeddings (embedq.limits: one table, every way in).
+            texts = check_texts(texts, service.settings, param)
+        except EmbedqError as exc:
+            raise ToolError(str(exc)) from exc
         count_inputs(ctx, len(texts))
         try:
             if quota is not None and principal.texts_per_day is not None:
@@ -113,14 +110,14 @@ def create_server(service: EmbeddingService, local: Principal | None = None,
     async def embed_text(ctx: Context[Any, Any], text: str, model: str | None = None
                          ) -> dict[str, Any]:
         """Embed one text; returns its vector (float32 values as JSON numbers)."""
-        vector = (await embed(ctx, [text], model))[0]
+        vector = (await embed(ctx, text, model, "text"))[0]
         return {"model": service.model, "dimensions": len(vector), "embedding": vector}
 
     @server.tool()
     async def embed_texts(ctx: Context[Any, Any], texts: list[str], model: str | None = None
                           ) -> dict[str, Any]:
         """Embed several texts; vectors come back in input order."""
-        vectors = await embed(ctx, texts, model)
+        vectors = await embed(ctx, texts, model, "texts")
         return {"model": service.model,
                 "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
 

@@ -22,7 +22,7 @@ Bounds, so no caller can make one request (or the table) unboundedly large:
   bytes      one lookup returns matches, best first, while their JSON stays within
              EMBEDQ_SEMANTIC_MAX_LOOKUP_BYTES; the best match is always returned (one entry
              is bounded by the payload limit), and `truncated` says when some were left off
-  JSON       payload, metadata and filter nest at most MAX_JSON_DEPTH levels
+  JSON       payload, metadata and filter nest at most MAX_JSON_DEPTH levels (limits.py)
   text       no NUL (Postgres text and jsonb cannot hold it), no lone surrogate (not text)
   namespaces at most EMBEDQ_SEMANTIC_MAX_NAMESPACES in all and EMBEDQ_TENANT_MAX_NAMESPACES
              per tenant (store.py), entries per namespace at most
@@ -45,18 +45,24 @@ import numpy.typing as npt
 from embedq.config import Settings
 from embedq.errors import InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import EncodeSpec
+from embedq.limits import check_input_chars, check_json, check_text
 from embedq.models import DEFAULT_TENANT, Database
 from embedq.semantic.feedback import FeedbackStore, Policy, new_hit_id
 from embedq.semantic.guard import contrast
 from embedq.semantic.index import IndexConfig, Matrix, unit_rows
-from embedq.semantic.store import Entry, SemanticStore, TenantCaps, utcnow
+from embedq.semantic.store import (
+    SHARED_NAMES,
+    Entry,
+    SemanticStore,
+    TenantCaps,
+    utcnow,
+)
 from embedq.semantic.sync import IndexSync, SyncConfig
 from embedq.semantic.verify import Verifier
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_K = 100
 MAX_TTL_S = 10 * 365 * 86_400
-MAX_JSON_DEPTH = 64
 EXACT = 1.0
 
 
@@ -153,47 +159,6 @@ class Embedder(Protocol):
     def embed(self, texts: list[str], *, tenant: str | None = None) -> EmbedResult: ...
 
 
-def check_text(value: str, name: str) -> str:
-    """`value` if the database can store it and it is text; InvalidInput naming `name`."""
-    if "\x00" in value:
-        raise InvalidInput(
-            f"{name} contains a NUL character (\\u0000), which the database cannot store: "
-            "remove it", name,
-        )
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(
-            f"{name} contains a lone surrogate escape (\\ud800-\\udfff), which is not text: "
-            "send valid Unicode", name,
-        ) from None
-    return value
-
-
-def check_json(value: Any, name: str) -> None:
-    """Every string (keys too) passes check_text, and nesting stays within MAX_JSON_DEPTH.
-
-    Iterative, so that no depth a JSON parser accepted can exhaust the stack here."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            check_text(item, name)
-            continue
-        if not isinstance(item, dict | list):
-            continue
-        if depth > MAX_JSON_DEPTH:
-            raise InvalidInput(
-                f"{name} is nested more than {MAX_JSON_DEPTH} levels deep: flatten it, or "
-                "store a reference instead", name,
-            )
-        if isinstance(item, dict):
-            stack.extend((key, depth) for key in item)
-            stack.extend((child, depth + 1) for child in item.values())
-        else:
-            stack.extend((child, depth + 1) for child in item)
-
-
 class SemanticCache:
     """One per process: owns the indexes of the service's model space and their sync."""
 
@@ -231,11 +196,7 @@ class SemanticCache:
     def _query(self, query: Any) -> str:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty: send the question or text to cache", "query")
-        if len(query) > self.settings.api.max_input_chars:
-            raise InputTooLarge(
-                f"query has {len(query)} characters; the limit is "
-                f"{self.settings.api.max_input_chars}", "query",
-            )
+        check_input_chars(query, self.settings, "query", "query")
         return check_text(query, "query")
 
     def _json_size(self, value: Any, name: str) -> None:
@@ -443,7 +404,8 @@ class SemanticCache:
         another tenant's namespace is answered like one that does not exist."""
         check_namespace(namespace)
         if tenant is not None and self.store.owner(namespace) not in (tenant, None):
-            raise NotFound(f"namespace {namespace!r} does not exist")
+            raise NotFound(f"namespace {namespace!r} does not exist for this tenant "
+                           f"({SHARED_NAMES})")
 
     def delete(self, namespace: str, entry_id: int, tenant: str | None = None) -> None:
         check_namespace(namespace)

@@ -35,6 +35,10 @@ from embedq.models.engine import map_db_errors
 WRITE_LOCK_KEY = 0x656D62_5345  # "emb" "SE": one lock for every semantic-cache writer
 SWEEP_BATCH = 1000
 LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a wait past lock_timeout
+# Namespace names are one space for all tenants (docs/http-api.md, Ownership): a 404 for
+# another tenant's name says so, rather than pretend the name is free.
+SHARED_NAMES = ("namespace names are one space shared by all tenants, and another tenant "
+                "may hold this one: choose another name (e.g. prefixed with your tenant)")
 
 
 class NamespaceLimitReached(LimitReached):
@@ -158,8 +162,8 @@ class SemanticStore:
             owner = s.scalar(select(SemanticNamespace.tenant)
                              .where(SemanticNamespace.namespace == namespace))
             if owner is not None and owner != tenant:
-                raise NotFound(f"namespace {namespace!r} is not one of this tenant's: names "
-                               "are unique across tenants, so choose another name")
+                raise NotFound(f"namespace {namespace!r} is not one of this tenant's: "
+                               f"{SHARED_NAMES}")
             existing = s.scalar(select(SemanticEntry).where(
                 SemanticEntry.namespace == namespace, SemanticEntry.space == space,
                 SemanticEntry.query_sha256 == digest,
@@ -198,8 +202,8 @@ class SemanticStore:
         known_ns = s.get(SemanticNamespace, namespace)
         if known_ns is not None:
             if known_ns.tenant not in (tenant, None):
-                raise NotFound(f"namespace {namespace!r} is not one of this tenant's: names "
-                               "are unique across tenants, so choose another name")
+                raise NotFound(f"namespace {namespace!r} is not one of this tenant's: "
+                               f"{SHARED_NAMES}")
             return
         if caps is not None:
             self._check_caps(s, namespace, tenant, caps, new_namespace=True, adds_entry=False,
@@ -290,7 +294,8 @@ class SemanticStore:
         Another tenant's namespace (`tenant` given) raises NotFound."""
         with self._writing() as s:
             if not self._owned(s, namespace, tenant):
-                raise NotFound(f"namespace {namespace!r} does not exist")
+                raise NotFound(f"namespace {namespace!r} does not exist for this tenant "
+                               f"({SHARED_NAMES})")
             gone = s.execute(delete(SemanticEntry).where(SemanticEntry.namespace == namespace))
             known = s.execute(
                 delete(SemanticNamespace).where(SemanticNamespace.namespace == namespace)

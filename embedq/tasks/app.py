@@ -7,7 +7,8 @@ Settings here answer the pitfalls in ARCHITECTURE.md:
   longest buffer + batch time; duplicate deliveries are fenced by run leases and the
   durable store's primary key.
 - unacked_restore_interval x throttle 1: a dead worker's messages come back after
-  visibility_timeout + restore_interval_s, not ~100 s later.
+  visibility_timeout + restore_interval_s, not ~100 s later; the sweep's mutex expires
+  within the visibility timeout (`restore_mutex_expire_s`), not after kombu's 300 s.
 - queue_order_strategy=priority: a worker always drains `online` before `bulk`.
 - worker_cancel_long_running_tasks_on_connection_loss=False: a broker blip does not
   abandon running batches.
@@ -47,6 +48,16 @@ def link_timeouts(settings: Settings) -> dict[str, Any]:
     }
 
 
+def restore_mutex_expire_s(settings: Settings) -> int:
+    """How long kombu's restore sweep may hold its mutex: a few sweeps, within the
+    visibility timeout. A sweep takes milliseconds; a sweeper that failed or died holding
+    the mutex (Redis out of memory refused its writes) would otherwise block every other
+    sweep for kombu's default of 300 s, and a dead worker's messages with it. Two sweeps
+    at once are harmless: each restore is a WATCH transaction on the unacked hash."""
+    queue = settings.queue
+    return max(1, min(queue.visibility_timeout_s, max(2, 5 * queue.restore_interval_s)))
+
+
 def exchange_name(queue_name: str) -> str:
     return f"embedq.{queue_name}"
 
@@ -70,6 +81,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "queue_order_strategy": "priority",
         "unacked_restore_interval": settings.queue.restore_interval_s,
         "unacked_restore_throttle": 1,
+        "unacked_mutex_expire": restore_mutex_expire_s(settings),
     }
     backend_transport: dict[str, Any] = {"visibility_timeout": settings.queue.visibility_timeout_s}
     redis_backend: dict[str, Any] = {}

@@ -14,6 +14,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
 from embedq.errors import BrokerUnavailable
+from embedq.tasks.publish import broker_error
 
 
 def broker_depth(app: Celery, queue: str) -> int:
@@ -36,4 +37,4 @@ def broker_depth(app: Celery, queue: str) -> int:
                     channel.close()
             return int(count)
     except (KombuOperationalError, OSError, RedisError) as exc:
-        raise BrokerUnavailable(f"the broker is unreachable ({exc}); retry shortly") from exc
+        raise broker_error(exc) from exc

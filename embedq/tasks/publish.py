@@ -18,7 +18,8 @@ from typing import Any
 from celery import Celery
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from embedq.errors import BrokerUnavailable
+from embedq.coordination.redis_link import OUT_OF_MEMORY, out_of_memory
+from embedq.errors import BrokerOutOfMemory, BrokerUnavailable
 from embedq.fingerprint import EncodeSpec
 from embedq.tasks import names
 
@@ -66,5 +67,12 @@ def publish_embed(
                 )
                 sent.append(task_id)
     except (KombuOperationalError, OSError) as exc:
-        raise BrokerUnavailable(f"the broker is unreachable ({exc}); retry shortly") from exc
+        raise broker_error(exc) from exc
     return sent
+
+
+def broker_error(exc: BaseException, then: str = "retry shortly") -> BrokerUnavailable:
+    """What a failed publish means: Redis out of memory said as such, else unreachable."""
+    if out_of_memory(exc):
+        return BrokerOutOfMemory(OUT_OF_MEMORY)
+    return BrokerUnavailable(f"the broker is unreachable ({exc}); {then}")

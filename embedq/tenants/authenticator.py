@@ -4,14 +4,20 @@ The bootstrap keys (EMBEDQ_API_KEYS) are compared in constant time, every one of
 other keys are looked up by digest in the KeyStore. Lookups (found or not) are cached
 per process for `ttl_s`, at most one second: a revoked key stops working within that
 time in every API process, and a flood of requests with one key costs the database one
-query a second. The API is open (`required` is False) only while there is no bootstrap
-key and no active key in the database; a database that cannot be read is not "no keys"
-(before its first answer; after it, its last answer stands while it is down).
+query a second.
+
+Keyed is a state that only closes. The API is open (`required` is False) only while this
+process has seen no key at all: no bootstrap key, and no active key in the database yet.
+Once it has seen one it requires keys until it is restarted, even when every key is
+revoked later: then it accepts none (`without_active_key` says so, for the 401's message
+and the log), rather than turning open to anyone. A database that cannot be read is not
+"no keys" (before its first answer; after it, its last answer stands while it is down).
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -19,6 +25,8 @@ from collections import OrderedDict
 from embedq.errors import ConfigError, Unavailable
 from embedq.tenants.keys import KeyStore, digest
 from embedq.tenants.principal import Principal
+
+log = logging.getLogger("embedq.audit")
 
 MAX_TTL_S = 1.0
 CACHE_ENTRIES = 10_000  # distinct keys remembered; unknown ones are cached too
@@ -47,11 +55,13 @@ class Authenticator:
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[float, Principal | None]] = OrderedDict()
         self._required: tuple[float, bool] | None = None
+        self._keyed = bool(self.bootstrap)  # set once, never cleared: see the docstring
+        self._active: tuple[float, bool] | None = None  # whether some key is active
 
     def required_known(self) -> bool | None:
         """`required()` when it needs no database query (the API asks this on its event
         loop, and only goes to a thread for the query); None when it does."""
-        if self.bootstrap:
+        if self._keyed:
             return True
         if self.store is None:
             return False
@@ -92,7 +102,27 @@ class Authenticator:
             # open, so the hot store keeps answering; a keyed one keeps requiring keys).
             return cached[1]
         self._required = (now, needed)
+        if needed and not self._keyed:
+            self._keyed = True
+            log.info("API keys exist: every request but the probes now needs one, until "
+                     "this process is restarted")
         return needed
+
+    def without_active_key(self) -> bool:
+        """Whether this keyed process has no key left to accept: no bootstrap key and no
+        active key in the database (every one revoked). Asked when a request is refused;
+        cached like lookups; a database that cannot be read says nothing (False)."""
+        if not self._keyed or self.bootstrap or self.store is None:
+            return False
+        now = time.monotonic()
+        cached = self._active
+        if cached is None or now - cached[0] >= self.ttl_s:
+            try:
+                cached = (now, self.store.any_active())
+            except Unavailable:
+                return False
+            self._active = cached
+        return not cached[1]
 
     def _bootstrap(self, key: str) -> Principal | None:
         found = match_index(key, self.bootstrap)

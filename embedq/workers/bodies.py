@@ -15,8 +15,9 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
 from celery.concurrency.thread import TaskPool as ThreadTaskPool
+from celery.exceptions import Reject
 
 from embedq.errors import Unavailable
 from embedq.jobs.dispatch import Dispatcher
@@ -30,7 +31,30 @@ log = logging.getLogger("embedq.worker.tasks")
 # shared=False: Celery's default (shared) would also bind these bodies, and the runtime
 # they close over, to every app finalized later in this process.
 _LATE = {"bind": True, "shared": False, "acks_late": True, "reject_on_worker_lost": True}
+class KeptOnFailedRetry(Task):  # type: ignore[misc]
+    """A task whose retry, when it cannot be published, puts its message back instead of
+    dropping it.
+
+    A task that meets an unreachable or full Redis (Unavailable) is retried by publishing
+    a copy; when that publish fails too, Celery rejects the message without requeueing
+    it, and it is gone: an online text waits out its claim, a job's chunk waits for beat's
+    stall rescue. Requeued instead, the message goes back on its queue, or, while Redis
+    refuses the requeue (out of memory), keeps its unacknowledged record for the
+    visibility sweep to restore once Redis takes writes again."""
+
+    def retry(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().retry(*args, **kwargs)
+        except Reject as exc:
+            if exc.requeue:
+                raise
+            log.warning("task %s[%s]: its retry could not be published (%s): its message "
+                        "is requeued", self.name, self.request.id, exc.reason)
+            raise Reject(exc.reason, requeue=True) from exc
+
+
 _RETRY = {
+    "base": KeptOnFailedRetry,
     "autoretry_for": (Unavailable,),
     "retry_backoff": 1,
     "retry_backoff_max": 30,

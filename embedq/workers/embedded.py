@@ -28,9 +28,9 @@ class EmbeddedWorker:
     """A worker thread consuming `app`'s queues in this process, on its own runtime."""
 
     def __init__(self, app: Celery, settings: Settings, hot: HotStore) -> None:
-        self.runtime = WorkerRuntime(settings, hot=hot)
-        register(app, self.runtime)
         queues = [settings.queue.online_queue, settings.queue.bulk_queue]
+        self.runtime = WorkerRuntime(settings, hot=hot, queues=queues)
+        register(app, self.runtime)
         app.finalize()
         self._worker = app.WorkController(
             app=app,

@@ -80,9 +80,12 @@ class WorkerRuntime:
         db: Database | None = None,
         durable: VectorStore | None = None,
         heartbeat: bool = True,
+        queues: list[str] | None = None,
     ) -> None:
         """`heartbeat`: announce this runtime as a worker (False: one an API process
-        holds to encode its own online misses, which consumes no queue)."""
+        holds to encode its own online misses, which consumes no queue); `queues`: the
+        ones its consumer takes, announced with it (/readyz reads them; None: not said,
+        as by an older worker)."""
         self.settings = settings
         if settings.worker.stage_timing:
             stages.enable()
@@ -108,6 +111,7 @@ class WorkerRuntime:
         self.encoder, self.writer, self.batcher = default.encoder, default.writer, \
             default.batcher
         self._stop = threading.Event()
+        self.queues = queues
         if heartbeat:
             threading.Thread(target=self._heartbeat, name="embedq-heartbeat",
                              daemon=True).start()
@@ -172,6 +176,7 @@ class WorkerRuntime:
             "device": getattr(self.encoder, "device", "cpu"),
             "pid": os.getpid(),
             "queued": self.depth(),
+            **({"queues": list(self.queues)} if self.queues is not None else {}),
         }
 
     def model_busy_s(self) -> float:

@@ -50,6 +50,16 @@ class RedisServer:
             time.sleep(0.05)
         raise RuntimeError(f"redis-server on port {self.port} did not answer in {timeout_s}s")
 
+    def set_maxmemory(self, limit: str) -> None:
+        """`CONFIG SET maxmemory` (e.g. "1" to refuse every write now, "0" for none):
+        with the default policy, noeviction, Redis past it refuses every write and evicts
+        nothing: Redis out of memory, as a production Redis at its limit answers."""
+        import redis
+
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=2)
+        client.config_set("maxmemory-policy", "noeviction")
+        client.config_set("maxmemory", limit)
+
     def kill(self) -> None:
         """SIGKILL by pid: every key, queued message and claim is gone."""
         assert self.proc is not None

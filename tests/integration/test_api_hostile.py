@@ -236,3 +236,28 @@ def test_one_lookup_returns_at_most_the_byte_cap(embedded: ApiServer) -> None:
 def test_hostile_job_input_is_not_a_server_error(api: ApiServer, body: str) -> None:
     got = send(api, "POST", "/v1/jobs", body)
     assert got.status_code < 500, got.text
+
+
+# --- ids that cannot exist: 404 on every route, never a query
+@pytest.mark.parametrize("job_id", ["a%00b", "%ED%A0%80", "x" * 200, "a%0Ab"],
+                         ids=["nul", "surrogate-bytes", "long", "newline"])
+@pytest.mark.parametrize(("method", "suffix"), [
+    ("GET", ""), ("GET", "/results"), ("GET", "/events"), ("DELETE", "")])
+def test_a_job_id_that_cannot_exist_is_404(api: ApiServer, job_id: str, method: str,
+                                           suffix: str) -> None:
+    got = httpx.request(method, f"{api.url}/v1/jobs/{job_id}{suffix}", timeout=30)
+    assert_clear_4xx(got, 404, "does not exist", "GET /v1/jobs")
+    listed = httpx.get(f"{api.url}/v1/jobs", params={"after": "a\x00b"}, timeout=30)
+    assert_clear_4xx(listed, 404, "does not exist")
+
+
+def test_a_job_list_pages_newest_first(api: ApiServer, salt: str) -> None:
+    ids = [send(api, "POST", "/v1/jobs", json.dumps({"input": [f"{salt} list {i}"]})
+                ).json()["id"] for i in range(3)]
+    first = httpx.get(f"{api.url}/v1/jobs", params={"limit": 2}, timeout=30).json()
+    assert [j["id"] for j in first["data"]] == ids[::-1][:2] and first["has_more"]
+    rest = httpx.get(f"{api.url}/v1/jobs", params={"limit": 100, "after": first["last_id"]},
+                     timeout=30).json()
+    assert rest["data"][0]["id"] == ids[0]
+    assert_clear_4xx(httpx.get(f"{api.url}/v1/jobs", params={"status": "x"}, timeout=30),
+                     422, "status")

@@ -173,6 +173,23 @@ def test_a_malformed_line_is_refused_by_number(api: ApiServer) -> None:
     assert "line 1" in caught.value.message
 
 
+def test_a_file_is_checked_whole_at_upload_so_an_accepted_one_makes_a_batch(
+        api: ApiServer) -> None:
+    """What POST /v1/batches would refuse is refused at POST /v1/files, naming the line:
+    text no row can store (422), the model (404) and width (422) the batch would run."""
+    client = sdk(api)
+    for line, error, says in (
+            (request_line("a", "ok\ud800"), openai.UnprocessableEntityError, "surrogate"),
+            (request_line("a\x00", "ok"), openai.UnprocessableEntityError, "NUL"),
+            (request_line("\udfff", "ok"), openai.UnprocessableEntityError, "surrogate"),
+            (request_line("a", "ok", model="nope"), openai.NotFoundError, "nope"),
+            (request_line("a", "ok", dimensions=385), openai.UnprocessableEntityError, "385")):
+        content = json.dumps(line).encode()  # \ud800 as JSON escapes, as a client sends
+        with pytest.raises(error) as caught:
+            client.files.create(file=("f.jsonl", io.BytesIO(content)), purpose="batch")
+        assert "line 1" in caught.value.message and says in caught.value.message, line
+
+
 def test_unknown_ids_are_404_in_the_openai_shape(api: ApiServer) -> None:
     client = sdk(api)
     with pytest.raises(openai.NotFoundError) as caught:

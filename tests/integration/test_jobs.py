@@ -385,7 +385,7 @@ def test_a_start_time_too_far_ahead_is_refused_before_anything_is_stored(
     from embedq.errors import InvalidInput
 
     jobs = jc.jobs()
-    before = {j.id for j in jobs.store.recent(10_000)}
+    before = set(jobs.store.recent(10_000))
     r = httpx.post(f"{api}/v1/jobs", json={
         "input": [f"{salt} far"], "window": "01:00-02:00", "timezone": "Pacific/Kiritimati",
         "not_before": "9999-12-31T23:00:00+00:00"})
@@ -393,7 +393,7 @@ def test_a_start_time_too_far_ahead_is_refused_before_anything_is_stored(
     assert "366 days ahead" in r.json()["error"]["message"]
     with pytest.raises(InvalidInput, match="366 days ahead"):
         jobs.submit([f"{salt} far"], not_before=datetime(9999, 12, 31, tzinfo=UTC))
-    assert {j.id for j in jobs.store.recent(10_000)} == before
+    assert set(jobs.store.recent(10_000)) == before
 
 
 def test_one_poisoned_job_row_does_not_stop_the_tick_or_the_listing(jc: JobCluster,
@@ -437,3 +437,41 @@ def test_one_poisoned_job_row_does_not_stop_the_tick_or_the_listing(jc: JobClust
         with jobs.service.db.session() as s:
             for job_id in (far, unknown_zone):
                 s.delete(s.get(Job, job_id))
+
+
+def test_a_job_whose_submission_died_mid_load_is_failed_and_frees_its_tenants_queue(
+        jc: JobCluster, salt: str) -> None:
+    """An API killed mid-submit leaves a queued job that never finished loading: beat
+    fails it once its inputs stopped arriving EMBEDQ_JOB_LOAD_TIMEOUT_S ago, so it no
+    longer counts against the tenant's queued inputs; one still loading is left alone."""
+    from sqlalchemy import update
+
+    from embedq.jobs.store import utcnow
+    from embedq.models import Job
+
+    jobs = jc.jobs()
+    spec = jobs.service.spec(None)
+    tenant = f"t{salt}"
+
+    def loading(job_id: str, inputs: int, idle_s: float) -> None:
+        jobs.store.create(Job(
+            id=job_id, tenant=tenant, status="queued", priority="bulk", model=spec.model,
+            revision=spec.revision, dimensions=spec.dimensions, normalize=spec.normalize,
+            total=0, chunks=0, loaded=False, generation=0))
+        jobs.store.add(job_id, [{"job_id": job_id, "index": i, "external_id": None,
+                                 "text": f"{salt} {i}", "fingerprint": "0" * 64}
+                                for i in range(inputs)], [])
+        with jobs.service.db.session() as s:
+            s.execute(update(Job).where(Job.id == job_id).values(
+                progress_at=utcnow() - timedelta(seconds=idle_s)))
+
+    timeout_s = jobs.settings.jobs.load_timeout_s
+    loading(f"dead{salt}", 7, timeout_s + 5)
+    loading(f"slow{salt}", 3, timeout_s / 2)
+    assert jobs.store.queued_inputs(tenant) == 10
+    assert jobs.tick()["abandoned"] >= 1
+    dead = jobs.describe(f"dead{salt}")
+    assert dead["status"] == "failed" and "submission stopped" in dead["error"], dead
+    assert jobs.describe(f"slow{salt}")["status"] == "queued"
+    assert jobs.store.queued_inputs(tenant) == 3
+    jobs.cancel(f"slow{salt}")

@@ -163,12 +163,14 @@ def test_each_route_answers_owner_other_tenant_missing_scope_and_no_key(
 
 def test_lists_show_only_the_callers_own(tn: Tenants, salt: str) -> None:
     r = alice_resources(tn, salt)
-    for path, own in (("/v1/files", r["file"]), ("/v1/batches", r["batch"])):
+    for path, own in (("/v1/files", r["file"]), ("/v1/batches", r["batch"]),
+                      ("/v1/jobs", r["job"])):
         mine = {x["id"] for x in call(tn.a, "GET", path, tn.keys["alice"]).json()["data"]}
         theirs = {x["id"] for x in call(tn.a, "GET", path, tn.keys["bob"]).json()["data"]}
         assert own in mine and own not in theirs
-    # Another tenant's file is as absent as a cursor as it is by id.
+    # Another tenant's file or job is as absent as a cursor as it is by id.
     assert call(tn.a, "GET", f"/v1/files?after={r['file']}", tn.keys["bob"]).status_code == 404
+    assert call(tn.a, "GET", f"/v1/jobs?after={r['job']}", tn.keys["bob"]).status_code == 404
 
 
 def test_each_authenticated_request_leaves_one_audit_line(tn: Tenants, salt: str) -> None:
@@ -317,9 +319,12 @@ def test_mcp_over_http_needs_a_key_and_keeps_tenants_apart(tn: Tenants, salt: st
         raw = httpx.post(f"http://127.0.0.1:{port}/mcp", json={}, timeout=10)
         assert raw.status_code == 401
         owner = asyncio.run(mcp_calls(port, tn.keys["alice"], tools))
+        [nul] = asyncio.run(mcp_calls(port, tn.keys["alice"],
+                                      [("job_status", {"job_id": "a\x00b"})]))
         other = asyncio.run(mcp_calls(port, tn.keys["bob"], tools))
         scoped = asyncio.run(mcp_calls(port, tn.keys["alice_embed"], tools))
     assert [error for error, _ in owner] == [False] * 4, owner
+    assert nul[0] and "does not exist" in nul[1], nul  # an id that cannot exist: clear
     assert json.loads(owner[2][1])["hit"] is True
     assert not other[0][0]  # embedding needs no resource
     for error, text in other[1:]:

@@ -20,7 +20,7 @@ PACKAGE = Path(embedq.__file__).parent
 LAYERS: list[set[str]] = [
     {"errors", "version", "singleflight", "stages"},
     {"config", "fingerprint", "corpus"},
-    {"models", "encoders"},
+    {"models", "encoders", "limits"},
     {"coordination", "testing"},
     {"tenants"},
     {"tasks"},

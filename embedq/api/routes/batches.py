@@ -23,6 +23,7 @@ from embedq.api.state import get_state
 from embedq.errors import InputTooLarge
 from embedq.jobs.batches import COMPLETION_WINDOW, BatchService, TokenUsage
 from embedq.jobs.files import ENDPOINT, FileStore, unix
+from embedq.jobs.files import BatchRequest as LineRequest
 from embedq.jobs.service import JobService
 from embedq.models import File
 
@@ -75,7 +76,7 @@ def _page(data: list[dict[str, Any]], limit: int) -> dict[str, Any]:
 # --- files
 @router.post("/v1/files", summary="Upload a JSONL file of /v1/embeddings requests")
 async def upload_file(
-    batches: Batches, usage: Usage, caller: JobsCaller,
+    batches: Batches, usage: Usage, caller: JobsCaller, request: Request,
     file: Annotated[UploadFile, FormFile(description="JSONL, one request a line")],
     purpose: Annotated[str, Form(description="batch")],
 ) -> dict[str, Any]:
@@ -84,8 +85,15 @@ async def upload_file(
     if len(content) > limit:
         raise InputTooLarge(f"the file is over the limit of {limit} bytes "
                             "(EMBEDQ_MAX_FILE_BYTES): split it into several files", "file")
+    state = get_state(request)
+
+    def encoding(line: LineRequest) -> None:
+        """The checks POST /v1/batches makes of the file's model and width, made now."""
+        batches.jobs.service.spec(line.model)
+        resolve_dimensions(line.dimensions, state.tokens.dimension, state.settings.model.dimensions)
+
     row = await run_in_threadpool(batches.files.create, file.filename or "", purpose, content,
-                                  caller.tenant)
+                                  caller.tenant, encoding)
     return _file(row, batches, usage)
 
 

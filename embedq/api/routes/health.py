@@ -1,9 +1,9 @@
 """GET /healthz (the process is alive) and GET /readyz (it can answer requests).
 
 Ready means: the hot store and the broker answer, the database answers, and at least one
-live worker (a heartbeat in the hot store) serves this deployment's model and revision,
-for each of its tiers (EMBEDQ_TIERS), unless this process encodes its online misses
-itself (EMBEDQ_ONLINE_ENCODE=local).
+live worker (a heartbeat in the hot store) that consumes the online queue serves this
+deployment's model and revision, for each of its tiers (EMBEDQ_TIERS), unless this
+process encodes its online misses itself (EMBEDQ_ONLINE_ENCODE=local).
 Not ready is 503 with Retry-After. Neither route needs an API key: orchestrators probe
 them without one. The checks (what is down, how many workers) are shown to callers whose
 key has the `admin` scope (and on an open API); anyone else learns ready or not ready.
@@ -79,7 +79,11 @@ def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
     except EmbedqError as exc:
         checks["workers"] = f"cannot list workers: {exc}"
         return checks, [*failed, "workers"]
-    serving = [w for w in workers.values() if w.get("model") == service.model]
+    # A worker that says which queues it consumes serves requests only if the online
+    # queue is one of them (one started with `--queues bulk` does not).
+    online = service.settings.queue.online_queue  # the queue its misses go to (embedded: its own)
+    serving = [w for w in workers.values() if w.get("model") == service.model
+               and _consumes(w, online)]
     unserved = [f"{tier} ({service.model}@{revision})"
                 for tier, revision in service.revisions.items()
                 if not any(revision in served_revisions(w) for w in serving)]
@@ -91,7 +95,12 @@ def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
         checks["workers"] = (f"{len(serving)} live; online misses are encoded in this "
                              "process (EMBEDQ_ONLINE_ENCODE=local), jobs wait for a worker")
         return checks, failed
-    if workers:
+    if workers and not serving:
+        checks["workers"] = (
+            f"{len(workers)} live workers, none consuming the online queue {online!r} for "
+            f"{service.model}: start `embedq worker` (its --queues, when given, must "
+            "include the online queue) with the same EMBEDQ_MODEL and EMBEDQ_TIERS")
+    elif workers:
         checks["workers"] = (
             f"{len(workers)} live workers, none serving tier {', '.join(unserved)}: start a "
             "worker with the same EMBEDQ_MODEL, revision and EMBEDQ_TIERS"
@@ -99,6 +108,11 @@ def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
     else:
         checks["workers"] = "no live worker: start `embedq worker`"
     return checks, [*failed, "workers"]
+
+
+def _consumes(worker: dict[str, Any], queue: str) -> bool:
+    queues = worker.get("queues")
+    return not isinstance(queues, list) or queue in queues
 
 
 def _check(probe: Any) -> str:

@@ -1,4 +1,5 @@
-"""/v1/jobs: submit a job (202), poll it, page through its results, cancel it.
+"""/v1/jobs: submit a job (202), list the tenant's jobs, poll one, page through its
+results, cancel it.
 
 Jobs live in the database: a 202 is answered only after the job, its items and its chunks
 are committed, so nothing accepted is lost to an API restart or a Redis flush. A database
@@ -34,6 +35,7 @@ from embedq.jobs.callbacks import MAX_URL_CHARS
 from embedq.jobs.readers import Record
 from embedq.jobs.service import JobService
 from embedq.jobs.windows import MAX_NOT_BEFORE, check_not_before
+from embedq.limits import check_moment
 from embedq.models import JobStatus, Priority
 
 log = logging.getLogger("embedq.api.jobs")
@@ -41,6 +43,7 @@ log = logging.getLogger("embedq.api.jobs")
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], dependencies=[Depends(JOBS)])
 
 MAX_RESULTS_PAGE = 1000
+MAX_LIST_PAGE = 100
 EVENTS_POLL_S = 1.0  # one database read per open stream per second; also the event spacing
 EVENTS_KEEPALIVE_S = 15.0  # a comment line while nothing changes, so proxies keep the stream
 
@@ -74,9 +77,10 @@ class JobRequest(BaseModel):
 
     @field_validator("not_before")
     @classmethod
-    def _not_too_far(cls, value: datetime | None) -> datetime | None:
+    def _storable(cls, value: datetime | None) -> datetime | None:
         try:
             check_not_before(value, datetime.now(UTC))
+            value = check_moment(value, "not_before")
         except InvalidInput as exc:
             raise ValueError(str(exc)) from None
         return value
@@ -123,8 +127,8 @@ def submit_job(body: JobRequest, jobs: Jobs, caller: JobsCaller, request: Reques
         # BadInputFile counts lines from 1; for a request body, name the input index.
         line = getattr(exc, "line", None)
         if line is not None:
-            raise InvalidInput(f"input {line - 1}: {str(exc).split(': ', 1)[-1]}",
-                               "input") from exc
+            kind = InputTooLarge if isinstance(exc, InputTooLarge) else InvalidInput
+            raise kind(f"input {line - 1}: {str(exc).split(': ', 1)[-1]}", "input") from exc
         raise
     status_url = str(request.url_for("get_job", job_id=job_id))
     state = jobs.describe(job_id)
@@ -132,6 +136,21 @@ def submit_job(body: JobRequest, jobs: Jobs, caller: JobsCaller, request: Reques
         {"id": job_id, "object": "job", "status": state["status"], "status_url": status_url},
         status_code=202, headers={"Location": status_url},
     )
+
+
+@router.get("", summary="The caller's jobs, newest first, a page at a time")
+def list_jobs(
+    jobs: Jobs, caller: JobsCaller,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_PAGE)] = 20,
+    after: Annotated[str | None, Query(description="the last id of the previous page")] = None,
+    status: Annotated[JobStatus | None, Query(description="only jobs in this status")] = None,
+) -> dict[str, Any]:
+    """The tenant's jobs as `GET /v1/jobs/{id}` shows each; `has_more` says whether a next
+    page (`after` = this page's `last_id`) holds more."""
+    rows = jobs.list(limit + 1, status, caller.tenant, after)
+    data = rows[:limit]
+    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": len(rows) > limit}
 
 
 @router.get("/{job_id}", name="get_job")
