@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         assert target.counters is not None
         bulk = _bulk(texts, Path(tmp), target.counters, target.started)
         floor = _floor(settings, texts)
-        online = _online(target.url, target.headers, texts[: min(len(texts), 2000)], salt)
+        online = _online(target.url, target.headers, texts[: min(len(texts), 2000)], salt,
+                         target.counters, target.started)
     report = {"texts": len(texts), "bulk": bulk, "floor": floor, "online": online,
               "bulk_over_floor": round(bulk["texts_per_s"] / floor["texts_per_s"], 3),
               "misses_over_hits": round(online["miss"]["requests_per_s"]
@@ -169,14 +170,22 @@ def _floor(settings: Settings, texts: list[str]) -> dict[str, Any]:
             "postgres_copy_s": round(pg_s, 3), "redis_pipeline_s": round(redis_s, 3)}
 
 
-def _online(url: str, headers: dict[str, str], texts: list[str], salt: str
-            ) -> dict[str, Any]:
+def _online(url: str, headers: dict[str, str], texts: list[str], salt: str,
+            counters: Any, started: dict[str, int]) -> dict[str, Any]:
     pool = [f"online {t}" for t in texts]
     asyncio.run(_phase(url, headers, [f"warm {salt} {i}" for i in range(CLIENTS)],
                        warm=True))
+    pids = {name: pid for name, pid in started.items()}
+    before = (counters(), {n: _cpu_s(p) for n, p in pids.items()})
     misses = asyncio.run(_phase(url, headers, pool))
+    time.sleep(6)  # one heartbeat: the worker's last stage timings reach the counters
+    after = (counters(), {n: _cpu_s(p) for n, p in pids.items()})
     hits = asyncio.run(_phase(url, headers, random.sample(pool, len(pool))))
-    return {"clients": CLIENTS, "requests": len(pool), "miss": misses, "hit": hits}
+    delta = {k: after[0].get(k, 0) - before[0].get(k, 0) for k in after[0]}
+    return {"clients": CLIENTS, "requests": len(pool), "miss": misses, "hit": hits,
+            "miss_cpu_ms_per_text": {n: round((after[1][n] - before[1][n]) * 1000 / len(pool),
+                                              3) for n in pids},
+            "miss_stage_cpu_ms_per_text": _stages(delta, len(pool))}
 
 
 def _print(r: dict[str, Any]) -> None:
@@ -194,5 +203,8 @@ def _print(r: dict[str, Any]) -> None:
         f"  online, {online['clients']} clients x 1 text: misses "
         f"{online['miss']['requests_per_s']:.0f} req/s (p50 {online['miss']['p50_ms']} ms),"
         f" hits {online['hit']['requests_per_s']:.0f} req/s; misses / hits = "
-        f"{r['misses_over_hits']}"
+        f"{r['misses_over_hits']}\n"
+        f"  misses, CPU ms a text: " + ", ".join(
+            f"{k} {v}" for k, v in online["miss_cpu_ms_per_text"].items()) + "; stages: "
+        + ", ".join(f"{k} {v}" for k, v in online["miss_stage_cpu_ms_per_text"].items())
     )
