@@ -89,3 +89,29 @@ def test_bench_http_on_a_cluster_starts_the_worker_its_misses_need(
     assert report["started"] == ["serve", "worker"]
     assert report["miss"]["requests_per_s"] > 0 and report["hit"]["requests_per_s"] > 0
     assert time.monotonic() - started < 200
+
+
+def test_bench_pipeline_measures_bulk_and_online_against_the_storage_floor(
+    redis_url: str, pg_url: str
+) -> None:
+    """On Redis and Postgres: the bench starts serve and a worker on the hashing encoder,
+    runs a bulk job of distinct texts, the storage floor and both online phases, and
+    reports each ratio with the CPU and stage figures behind it."""
+    tag = uuid.uuid4().hex[:8]
+    env = support.cluster_env(redis_url, pg_url, model=f"pipe-{tag}",
+                              online_queue=f"pipe-{tag}", bulk_queue=f"pipe-bulk-{tag}")
+    env["EMBEDQ_ONLINE_ENCODE"] = "queue"
+    done = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "pipeline", "--n", "400", "--json"],
+        env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    bulk, floor, online = report["bulk"], report["floor"], report["online"]
+    assert report["texts"] == 400 and bulk["encoded"] == 400  # distinct, none cached
+    assert report["bulk_over_floor"] == round(bulk["texts_per_s"] / floor["texts_per_s"], 3)
+    assert 0 < bulk["model_busy_share"] <= 1
+    assert {"fencing", "encode", "writer"} <= set(bulk["stage_cpu_ms_per_text"])
+    assert online["miss"]["requests_per_s"] > 0 and online["hit"]["requests_per_s"] > 0
+    assert {"lookup", "claims", "publish"} <= set(online["miss_stage_cpu_ms_per_text"])
+    assert "bulk / floor" in done.stdout and "misses / hits" in done.stdout
