@@ -55,8 +55,10 @@ faults: $(STAMP) services
 	  $(BIN)/python -m tests.faults.report faults-results.jsonl > faults-report.md; \
 	  cat faults-report.md; exit $$status
 
-# `embedq bench gpu` on one CUDA GPU: fp16/fp32 speed and fidelity, the semantic index at
-# 1,000,000 entries; writes docs/gpu-report.md (1-3 minutes on an H200-class GPU). It
+# `embedq bench gpu` on one CUDA GPU: fp16/fp32 speed and fidelity, a bulk job of 20,000
+# texts through the embedded pipeline against the bare GPU model (texts/s, model-busy
+# share), the semantic index at 1,000,000 entries; writes docs/gpu-report.md (a few
+# minutes on an H200-class GPU). It
 # installs nothing (a GPU machine may be offline): it runs this checkout (PYTHONPATH) with
 # the first of GPU_PYTHON, the venv's python and python3 whose torch sees a CUDA device,
 # through `python -m embedq.bench.gpu`, which imports only torch, sentence-transformers,

@@ -33,6 +33,9 @@ def add_parser(sub: Any, handler: Any) -> None:
                    help="semantic, gpu: lookups measured")
     p.add_argument("--index-entries", type=int, default=1_000_000,
                    help="gpu: entries in the semantic index built on the GPU")
+    p.add_argument("--pipeline-texts", type=int, default=20_000,
+                   help="gpu: texts of the bulk job run through the embedded pipeline "
+                        "(0: skip it)")
     p.add_argument("--report", default="docs/gpu-report.md",
                    help="gpu: the report written (only after a run on a CUDA device)")
     p.add_argument("--n", type=int, default=5000)

@@ -13,7 +13,10 @@ Measured, in about 1-3 minutes on one H200-class GPU (`make gpu-check`):
    batch size runs whole passes for at least `min_s` after one warm-up batch;
 2. fidelity: the cosine of each GPU tier's vector to CPU fp32 torch's vector of the same
    text, over the 2,000 held-out texts: mean, 1st percentile, min, top-10 overlap;
-3. the semantic index: embedq's own `build_index` (semantic/index.py; IVF past
+3. the pipeline: a bulk job of 20,000 texts through the embedded pipeline on the GPU, its
+   texts/s and model-busy share against the bare GPU model in the same run
+   (`bench/gpu_pipeline.py`; skipped, saying why, without the service's packages);
+4. the semantic index: embedq's own `build_index` (semantic/index.py; IVF past
    EMBEDQ_SEMANTIC_FLAT_MAX, its list size and nprobe) over `entries` vectors, on the GPU
    when faiss has GPU support, else on CPU FAISS with a note saying so; one-query
    lookup p50/p99, and recall@1 against exact search (`faiss.knn`, brute force).
@@ -65,6 +68,7 @@ class GpuResult:
     speed: list[dict[str, Any]] = field(default_factory=list)
     fidelity: dict[str, dict[str, float]] = field(default_factory=dict)
     index: dict[str, Any] = field(default_factory=dict)
+    pipeline: dict[str, Any] = field(default_factory=dict)
     command: str = ""
     wall_s: float = 0.0
 
@@ -205,7 +209,7 @@ def require_cuda() -> None:
 
 
 def bench_gpu(settings: Settings, entries: int, queries: int,
-              min_s: float = 2.0) -> GpuResult:
+              min_s: float = 2.0, pipeline_texts: int = 20_000) -> GpuResult:
     """Every measurement in the module docstring, on CUDA device `settings.model.device`."""
     from embedq.encoders import load_encoder, model_identity
 
@@ -239,7 +243,24 @@ def bench_gpu(settings: Settings, entries: int, queries: int,
     _stage(f"semantic index: {entries:,} entries, {len(asked)} queries")
     result.index = measure_index(perturbed(base, entries), asked, settings)
     _stage(f"  {result.index}")
+    result.pipeline = pipeline_phase(gpu.with_overrides(tiers=("fp32",)), pipeline_texts)
+    _stage(f"  {result.pipeline}")
     return result
+
+
+def pipeline_phase(settings: Settings, texts: int) -> dict[str, Any]:
+    """A bulk job of `texts` through the embedded pipeline on the device, against the bare
+    model there (`bench/gpu_pipeline.py`); skipped, saying why, where the service's
+    packages are not installed (this check needs only torch and FAISS otherwise)."""
+    if texts <= 0:
+        return {}
+    _stage(f"pipeline: a bulk job of {texts:,} texts, embedded, against the bare model")
+    try:
+        from embedq.bench.gpu_pipeline import pipeline_job
+    except ImportError as exc:
+        return {"skipped": f"the service's packages are not installed here ({exc}): "
+                           "pip install the embedq package into this python"}
+    return pipeline_job(settings, texts, batch=512)
 
 
 def _stage(message: str) -> None:
@@ -292,7 +313,25 @@ def render(result: GpuResult) -> str:
             f"{ix['queries']} one-query lookups; exact search took "
             f"{ix['exact_batch_ms_per_query']} ms a query in one batch.", "",
         ]
-    return "\n".join(lines)
+    return "\n".join(lines + render_pipeline(result.pipeline))
+
+
+def render_pipeline(p: dict[str, Any]) -> list[str]:
+    if not p:
+        return []
+    if "skipped" in p:
+        return ["## Pipeline: a bulk job against the bare model", "", f"Skipped: {p['skipped']}.",
+                ""]
+    return [
+        "## Pipeline: a bulk job against the bare model", "",
+        f"{p['texts']:,} distinct held-out texts as one job through the embedded pipeline "
+        f"(SQLite, in-process broker and store, the worker's batcher) on {p['device']}, then "
+        f"the bare model on the same device in length-sorted batches of {p['batch']} "
+        "(goal: the job at >= 0.8 of the bare model).", "",
+        "| job texts/s | job s | model-busy share | bare texts/s | job / bare |",
+        "|---|---|---|---|---|",
+        f"| {p['job_texts_per_s']:,.0f} | {p['job_wall_s']} | {p['model_busy_share']} | "
+        f"{p['bare_texts_per_s']:,.0f} | {p['job_over_bare']} |", ""]
 
 
 def write_report(result: GpuResult, path: Path) -> None:
@@ -308,16 +347,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("bench gpu measures the shipped corpus: drop --file")
     started = time.perf_counter()
     require_cuda()  # before any model loads, and before the report is touched
-    result = bench_gpu(Settings.from_env(), args.index_entries, args.queries)
+    result = bench_gpu(Settings.from_env(), args.index_entries, args.queries,
+                       pipeline_texts=args.pipeline_texts)
     result.wall_s = time.perf_counter() - started
     result.command = (f"embedq bench gpu --index-entries {args.index_entries} "
-                      f"--queries {args.queries}")
+                      f"--queries {args.queries} --pipeline-texts {args.pipeline_texts}")
     report = Path(args.report)
     write_report(result, report)
     print(render(result))
     print(f"\nwritten to {report}")
     return {"environment": result.environment, "speed": result.speed,
-            "fidelity": result.fidelity, "index": result.index, "wall_s": result.wall_s}
+            "fidelity": result.fidelity, "index": result.index, "pipeline": result.pipeline,
+            "wall_s": result.wall_s}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -130,3 +130,18 @@ def test_the_check_runs_without_the_services_dependencies(tmp_path: Path) -> Non
     assert got.returncode == 0, got.stderr
     assert "embedq: error: no CUDA device: torch" in got.stderr
     assert "exit 2 recall 1.0" in got.stdout and not report.exists()
+
+
+def test_the_pipeline_phase_runs_a_job_against_the_bare_model_on_the_device() -> None:
+    """On the CPU with the hashing encoder: the job runs embedded, every text encoded once,
+    and the phase reports the job against the bare model and the model-busy share, as
+    `make gpu-check` does on a GPU; the report renders it."""
+    from embedq.bench.gpu import pipeline_phase, render_pipeline
+
+    got = pipeline_phase(Settings.from_env({"EMBEDQ_ENCODER": "hashing"}), 300)
+    assert got["texts"] == 300 and got["device"] == "cpu" and got["batch"] == 512
+    assert got["job_texts_per_s"] > 0 and got["bare_texts_per_s"] > 0
+    assert 0 < got["model_busy_share"] <= 1
+    assert got["job_over_bare"] == round(got["job_texts_per_s"] / got["bare_texts_per_s"], 3)
+    assert any("job / bare" in line for line in render_pipeline(got))
+    assert pipeline_phase(Settings(), 0) == {}
