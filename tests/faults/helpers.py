@@ -11,8 +11,8 @@ from typing import Any
 from sqlalchemy import select
 
 from embedq.config import Settings
+from embedq.coordination.waiting import REQUEST
 from embedq.models import Database, Embedding
-from embedq.service import POLL_S
 from tests import support
 
 QUICK_ENV = "EMBEDQ_FAULTS_QUICK"
@@ -62,4 +62,4 @@ def recovery_bound_s(settings: Settings, worker_start_s: float, batch_s: float) 
     poll at the latest.
     """
     return (settings.queue.visibility_timeout_s + settings.queue.restore_interval_s + worker_start_s
-            + settings.queue.run_lease_ms / 1000 + batch_s + POLL_S)
+            + settings.queue.run_lease_ms / 1000 + batch_s + REQUEST.poll_s)

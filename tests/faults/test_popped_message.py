@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from embedq.coordination.waiting import REQUEST
 from embedq.jobs.service import JobService
-from embedq.service import CLAIM_CHECK_S, POLL_S, EmbeddingService, EmbedResult
+from embedq.service import EmbeddingService, EmbedResult
 from tests import support
 from tests.faults.helpers import fault_env
 from tests.faults.procs import wait_until
@@ -78,7 +79,7 @@ def test_a_message_popped_by_a_dying_worker_costs_a_claim_ttl_or_a_stall_rescue(
                 os.killpg(beat.pid, signal.SIGKILL)
             beat.wait(timeout=30)
 
-    online_bound = CLAIM_TTL_MS / 1000 + CLAIM_CHECK_S + POLL_S + SLACK_S
+    online_bound = CLAIM_TTL_MS / 1000 + REQUEST.check_s + REQUEST.poll_s + SLACK_S
     bulk_bound = STALL_S + TICK_S + SLACK_S
     vector = "r" in got and got["r"].outcomes[0].vector is not None
     record.figure("online_vector", int(vector), worse="lower", limit=1)
