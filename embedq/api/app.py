@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -33,7 +33,7 @@ from embedq.api.routes.tei_errors import tei_error_response
 from embedq.api.state import ApiState, get_state
 from embedq.config import Settings
 from embedq.deployment import Deployment
-from embedq.encoders.tokens import load_token_counter
+from embedq.encoders.tokens import TokenCounter, load_token_counter
 from embedq.tenants import Authenticator, KeyStore
 from embedq.tenants.quota import TextQuota
 from embedq.tenants.ratelimit import RateLimiter
@@ -54,6 +54,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     metrics = ApiMetrics()
     tokens = load_token_counter(settings)  # the tokenizer only: fast, and fails early
+    app = FastAPI(
+        title="embedq",
+        version=__version__,
+        description=(
+            "An embedding service that never computes the same vector twice. "
+            "POST /v1/embeddings is OpenAI-compatible."
+        ),
+        lifespan=_lifespan(settings, metrics, tokens),
+        openapi_url=None,  # served below, behind the API key like every other route
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    install_handlers(app)
+    _add_middleware(app, settings, metrics)
+    _include_routers(app, settings, tokens)
+    return app
+
+
+def _lifespan(settings: Settings, metrics: ApiMetrics, tokens: TokenCounter
+              ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the deployment (and, embedded, its worker), the request
+    coalescer, the key check and the limits start with the server and close after it."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -86,20 +109,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await batcher.close()
             deployment.close()
 
-    app = FastAPI(
-        title="embedq",
-        version=__version__,
-        description=(
-            "An embedding service that never computes the same vector twice. "
-            "POST /v1/embeddings is OpenAI-compatible."
-        ),
-        lifespan=lifespan,
-        openapi_url=None,  # served below, behind the API key like every other route
-        docs_url=None,
-        redoc_url=None,
-    )
-    app.state.settings = settings
-    install_handlers(app)
+    return lifespan
+
+
+def _add_middleware(app: FastAPI, settings: Settings, metrics: ApiMetrics) -> None:
+    """The body limit, the key check and the metrics, in this order (the last added runs
+    first)."""
     # An upload is a file and its multipart framing: the route checks the file's own size.
     upload_limit = max(settings.api.max_body_bytes, settings.api.max_file_bytes + 64 * 1024)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.api.max_body_bytes,
@@ -111,6 +126,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        renderers=dict.fromkeys(tei.PATHS, tei_error_response))
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
+
+def _include_routers(app: FastAPI, settings: Settings, tokens: TokenCounter) -> None:
     # Every route but the probes needs an accepted key; routers add the scope they need.
     protected = [Depends(ANY_KEY)]
     embed = [Depends(EMBED)]
@@ -122,7 +139,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(_meta_router(app), dependencies=protected)
     for router in _feature_routers():
         app.include_router(router, dependencies=protected)
-    return app
 
 
 def _feature_routers() -> list[APIRouter]:

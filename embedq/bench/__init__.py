@@ -4,6 +4,7 @@
     jobs.py      `embedq bench bulk --via-jobs`: `embedq bulk` end to end, online latency
     http.py      `embedq bench http`: the HTTP API under 50 concurrent clients
     dify.py      `embedq bench dify`: the requests Dify sends (OpenAI and TEI providers)
+    dify_bare.py its bare-model phase, the baseline the requests are measured against
     coalesce.py  `embedq bench coalesce`: a slow upstream, with and without embedq
     semantic.py  `embedq bench semantic`: the semantic cache's index at size
     backends.py  `embedq bench backends`: torch against ONNX Runtime fp32 and int8

@@ -23,6 +23,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,83 @@ def _embedq(env: dict[str, str], apis: int, workers: int, tmp: Path) -> Iterator
             processes.stop(proc)
 
 
+def _body(text: str) -> dict[str, Any]:
+    return {"model": "fake-embed", "input": [text]}
+
+
+def _upstream_env(port: int) -> dict[str, str]:
+    """This process's environment (EMBEDQ_* last) with embedq's encoder pointed at the
+    fake upstream on `port`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+    base.update({k: v for k, v in os.environ.items() if k.startswith("EMBEDQ_")})
+    base.update({"EMBEDQ_ENCODER": "upstream",
+                 "EMBEDQ_UPSTREAM_URL": f"http://127.0.0.1:{port}/v1",
+                 "EMBEDQ_UPSTREAM_MODEL": "fake-embed",
+                 "EMBEDQ_MODEL_REVISION": "fake-embed-v1"})
+    return base
+
+
+@dataclass(frozen=True)
+class _Upstream:
+    """The fake upstream on `port`, and what an embedq in front of it runs with."""
+
+    port: int
+    env: dict[str, str]
+    tmp: Path
+
+    def scenario(self, name: str, urls: list[str] | None, texts: list[str],
+                 apis: int = 1, workers: int = 1) -> dict[str, Any]:
+        """Fire `texts` at `urls` (None: at an embedq of `apis` APIs and `workers` workers
+        started on fresh queues) and count what reached the upstream; prints the row."""
+        httpx.post(f"http://127.0.0.1:{self.port}/reset")
+        if urls is None:
+            env = dict(self.env)
+            tag = uuid.uuid4().hex[:6]
+            env.update({"EMBEDQ_ONLINE_QUEUE": f"bench-{tag}",
+                        "EMBEDQ_BULK_QUEUE": f"bench-bulk-{tag}"})
+            with _embedq(env, apis, workers, self.tmp) as api_urls:
+                wall = asyncio.run(_fire(api_urls, texts, _body))
+        else:
+            wall = asyncio.run(_fire(urls, texts, _body))
+        stats = _upstream_stats(self.port)
+        row = {"requests": len(texts), "distinct": len(set(texts)),
+               "upstream_calls": stats["calls"], "upstream_texts": stats["texts"],
+               "wall_s": round(wall, 3),
+               "calls_saved_share": round(1 - stats["calls"] / len(texts), 4)}
+        print(f"  {name:<34} requests={row['requests']:>5} distinct={row['distinct']:>5}"
+              f" upstream_calls={row['upstream_calls']:>5}"
+              f" texts_sent={row['upstream_texts']:>5} wall={wall:7.2f} s"
+              f" saved={row['calls_saved_share']:.1%}")
+        return row
+
+
+def _scenarios(upstream: _Upstream, args: argparse.Namespace, rng: random.Random,
+               latency_ms: float) -> dict[str, Any]:
+    """The four scenarios of the module docstring, in order, and the wall time against
+    one upstream call."""
+    out: dict[str, Any] = {}
+    direct = [f"http://127.0.0.1:{upstream.port}/v1/embeddings"]
+    print(f"bench coalesce: {CALLERS} callers, upstream {latency_ms:.0f} ms/call, "
+          "at most 5 calls at once")
+    run_id = uuid.uuid4().hex[:8]
+    hot = [f"hot document {i} [{run_id}]" for i in range(DISTINCT)]
+    draws = [rng.choice(hot) for _ in range(REQUESTS)]
+    out["without_embedq"] = upstream.scenario("without embedq (direct)", direct, draws)
+    out["embedq_1api_1worker"] = upstream.scenario("embedq: 1 API, 1 worker", None, draws)
+    hot2 = [f"{t} second" for t in hot]
+    draws2 = [rng.choice(hot2) for _ in range(REQUESTS)]
+    out["embedq_3api_2workers"] = upstream.scenario("embedq: 3 APIs, 2 workers", None,
+                                                    draws2, apis=3, workers=2)
+    corpus = [f"{t} [{run_id}]" for t in dict.fromkeys(load_texts(args.n, args.file))]
+    ranks = np.random.default_rng(7).zipf(1.2, size=4 * REQUESTS)
+    zipf = [corpus[(int(r) - 1) % len(corpus)] for r in ranks]
+    out["zipf_debian"] = upstream.scenario("embedq: Zipf(1.2) over Debian", None, zipf)
+    one_call_ms = latency_ms
+    out["wall_vs_one_upstream_call"] = round(
+        out["embedq_1api_1worker"]["wall_s"] * 1000 / one_call_ms, 2)
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = Settings.from_env()
     if settings.embedded:
@@ -82,58 +160,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         upstream = processes.spawn_fake_upstream(port, latency_ms, 5, tmp / "upstream.log")
         try:
             processes.wait_http(f"http://127.0.0.1:{port}/stats")
-            base = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
-            base.update({k: v for k, v in os.environ.items() if k.startswith("EMBEDQ_")})
-            base.update({"EMBEDQ_ENCODER": "upstream",
-                         "EMBEDQ_UPSTREAM_URL": f"http://127.0.0.1:{port}/v1",
-                         "EMBEDQ_UPSTREAM_MODEL": "fake-embed",
-                         "EMBEDQ_MODEL_REVISION": "fake-embed-v1"})
-            direct = [f"http://127.0.0.1:{port}/v1/embeddings"]
-
-            def body(text: str) -> dict[str, Any]:
-                return {"model": "fake-embed", "input": [text]}
-
-            def scenario(name: str, urls: list[str] | None, texts: list[str],
-                         apis: int = 1, workers: int = 1) -> dict[str, Any]:
-                httpx.post(f"http://127.0.0.1:{port}/reset")
-                if urls is None:
-                    env = dict(base)
-                    tag = uuid.uuid4().hex[:6]
-                    env.update({"EMBEDQ_ONLINE_QUEUE": f"bench-{tag}",
-                                "EMBEDQ_BULK_QUEUE": f"bench-bulk-{tag}"})
-                    with _embedq(env, apis, workers, tmp) as api_urls:
-                        wall = asyncio.run(_fire(api_urls, texts, body))
-                else:
-                    wall = asyncio.run(_fire(urls, texts, body))
-                stats = _upstream_stats(port)
-                row = {"requests": len(texts), "distinct": len(set(texts)),
-                       "upstream_calls": stats["calls"], "upstream_texts": stats["texts"],
-                       "wall_s": round(wall, 3),
-                       "calls_saved_share": round(1 - stats["calls"] / len(texts), 4)}
-                print(f"  {name:<34} requests={row['requests']:>5} distinct={row['distinct']:>5}"
-                      f" upstream_calls={row['upstream_calls']:>5}"
-                      f" texts_sent={row['upstream_texts']:>5} wall={wall:7.2f} s"
-                      f" saved={row['calls_saved_share']:.1%}")
-                return row
-
-            print(f"bench coalesce: {CALLERS} callers, upstream {latency_ms:.0f} ms/call, "
-                  "at most 5 calls at once")
-            run_id = uuid.uuid4().hex[:8]
-            hot = [f"hot document {i} [{run_id}]" for i in range(DISTINCT)]
-            draws = [rng.choice(hot) for _ in range(REQUESTS)]
-            report["without_embedq"] = scenario("without embedq (direct)", direct, draws)
-            report["embedq_1api_1worker"] = scenario("embedq: 1 API, 1 worker", None, draws)
-            hot2 = [f"{t} second" for t in hot]
-            draws2 = [rng.choice(hot2) for _ in range(REQUESTS)]
-            report["embedq_3api_2workers"] = scenario("embedq: 3 APIs, 2 workers", None,
-                                                      draws2, apis=3, workers=2)
-            corpus = [f"{t} [{run_id}]" for t in dict.fromkeys(load_texts(args.n, args.file))]
-            ranks = np.random.default_rng(7).zipf(1.2, size=4 * REQUESTS)
-            zipf = [corpus[(int(r) - 1) % len(corpus)] for r in ranks]
-            report["zipf_debian"] = scenario("embedq: Zipf(1.2) over Debian", None, zipf)
-            one_call_ms = latency_ms
-            report["wall_vs_one_upstream_call"] = round(
-                report["embedq_1api_1worker"]["wall_s"] * 1000 / one_call_ms, 2)
+            report.update(_scenarios(_Upstream(port, _upstream_env(port), tmp), args, rng,
+                                     latency_ms))
         finally:
             processes.stop(upstream)
     return report

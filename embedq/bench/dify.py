@@ -13,7 +13,8 @@ each run, so no phase is answered from cache unless it says so):
      batches of at most max_client_batch_size; N texts, the same THREADS threads;
   d. sequential one-text misses (Dify embedding a query): M texts, one request at a time;
   e. bare encode, in this process, on the texts of (b) and (d): the encoder's own batched
-     `encode` (SentenceTransformer.encode at its default batch size) and one-text `encode`.
+     `encode` (SentenceTransformer.encode at its default batch size) and one-text `encode`
+     (dify_bare.py).
 
 The bare encode runs after the server phases, once the processes this bench started are
 stopped: the bench process then holds no model while the server phases run (the client
@@ -49,13 +50,13 @@ from typing import Any
 import httpx
 
 from embedq.bench.cluster import Target, cluster
+from embedq.bench.dify_bare import bare_phases
 from embedq.bench.stats import percentile, proc_cpu_s
 from embedq.config import Settings
 from embedq.corpus import load_texts
 from embedq.errors import ConfigError, Unavailable
 
 CORPUS = "embedq/data/debian-heldout.jsonl.gz (held-out split: no setting was tuned on it)"
-BARE_WARM_UP = 5
 
 
 class PhaseFailed(Unavailable):
@@ -247,83 +248,6 @@ def server_phases(target: Target, texts: dict[str, list[str]], threads: int
     out["sequential"] = phase(target, texts["sequential"], threaded(
         target, [texts["sequential"]], one_text_each), before)
     return out
-
-
-def bare_phases(settings: Settings, batched: list[str], single: list[str],
-                formed: float | None = None) -> dict[str, Any]:
-    """The configured encoder loaded here: its own batched `encode` over `batched`
-    (SentenceTransformer.encode at its default batch size), then one-text calls; with
-    `formed` (the texts per model batch the server formed in phase b), also `batched` in
-    consecutive batches of that size: what the model alone does at the batch size one
-    text per request lets it form, which splits the gap to the batched rate between the
-    batch size and everything else.
-
-    A torch model runs both at torch's default thread count and at 1 thread, and each
-    figure keeps the better: on a 2-core machine that others load, two intra-op threads
-    were measured up to 20x slower than one (they wait on each other), and a baseline
-    should be the best the bare model does, not its worst moment."""
-    import inspect
-
-    from embedq.encoders import load_encoder
-
-    encoder = load_encoder(settings)
-    encoder.warm_up()
-    model = getattr(encoder, "model", None)
-    if model is not None and hasattr(model, "encode"):
-        import torch
-
-        batch = inspect.signature(model.encode).parameters["batch_size"].default
-        what = f"SentenceTransformer.encode (default batch_size {batch})"
-        thread_counts = sorted({torch.get_num_threads(), 1}, reverse=True)
-
-        def encode(texts: list[str]) -> Any:
-            return model.encode(texts, show_progress_bar=False)
-
-        def use(threads: int) -> None:
-            torch.set_num_threads(threads)
-    else:
-        what = f"{type(encoder).__name__}.encode"
-        encode = encoder.encode
-        thread_counts = [0]
-
-        def use(threads: int) -> None:
-            return None
-
-    runs: list[dict[str, Any]] = []
-    for threads in thread_counts:
-        use(threads)
-        for text in single[:BARE_WARM_UP]:
-            encode([text])
-        started = time.perf_counter()
-        encode(batched)
-        rate = len(batched) / (time.perf_counter() - started)
-        at_formed = None
-        if formed:
-            size = max(1, round(formed))
-            started = time.perf_counter()
-            for i in range(0, len(batched), size):
-                encode(batched[i : i + size])
-            at_formed = round(len(batched) / (time.perf_counter() - started), 1)
-        times = []
-        for text in single:
-            started = time.perf_counter()
-            encode([text])
-            times.append((time.perf_counter() - started) * 1000)
-        runs.append({"threads": threads, "batched_texts_per_s": round(rate, 1),
-                     "formed_batch_texts_per_s": at_formed,
-                     "one_text_p50_ms": round(percentile(times, 50), 2),
-                     "one_text_p99_ms": round(percentile(times, 99), 2)})
-    use(thread_counts[0])
-    fastest = max(runs, key=lambda r: r["batched_texts_per_s"])
-    quickest = min(runs, key=lambda r: r["one_text_p50_ms"])
-    formed_best = max((r["formed_batch_texts_per_s"] or 0 for r in runs), default=0) or None
-    return {"encode": what, "batched_texts": len(batched),
-            "batched_texts_per_s": fastest["batched_texts_per_s"],
-            "formed_batch": formed, "formed_batch_texts_per_s": formed_best,
-            "batched_threads": fastest["threads"], "one_text_calls": len(single),
-            "one_text_p50_ms": quickest["one_text_p50_ms"],
-            "one_text_p99_ms": quickest["one_text_p99_ms"],
-            "one_text_threads": quickest["threads"], "by_threads": runs}
 
 
 def phase_texts(n: int, m: int) -> dict[str, list[str]]:

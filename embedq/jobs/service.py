@@ -114,23 +114,11 @@ class JobService:
         stored, a stream when it passes the cap; its job is then failed, and no other
         job is touched).
         """
-        if callback_url is not None:
-            check_url(check_text(callback_url, "callback_url"), self.settings)
-        if priority not in set(Priority):
-            raise InvalidInput(f"priority {priority!r} is unknown: use online or bulk",
-                               "priority")
-        check_not_before(not_before, self.clock())
-        not_before = check_moment(not_before, "not_before")
+        not_before = self._check_delivery(callback_url, priority, not_before)
         if precision is None and (model or "").rpartition(":")[2] not in TIERS:
             precision = self.settings.jobs.precision  # None: the deployment's default tier
         spec = self.service.spec(model, dimensions, precision=precision, tenant=tenant)
-        if timezone is not None and not window:
-            raise InvalidInput(
-                f"timezone {timezone!r} was given without a window; it only says when an "
-                "off-peak window opens: give window too, or leave timezone out", "timezone")
-        tz = timezone or self.settings.jobs.timezone
-        if window:
-            window = str(Window.parse(window, tz))
+        window, tz = self._window(window, timezone)
         if isinstance(records, list | tuple):
             # Inputs held in memory are all checked before the job exists: a bad one is
             # refused with no job row left behind. A stream is checked line by line.
@@ -148,7 +136,38 @@ class JobService:
         ))
         if on_saved is not None:
             on_saved(job_id)
-        loader = _Loader(self, job_id, spec, tenant, room)
+        self._load(job_id, records, _Loader(self, job_id, spec, tenant, room), start)
+        return job_id
+
+    def _check_delivery(self, callback_url: str | None, priority: str,
+                        not_before: datetime | None) -> datetime | None:
+        """Refuse a callback URL this server may not call, an unknown priority, and a
+        `not_before` too far ahead or out of range; return `not_before` in UTC."""
+        if callback_url is not None:
+            check_url(check_text(callback_url, "callback_url"), self.settings)
+        if priority not in set(Priority):
+            raise InvalidInput(f"priority {priority!r} is unknown: use online or bulk",
+                               "priority")
+        check_not_before(not_before, self.clock())
+        return check_moment(not_before, "not_before")
+
+    def _window(self, window: str | None, timezone: str | None) -> tuple[str | None, str]:
+        """(the off-peak window in its canonical form, or None; the timezone it opens in:
+        `timezone`, else EMBEDQ_JOB_TIMEZONE). A timezone without a window is refused."""
+        if timezone is not None and not window:
+            raise InvalidInput(
+                f"timezone {timezone!r} was given without a window; it only says when an "
+                "off-peak window opens: give window too, or leave timezone out", "timezone")
+        tz = timezone or self.settings.jobs.timezone
+        if window:
+            window = str(Window.parse(window, tz))
+        return window, tz
+
+    def _load(self, job_id: str, records: Iterable[Record | str], loader: _Loader,
+              start: bool) -> None:
+        """Load the stored job's items and seal it, then start it (when `start`). Past the
+        tenant's queue cap the job fails; at a bad input line the lines before it still
+        run. Either error is raised on."""
         try:
             for n, record in enumerate(records):
                 loader.add(record, n)
@@ -165,7 +184,6 @@ class JobService:
         loader.seal()
         if start:
             self.start(job_id)
-        return job_id
 
     def check_room(self, tenant: str, inputs: int) -> int:
         """How many inputs `tenant`'s unfinished jobs may still take; QueueLimitReached

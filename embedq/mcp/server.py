@@ -69,35 +69,58 @@ def create_server(service: EmbeddingService, local: Principal | None = None,
             "results afterwards."
         ),
     )
-    state: dict[str, Any] = {}
+    backends = _Backends(service, local, quota, pipeline)
+    _add_embedding_tools(server, backends)
+    _add_cache_tools(server, backends)
+    _add_job_tools(server, backends)
+    server.embedq_pipeline = pipeline  # type: ignore[attr-defined]
+    return server
 
-    def semantic() -> Any:
-        if "semantic" not in state:
+
+class _Backends:
+    """What the tools call, shared by all of them: the embedding pipeline, and the
+    semantic cache and the job service, each made on first use."""
+
+    def __init__(self, service: EmbeddingService, local: Principal, quota: TextQuota | None,
+                 pipeline: AsyncPipeline) -> None:
+        self.service = service
+        self.local = local
+        self.quota = quota
+        self.pipeline = pipeline
+        self._state: dict[str, Any] = {}
+
+    def semantic(self) -> Any:
+        if "semantic" not in self._state:
             from embedq.semantic import SemanticCache
 
-            state["semantic"] = SemanticCache(service)
-        return state["semantic"]
+            self._state["semantic"] = SemanticCache(self.service)
+        return self._state["semantic"]
 
-    def jobs() -> Any:
-        if "jobs" not in state:
+    def jobs(self) -> Any:
+        if "jobs" not in self._state:
             from embedq.jobs.service import JobService
 
-            state["jobs"] = JobService(service)
-        return state["jobs"]
+            self._state["jobs"] = JobService(self.service)
+        return self._state["jobs"]
 
-    async def embed(ctx: Context[Any, Any], texts: str | list[str], model: str | None,
+    def caller(self, ctx: Context[Any, Any], scope: str) -> Principal:
+        return caller(ctx, self.local, scope)
+
+    async def embed(self, ctx: Context[Any, Any], texts: str | list[str], model: str | None,
                     param: str) -> list[list[float]]:
-        principal = caller(ctx, local, "embed")
+        """The embedding tools' vectors for `texts` (the tool's parameter `param`), within
+        the limits, the caller's scope and its texts a day; ToolError otherwise."""
+        principal = self.caller(ctx, "embed")
         try:
             # The limits of POST /v1/embeddings (embedq.limits: one table, every way in).
-            texts = check_texts(texts, service.settings, param)
+            texts = check_texts(texts, self.service.settings, param)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         count_inputs(ctx, len(texts))
         try:
-            if quota is not None and principal.texts_per_day is not None:
-                await asyncio.to_thread(quota.charge, principal, len(texts))
-            outcomes = await pipeline.embed(texts, model, principal.tenant)
+            if self.quota is not None and principal.texts_per_day is not None:
+                await asyncio.to_thread(self.quota.charge, principal, len(texts))
+            outcomes = await self.pipeline.embed(texts, model, principal.tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         errors = [f"text {i}: {o}" for i, o in enumerate(outcomes)
@@ -106,30 +129,40 @@ def create_server(service: EmbeddingService, local: Principal | None = None,
             raise ToolError("; ".join(errors))
         return [o.tolist() for o in outcomes if not isinstance(o, BaseException)]
 
+
+def _add_embedding_tools(server: MCPServer, backends: _Backends) -> None:
+    """embed_text and embed_texts (scope embed)."""
+
     @server.tool()
     async def embed_text(ctx: Context[Any, Any], text: str, model: str | None = None
                          ) -> dict[str, Any]:
         """Embed one text; returns its vector (float32 values as JSON numbers)."""
-        vector = (await embed(ctx, text, model, "text"))[0]
-        return {"model": service.model, "dimensions": len(vector), "embedding": vector}
+        vector = (await backends.embed(ctx, text, model, "text"))[0]
+        return {"model": backends.service.model, "dimensions": len(vector),
+                "embedding": vector}
 
     @server.tool()
     async def embed_texts(ctx: Context[Any, Any], texts: list[str], model: str | None = None
                           ) -> dict[str, Any]:
         """Embed several texts; vectors come back in input order."""
-        vectors = await embed(ctx, texts, model, "texts")
-        return {"model": service.model,
+        vectors = await backends.embed(ctx, texts, model, "texts")
+        return {"model": backends.service.model,
                 "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
+
+
+def _add_cache_tools(server: MCPServer, backends: _Backends) -> None:
+    """semantic_cache_lookup, semantic_cache_store and semantic_cache_feedback (scopes
+    cache:read and cache:write)."""
 
     @server.tool()
     async def semantic_cache_lookup(ctx: Context[Any, Any], namespace: str, query: str,
                                     threshold: float | None = None) -> dict[str, Any]:
         """Find a stored payload whose query means the same (cosine score in [-1, 1])."""
-        tenant = caller(ctx, local, "cache:read").tenant
+        tenant = backends.caller(ctx, "cache:read").tenant
         count_inputs(ctx, 1)
         try:
-            await asyncio.to_thread(semantic().check_owner, namespace, tenant)
-            result = await asyncio.to_thread(semantic().lookup, namespace, query,
+            await asyncio.to_thread(backends.semantic().check_owner, namespace, tenant)
+            result = await asyncio.to_thread(backends.semantic().lookup, namespace, query,
                                              threshold=threshold, tenant=tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
@@ -140,11 +173,11 @@ def create_server(service: EmbeddingService, local: Principal | None = None,
     async def semantic_cache_store(ctx: Context[Any, Any], namespace: str, query: str,
                                    payload: Any, ttl_s: int | None = None) -> dict[str, Any]:
         """Store a payload (any JSON) under a query; returns the entry id."""
-        tenant = caller(ctx, local, "cache:write").tenant
+        tenant = backends.caller(ctx, "cache:write").tenant
         count_inputs(ctx, 1)
         try:
-            entry_id = await asyncio.to_thread(semantic().put, namespace, query, payload,
-                                               ttl_s=ttl_s, tenant=tenant)
+            entry_id = await asyncio.to_thread(backends.semantic().put, namespace, query,
+                                               payload, ttl_s=ttl_s, tenant=tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         return {"id": entry_id, "namespace": namespace}
@@ -155,14 +188,18 @@ def create_server(service: EmbeddingService, local: Principal | None = None,
         """Say whether a payload semantic_cache_lookup served was right (its match's
         hit_id). A wrong one stops that entry answering queries like this one, and may
         raise the namespace's threshold to keep its error budget."""
-        tenant = caller(ctx, local, "cache:read").tenant
+        tenant = backends.caller(ctx, "cache:read").tenant
         try:
-            await asyncio.to_thread(semantic().check_owner, namespace, tenant)
-            out: dict[str, Any] = await asyncio.to_thread(semantic().give_feedback,
-                                                          namespace, hit_id, correct, tenant)
+            await asyncio.to_thread(backends.semantic().check_owner, namespace, tenant)
+            out: dict[str, Any] = await asyncio.to_thread(
+                backends.semantic().give_feedback, namespace, hit_id, correct, tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         return out
+
+
+def _add_job_tools(server: MCPServer, backends: _Backends) -> None:
+    """job_status (scope jobs)."""
 
     @server.tool()
     async def job_status(ctx: Context[Any, Any], job_id: str) -> dict[str, Any]:
@@ -170,13 +207,10 @@ def create_server(service: EmbeddingService, local: Principal | None = None,
 
         status: queued, running, succeeded, succeeded_with_errors (progress.failed items
         have no vector), failed (every item failed) or cancelled."""
-        tenant = caller(ctx, local, "jobs").tenant
+        tenant = backends.caller(ctx, "jobs").tenant
         try:
-            described: dict[str, Any] = await asyncio.to_thread(jobs().describe, job_id,
-                                                                tenant)
+            described: dict[str, Any] = await asyncio.to_thread(backends.jobs().describe,
+                                                                job_id, tenant)
         except EmbedqError as exc:
             raise ToolError(str(exc)) from exc
         return described
-
-    server.embedq_pipeline = pipeline  # type: ignore[attr-defined]
-    return server

@@ -1,8 +1,10 @@
 """The semantic cache: (query, payload) entries in namespaces, found again by meaning.
 
     service.py   SemanticCache: embed -> index -> table
+    lookup.py    what a lookup returns (Match, LookupResult) and why candidates are refused
     index.py     VectorIndex: FAISS (flat, IVF; GPU when present) and an exact fake
     store.py     the tables: entries, the change log, namespace counters
+    changes.py   the change log's reads: changes after a watermark, consistent snapshots
     sync.py      IndexSync: load, follow the change log by watermark, compact, rebuild
     snapshot.py  index snapshots on disk under Settings.data_dir
     commands.py  `embedq cache put|lookup|delete|stats`
@@ -15,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from embedq.semantic.index import ExactIndex, FaissIndex, IndexConfig, VectorIndex
 
 if TYPE_CHECKING:
-    from embedq.semantic.service import LookupResult, Match, SemanticCache, space_of
+    from embedq.semantic.lookup import LookupResult, Match
+    from embedq.semantic.service import SemanticCache, space_of
 
 __all__ = [
     "ExactIndex", "FaissIndex", "IndexConfig", "LookupResult", "Match", "SemanticCache",
@@ -26,7 +29,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The service needs the tables (SQLAlchemy) and the encoders: imported on first use, so
     # the index alone imports with FAISS and numpy (`embedq bench gpu` on a GPU machine).
-    if name in {"LookupResult", "Match", "SemanticCache", "space_of"}:
+    if name in {"LookupResult", "Match"}:
+        from embedq.semantic import lookup
+
+        return getattr(lookup, name)
+    if name in {"SemanticCache", "space_of"}:
         from embedq.semantic import service
 
         return getattr(service, name)

@@ -6,7 +6,8 @@
   lookup  embed the query, search the namespace's index (cosine, [-1, 1]), read the
           candidates' rows (expired ones never hit), keep those at or above the threshold
           that the contrast guard lets through (guard.py) and that match the metadata
-          filter, and count the hit or the miss; each served match gets a `hit_id`;
+          filter (each candidate judged in lookup.py), and count the hit or the miss; each
+          served match gets a `hit_id`;
   feedback  a caller's verdict on a served hit (feedback.py): a wrong one stores a negative
           (the entry is refused for queries near the one asked) and, under the
           namespace's `max_false_hit_rate`, raises its threshold (budget.py);
@@ -36,7 +37,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -48,70 +49,31 @@ from embedq.fingerprint import EncodeSpec
 from embedq.limits import check_input_chars, check_json, check_text
 from embedq.models import DEFAULT_TENANT, Database
 from embedq.semantic.feedback import FeedbackStore, Policy, new_hit_id
-from embedq.semantic.guard import contrast
-from embedq.semantic.index import IndexConfig, Matrix, unit_rows
-from embedq.semantic.store import (
-    SHARED_NAMES,
-    Entry,
-    SemanticStore,
-    TenantCaps,
-    utcnow,
+from embedq.semantic.index import Hit, IndexConfig, Matrix, unit_rows
+from embedq.semantic.lookup import (
+    EXACT,
+    Asked,
+    Considered,
+    LookupResult,
+    Match,
+    negative,
+    refusal,
+    within_bytes,
 )
+from embedq.semantic.store import SHARED_NAMES, Entry, SemanticStore, TenantCaps, utcnow
 from embedq.semantic.sync import IndexSync, SyncConfig
 from embedq.semantic.verify import Verifier
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_K = 100
 MAX_TTL_S = 10 * 365 * 86_400
-EXACT = 1.0
 
-
-@dataclass(frozen=True)
-class Match:
-    id: int
-    score: float
-    query: str
-    payload: Any
-    metadata: dict[str, Any]
-    hit_id: str | None = None  # names this served hit in feedback
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Considered:
-    """One candidate a lookup weighed (`explain`): its score and why it was refused.
-
-    `refused` is None for a match, else one of below_threshold, guard, verifier, negative
-    (the entry was marked wrong for a query this close), filter, expired (the entry's row
-    is gone or past its ttl), beyond_k; `reason` says more."""
-
-    id: int
-    score: float
-    query: str | None
-    refused: str | None
-    reason: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class LookupResult:
-    hit: bool
-    matches: list[Match]
-    threshold: float
-    truncated: bool = False  # matches past EMBEDQ_SEMANTIC_MAX_LOOKUP_BYTES were left off
-    considered: list[Considered] | None = None  # with explain=True
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "hit": self.hit, "threshold": self.threshold,
-            "matches": [m.to_json() for m in self.matches], "truncated": self.truncated}
-        if self.considered is not None:
-            out["considered"] = [c.to_json() for c in self.considered]
-        return out
+# The result types live in lookup.py and are still importable from here.
+__all__ = [
+    "EXACT", "MAX_K", "MAX_TTL_S", "NAMESPACE_RE", "Considered", "EmbedResult", "Embedder",
+    "LookupResult", "Match", "SemanticCache", "check_namespace", "check_threshold",
+    "space_of",
+]
 
 
 def space_of(model: str, revision: str, dimensions: int | None) -> str:
@@ -265,12 +227,7 @@ class SemanticCache:
         its score and why it was refused (Considered)."""
         check_namespace(namespace)
         query = self._query(query)
-        policy = self.feedback.policy(namespace)
-        threshold = (policy.runs_at(self.default_threshold) if threshold is None
-                     else check_threshold(threshold))
-        floor = policy.floor()
-        if floor is not None:
-            threshold = max(threshold, floor)
+        threshold = self._runs_at(namespace, threshold)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInput(f"k {k!r} must be an integer from 1 to {MAX_K}", "k")
         if filter is not None and not isinstance(filter, dict):
@@ -278,22 +235,18 @@ class SemanticCache:
         check_json(filter, "filter")
         now = utcnow()
         considered: list[Considered] = []
-        asked = _Asked(query, lambda text: self._vector(text, tenant))
-        if threshold >= EXACT:
-            entry = self.store.exact_entry(namespace, self.space, query, now)
-            candidates = [(entry.id, 1.0)] if entry is not None else []
-            rows = {entry.id: entry} if entry is not None else {}
-        else:
-            fetch = k + 4 if not filter else max(4 * k, 32)
-            candidates = self.sync.search(namespace, asked.vector(), fetch)
-            rows = self.store.live_entries([i for i, s in candidates if s >= threshold], now)
+        asked = Asked(query, lambda text: self._vector(text, tenant))
+        candidates, rows = self._candidates(namespace, asked, threshold, k, filter, now)
         negatives = self.feedback.negatives(rows)
         matches: list[Match] = []
         for entry_id, score in candidates:
             entry = rows.get(entry_id)
-            refused, reason = self._refusal(query, entry, score, threshold, filter)
+            refused, reason = refusal(query, entry, score, threshold, filter,
+                                      guard=self.settings.semantic.contrast_guard,
+                                      verifier=self.verifier)
             if refused is None and entry_id in negatives:
-                refused, reason = self._negative(asked, negatives[entry_id])
+                refused, reason = negative(asked, negatives[entry_id],
+                                           self.settings.semantic.negative_similarity)
             if refused is None and len(matches) >= k:
                 refused = "beyond_k"
             if refused is None and entry is not None:
@@ -305,7 +258,7 @@ class SemanticCache:
                                              refused, reason))
             elif len(matches) >= k:
                 break
-        kept = _within_bytes(matches, self.settings.semantic.max_lookup_bytes)
+        kept = within_bytes(matches, self.settings.semantic.max_lookup_bytes)
         served = [(m.hit_id or "", m.id, m.score) for m in kept]
         self.store.record_lookup(namespace, [m.id for m in kept], now, also=lambda s: (
             self.feedback.record_hits(s, namespace, self.space, query, served, threshold,
@@ -313,39 +266,33 @@ class SemanticCache:
         return LookupResult(bool(kept), kept, threshold, truncated=len(kept) < len(matches),
                             considered=considered if explain else None)
 
-    def _refusal(self, query: str, entry: Entry | None, score: float, threshold: float,
-                 filter: dict[str, Any] | None) -> tuple[str | None, str | None]:
-        """(why a candidate is refused, detail), or (None, None) for a match."""
-        if score < threshold:
-            return "below_threshold", f"score {score:.4f} < threshold {threshold:.4f}"
-        if entry is None:
-            return "expired", "the entry was deleted or is past its ttl"
-        if threshold < EXACT and entry.query != query:
-            if self.settings.semantic.contrast_guard:
-                why = contrast(query, entry.query)
-                if why is not None:
-                    return "guard", why
-            if self.verifier is not None:
-                conflict = self.verifier.conflict(
-                    query, entry.query, content=self.verifier.in_band(score, threshold))
-                if conflict is not None:
-                    return "verifier", str(conflict)
-        if not _matches_filter(entry, filter):
-            return "filter", "the entry's metadata does not match the filter"
-        return None, None
+    def _runs_at(self, namespace: str, threshold: float | None) -> float:
+        """The threshold a lookup runs at: the one asked, else the namespace's policy's;
+        the budget's floor, if any, raises either."""
+        policy = self.feedback.policy(namespace)
+        threshold = (policy.runs_at(self.default_threshold) if threshold is None
+                     else check_threshold(threshold))
+        floor = policy.floor()
+        if floor is not None:
+            threshold = max(threshold, floor)
+        return threshold
 
-    def _negative(self, asked: _Asked, negatives: list[bytes]) -> tuple[str | None, str | None]:
-        """("negative", detail) when the asked query is within the negatives' radius."""
-        stored = np.frombuffer(b"".join(negatives), dtype="<f4").reshape(len(negatives), -1)
-        vector = asked.vector()
-        if stored.shape[1] != vector.shape[1]:
-            return None, None
-        closest = float(np.max(stored @ vector[0]))
-        radius = self.settings.semantic.negative_similarity
-        if closest < radius:
-            return None, None
-        return "negative", (f"the entry was marked wrong for a query {closest:.4f} similar "
-                            f"to this one (>= {radius})")
+    def _candidates(
+        self, namespace: str, asked: Asked, threshold: float, k: int,
+        filter: dict[str, Any] | None, now: datetime,
+    ) -> tuple[list[Hit], dict[int, Entry]]:
+        """(entry id, score) best first, and the live rows of those at the threshold: at
+        EXACT the entry with the asked text, read by its digest (no embedding), else the
+        index's nearest (more of them when a filter may refuse some)."""
+        if threshold >= EXACT:
+            entry = self.store.exact_entry(namespace, self.space, asked.query, now)
+            candidates = [(entry.id, 1.0)] if entry is not None else []
+            rows = {entry.id: entry} if entry is not None else {}
+        else:
+            fetch = k + 4 if not filter else max(4 * k, 32)
+            candidates = self.sync.search(namespace, asked.vector(), fetch)
+            rows = self.store.live_entries([i for i, s in candidates if s >= threshold], now)
+        return candidates, rows
 
     def configure(self, namespace: str, *, max_false_hit_rate: float | None = None,
                   threshold: float | None = None,
@@ -432,33 +379,3 @@ class SemanticCache:
 
     def close(self, save: bool = True) -> None:
         self.sync.close(save=save)
-
-
-class _Asked:
-    """The asked query's vector, embedded on first use (an exact lookup may need none)."""
-
-    def __init__(self, query: str, embed: Any) -> None:
-        self.query = query
-        self._embed = embed
-        self._vector: Matrix | None = None
-
-    def vector(self) -> Matrix:
-        if self._vector is None:
-            self._vector = self._embed(self.query)
-        return self._vector
-
-
-def _within_bytes(matches: list[Match], limit: int) -> list[Match]:
-    """The best matches whose JSON fits in `limit` bytes; the best one always."""
-    kept: list[Match] = []
-    total = 0
-    for match in matches:
-        total += len(json.dumps(match.to_json()).encode("utf-8"))
-        if kept and total > limit:
-            break
-        kept.append(match)
-    return kept
-
-
-def _matches_filter(entry: Entry, wanted: dict[str, Any] | None) -> bool:
-    return not wanted or all(entry.metadata.get(k) == v for k, v in wanted.items())

@@ -30,7 +30,13 @@ from embedq.models import (
     SemanticEntry,
     SemanticNamespace,
 )
-from embedq.models.engine import map_db_errors
+from embedq.semantic.changes import Change, ChangeLogReads
+
+__all__ = [  # Change is changes.py's, still importable from here
+    "LOCK_NOT_AVAILABLE", "SHARED_NAMES", "SWEEP_BATCH", "WRITE_LOCK_KEY", "Change", "Entry",
+    "NamespaceLimitReached", "PutResult", "SemanticStore", "TenantCaps", "aware",
+    "query_digest", "utcnow",
+]
 
 WRITE_LOCK_KEY = 0x656D62_5345  # "emb" "SE": one lock for every semantic-cache writer
 SWEEP_BATCH = 1000
@@ -83,16 +89,6 @@ class Entry:
 
 
 @dataclass(frozen=True)
-class Change:
-    seq: int
-    entry_id: int
-    namespace: str
-    space: str
-    op: str
-    vector: bytes | None  # "put" whose entry still exists
-
-
-@dataclass(frozen=True)
 class PutResult:
     id: int
     created: bool
@@ -112,7 +108,9 @@ def _live(now: datetime) -> Any:
     return (SemanticEntry.expires_at.is_(None)) | (SemanticEntry.expires_at > now)
 
 
-class SemanticStore:
+class SemanticStore(ChangeLogReads):
+    """The semantic cache's tables; the change log's reads are in changes.py."""
+
     def __init__(self, db: Database) -> None:
         self.db = db
 
@@ -373,65 +371,6 @@ class SemanticStore:
                 SemanticEntry.ttl_s.is_not(None),
             )):
                 row.expires_at = now + timedelta(seconds=row.ttl_s or 0)
-
-    def changes_after(self, seq: int, limit: int = 10_000) -> list[Change]:
-        with self.db.session() as s:
-            rows = s.execute(
-                select(SemanticChange, SemanticEntry.vector)
-                .outerjoin(SemanticEntry, (SemanticEntry.id == SemanticChange.entry_id)
-                           & (SemanticChange.op == "put"))
-                .where(SemanticChange.seq > seq).order_by(SemanticChange.seq).limit(limit)
-            ).all()
-            return [
-                Change(c.seq, c.entry_id, c.namespace, c.space, c.op,
-                       bytes(vec) if vec is not None else None)
-                for c, vec in rows
-            ]
-
-    def change_marker(self, seq: int) -> list[Any] | None:
-        """What the change log holds at `seq` (entry, op, namespace), or None: a snapshot
-        remembers it to prove later that it came from this database."""
-        if seq <= 0:
-            return None
-        with self.db.session() as s:
-            row = s.execute(select(SemanticChange.entry_id, SemanticChange.op,
-                                   SemanticChange.namespace)
-                            .where(SemanticChange.seq == seq)).first()
-        return [int(row[0]), str(row[1]), str(row[2])] if row is not None else ["missing"]
-
-    def pruned_horizon(self) -> int:
-        with self.db.session() as s:
-            got = s.scalar(select(func.max(SemanticChange.entry_id))
-                           .where(SemanticChange.op == "pruned"))
-            return int(got or 0)
-
-    def snapshot(self, space: str, batch: int = 20_000) -> tuple[int, Iterator[
-            list[tuple[int, str, bytes]]]]:
-        """(watermark, batches of (id, namespace, vector)) read in one consistent snapshot."""
-        conn = self.db.engine.connect()
-        try:
-            with map_db_errors():
-                if self.db.dialect == "postgresql":
-                    conn = conn.execution_options(isolation_level="REPEATABLE READ")
-                conn.begin()
-                watermark = int(conn.scalar(select(func.max(SemanticChange.seq))) or 0)
-        except BaseException:
-            conn.close()
-            raise
-
-        def batches() -> Iterator[list[tuple[int, str, bytes]]]:
-            try:
-                with map_db_errors():
-                    result = conn.execution_options(yield_per=batch).execute(
-                        select(SemanticEntry.id, SemanticEntry.namespace, SemanticEntry.vector)
-                        .where(SemanticEntry.space == space).order_by(SemanticEntry.id)
-                    )
-                    for part in result.partitions(batch):
-                        yield [(int(i), str(ns), bytes(v)) for i, ns, v in part]
-            finally:
-                conn.close()
-
-        return watermark, batches()
 
     def stats(self, namespace: str, now: datetime) -> dict[str, Any]:
         with self.db.session() as s:

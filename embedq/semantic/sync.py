@@ -29,6 +29,7 @@ import numpy as np
 
 from embedq.errors import EmbedqError
 from embedq.semantic import snapshot
+from embedq.semantic.changes import Change
 from embedq.semantic.index import (
     Hit,
     Ids,
@@ -38,7 +39,7 @@ from embedq.semantic.index import (
     build_index,
     wants_rebuild,
 )
-from embedq.semantic.store import Change, SemanticStore, utcnow
+from embedq.semantic.store import SemanticStore, utcnow
 
 log = logging.getLogger("embedq.semantic")
 

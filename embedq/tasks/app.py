@@ -21,6 +21,7 @@ Settings here answer the pitfalls in ARCHITECTURE.md:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery
@@ -75,7 +76,22 @@ def queue(name: str) -> Queue:
                  routing_key=name)
 
 
-def celery_config(settings: Settings) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Transports:
+    """Where tasks and results travel, and each link's options: `broker_transport` None
+    takes the transport from the broker URL's scheme; `redis_backend` holds the socket
+    options Celery's Redis result backend reads from its own settings."""
+
+    broker_transport: str | None
+    broker_options: dict[str, Any]
+    backend: str | None
+    backend_options: dict[str, Any]
+    redis_backend: dict[str, Any]
+
+
+def transports(settings: Settings) -> Transports:
+    """The broker's and the result backend's links: embedded, the in-memory ones; else a
+    Redis broker through `redis_transport` and every Redis link bounded (`link_timeouts`)."""
     transport: dict[str, Any] = {
         "visibility_timeout": settings.queue.visibility_timeout_s,
         "queue_order_strategy": "priority",
@@ -103,10 +119,17 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "redis_socket_connect_timeout": links["socket_connect_timeout"],
             "redis_socket_keepalive": True,
         }
+    return Transports(broker_transport, transport, backend, backend_transport, redis_backend)
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery settings for `settings` (a None value keeps Celery's default:
+    `create_app` leaves it out); the links' options come from `transports`."""
+    links = transports(settings)
     return {
         "broker_url": settings.links.broker_url,
-        "broker_transport": broker_transport,
-        "result_backend": backend,
+        "broker_transport": links.broker_transport,
+        "result_backend": links.backend,
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],
@@ -117,9 +140,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_prefetch_multiplier": 1,
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "broker_connection_retry_on_startup": True,
-        "broker_transport_options": transport,
-        "result_backend_transport_options": backend_transport,
-        **redis_backend,
+        "broker_transport_options": links.broker_options,
+        "result_backend_transport_options": links.backend_options,
+        **links.redis_backend,
         "broker_connection_timeout": settings.links.redis_connect_timeout_s,
         "visibility_timeout": settings.queue.visibility_timeout_s,
         "result_expires": 3600,

@@ -30,24 +30,39 @@ from embedq.encoders.hashing import HashingEncoder
 
 
 def create_app(latency_ms: float = 200.0, max_concurrency: int = 5) -> Starlette:
-    encoder = HashingEncoder()
-    slots = asyncio.Semaphore(max_concurrency)
-    state: dict[str, Any] = {"calls": 0, "failed_calls": 0, "texts": 0,
-                             "inputs": collections.Counter(), "peers": set()}
-    faults: dict[str, Any] = {"statuses": collections.deque(), "hang_s": 0.0}
+    upstream = _FakeUpstream(latency_ms, max_concurrency)
+    return Starlette(routes=[
+        Route("/v1/embeddings", upstream.embeddings, methods=["POST"]),
+        Route("/faults", upstream.set_faults, methods=["POST"]),
+        Route("/stats", upstream.stats, methods=["GET"]),
+        Route("/reset", upstream.reset, methods=["POST"]),
+    ])
 
-    async def embeddings(request: Request) -> JSONResponse:
+
+class _FakeUpstream:
+    """The server's routes and what they share: the slots, the counts, the scripted faults."""
+
+    def __init__(self, latency_ms: float, max_concurrency: int) -> None:
+        self.latency_ms = latency_ms
+        self.encoder = HashingEncoder()
+        self.slots = asyncio.Semaphore(max_concurrency)
+        self.state: dict[str, Any] = {"calls": 0, "failed_calls": 0, "texts": 0,
+                                      "inputs": collections.Counter(), "peers": set()}
+        self.faults: dict[str, Any] = {"statuses": collections.deque(), "hang_s": 0.0}
+
+    async def embeddings(self, request: Request) -> JSONResponse:
+        state, faults = self.state, self.faults
         if request.client is not None:
             state["peers"].add((request.client.host, request.client.port))
         body = await request.json()
         inputs = body.get("input")
         texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
-        async with slots:
+        async with self.slots:
             state["calls"] += 1
             if faults["hang_s"]:
                 hang, faults["hang_s"] = faults["hang_s"], 0.0
                 await asyncio.sleep(hang)
-            await asyncio.sleep(latency_ms / 1000)
+            await asyncio.sleep(self.latency_ms / 1000)
             if faults["statuses"]:
                 status = int(faults["statuses"].popleft())
                 state["failed_calls"] += 1
@@ -57,7 +72,7 @@ def create_app(latency_ms: float = 200.0, max_concurrency: int = 5) -> Starlette
                 return JSONResponse({"error": {"message": "client went away"}}, 499)
             state["texts"] += len(texts)
             state["inputs"].update(texts)
-        vectors = encoder.encode(texts)
+        vectors = self.encoder.encode(texts)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
                 for i, v in enumerate(vectors)]
@@ -65,13 +80,14 @@ def create_app(latency_ms: float = 200.0, max_concurrency: int = 5) -> Starlette
         return JSONResponse({"object": "list", "data": data, "model": body.get("model", "fake"),
                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
-    async def set_faults(request: Request) -> JSONResponse:
+    async def set_faults(self, request: Request) -> JSONResponse:
         body = await request.json()
-        faults["statuses"].extend(int(s) for s in body.get("statuses", []))
-        faults["hang_s"] = float(body.get("hang_s", 0))
+        self.faults["statuses"].extend(int(s) for s in body.get("statuses", []))
+        self.faults["hang_s"] = float(body.get("hang_s", 0))
         return JSONResponse({"ok": True})
 
-    async def stats(_: Request) -> JSONResponse:
+    async def stats(self, _: Request) -> JSONResponse:
+        state = self.state
         repeated = sum(1 for n in state["inputs"].values() if n > 1)
         return JSONResponse({"calls": state["calls"], "failed_calls": state["failed_calls"],
                              "texts": state["texts"],
@@ -79,19 +95,12 @@ def create_app(latency_ms: float = 200.0, max_concurrency: int = 5) -> Starlette
                              "texts_sent_more_than_once": repeated,
                              "connections": len(state["peers"])})
 
-    async def reset(_: Request) -> JSONResponse:
-        state.update(calls=0, failed_calls=0, texts=0, inputs=collections.Counter(),
-                     peers=set())
-        faults["statuses"].clear()
-        faults["hang_s"] = 0.0
+    async def reset(self, _: Request) -> JSONResponse:
+        self.state.update(calls=0, failed_calls=0, texts=0, inputs=collections.Counter(),
+                          peers=set())
+        self.faults["statuses"].clear()
+        self.faults["hang_s"] = 0.0
         return JSONResponse({"ok": True})
-
-    return Starlette(routes=[
-        Route("/v1/embeddings", embeddings, methods=["POST"]),
-        Route("/faults", set_faults, methods=["POST"]),
-        Route("/stats", stats, methods=["GET"]),
-        Route("/reset", reset, methods=["POST"]),
-    ])
 
 
 def main() -> None:

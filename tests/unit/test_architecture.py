@@ -5,6 +5,9 @@ its own layer's other packages or from above. The table is the architecture: a n
 package must be placed in it, and an upward import fails here with the line that made it.
 Every import counts, including those inside functions (a lazy import is still a
 dependency) and those only for type checking.
+
+The size rule is pinned here too: no module over 400 lines, no function over 60 unless
+its docstring says why ("Long because ...").
 """
 
 from __future__ import annotations
@@ -93,6 +96,48 @@ def test_the_guard_sees_an_upward_import(tmp_path: Path) -> None:
     bad.write_text("def f():\n    from embedq.service import EmbeddingService\n")
     assert imports(bad) == [(2, "embedq.service")]
     assert LAYER_OF[part_of("embedq.service")] > LAYER_OF[part_of("embedq.coordination.bad")]
+
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def oversized(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+    """The size rule's breaches in one file: the module over MAX_MODULE_LINES lines, and
+    every function (async, method and nested included) over MAX_FUNCTION_LINES lines whose
+    docstring does not say why ("Long because ...")."""
+    text = path.read_text(encoding="utf-8")
+    name = path.relative_to(root).as_posix()
+    found = []
+    if (lines := text.count("\n")) > MAX_MODULE_LINES:
+        found.append(f"{name}: module {lines} lines")
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            reason = "long because" in (ast.get_docstring(node) or "").lower()
+            if length > MAX_FUNCTION_LINES and not reason:
+                found.append(f"{name}:{node.name} function {length} lines")
+    return found
+
+
+def test_no_module_over_400_lines_and_no_function_over_60() -> None:
+    """Split along the seams: a module over 400 lines, or a function over 60 whose
+    docstring has no sentence saying why it is long ("Long because ..."), fails here."""
+    breaches = [b for path in sorted(PACKAGE.rglob("*.py")) for b in oversized(path)]
+    assert breaches == [], "\n".join(breaches)
+
+
+def test_the_size_rule_sees_a_long_function_and_its_excuse(tmp_path: Path) -> None:
+    """The checker itself: 61 lines fail, 61 lines with a reason pass, and so do 60."""
+    body = "".join(f"    x = {n}\n" for n in range(60))
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        f"def long():\n{body}\n\ndef excused():\n    \"\"\"Long because: a table.\"\"\"\n{body}"
+        f"\n\ndef fits():\n{body[: body.rindex('    x')]}"
+    )
+    assert oversized(probe, tmp_path) == ["probe.py:long function 61 lines"]
+    probe.write_text("\n" * 401)
+    assert oversized(probe, tmp_path) == ["probe.py: module 401 lines"]
 
 
 def graph() -> dict[str, set[str]]:
