@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 K ?= 1
 
-.PHONY: demo test lint unit integration services faults bench clean promtool gpu-check
+.PHONY: demo test test-repeat lint unit integration services faults bench clean promtool gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,14 @@ unit: $(STAMP) promtool
 # fewer examples than `make faults` (a random seed each run either way).
 test: $(STAMP) services lint promtool
 	EMBEDQ_FAULTS_QUICK=1 EMBEDQ_FUZZ_EXAMPLES=$${EMBEDQ_FUZZ_EXAMPLES:-20} $(BIN)/pytest -q tests
+
+# Hunting a flaky test: FILE (a module, or a test's id) N times in a row, the whole
+# selection once per round (pytest-repeat's session scope), stopping at the first failure.
+# A failure prints its salt and the EMBEDQ_TEST_SEED that replays it (tests/conftest.py).
+N ?= 20
+test-repeat: $(STAMP) services
+	@test -n "$(FILE)" || { echo "give FILE=tests/... (a test module or a test's id), N=$(N) by default"; exit 2; }
+	$(BIN)/pytest -q -x -p no:cacheprovider --count=$(N) --repeat-scope=session $(FILE)
 
 # Each fault scenario K times; faults-report.md gets passes k/K and worst figures.
 # The API fuzz (tests/faults/test_api_fuzz.py) draws a new schemathesis seed each run:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
+import hashlib
+import os
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,10 +64,34 @@ def cluster(redis_url: str, pg_url: str, tmp_path_factory: pytest.TempPathFactor
         worker.stop()
 
 
+# Every salt of a session is drawn from one seed, so a failure's salt can be replayed:
+# EMBEDQ_TEST_SEED=N gives each test the salt it had in the session that printed N.
+SEED_ENV = "EMBEDQ_TEST_SEED"
+SESSION_SEED = os.environ.get(SEED_ENV) or str(random.SystemRandom().randrange(10**9))
+SALT_KEY = pytest.StashKey[str]()
+
+
 @pytest.fixture
-def salt() -> str:
-    """Makes a test's texts unique, so no earlier test's cache answers for them."""
-    return uuid.uuid4().hex[:8]
+def salt(request: pytest.FixtureRequest) -> str:
+    """Makes a test's texts unique, so no earlier test's cache answers for them: eight hex
+    digits from the session seed and the test's id (each repetition has its own id)."""
+    node = request.node
+    drawn = hashlib.sha256(f"{SESSION_SEED}:{node.nodeid}".encode()).hexdigest()[:8]
+    node.stash[SALT_KEY] = drawn
+    return drawn
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test that drew a salt says which, and how to run it again with the same one."""
+    outcome = yield
+    report = outcome.get_result()
+    drawn = item.stash.get(SALT_KEY, None)
+    if report.failed and drawn is not None:
+        count = item.config.getoption("count", 1)  # pytest-repeat's, in a repetition's id
+        repeat = f" --count={count}" if count and count > 1 else ""
+        report.sections.append(("salt", f"salt {drawn!r}; replay it with {SEED_ENV}="
+                                f"{SESSION_SEED} pytest{repeat} '{item.nodeid}'"))
 
 
 @pytest.fixture(scope="session")

@@ -95,6 +95,7 @@ def test_database_outage_answers_503_and_keeps_every_accepted_job(
         stop.set()
         for t in threads:
             t.join(timeout=CLIENT_TIMEOUT_S + 5)
+        assert first.status_code == 202, (first.status_code, first.text)
         accepted.append(first.json()["id"])
         finished = wait_until(
             lambda: all(httpx.get(f"{api.url}/v1/jobs/{j}").json()["status"] == "succeeded"

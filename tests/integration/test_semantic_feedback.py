@@ -70,14 +70,17 @@ def test_feedback_raises_the_threshold_past_a_wrong_hit(api: ApiServer, salt: st
                                                   "threshold": -1.0})
     assert configured == {"namespace": ns, "threshold": -1.0, "base_threshold": -1.0,
                           "max_false_hit_rate": 0.01}
-    entry = _ok(api, "PUT", ns, {"query": f"{salt} stored question about weekly reports",
-                                 "payload": 1})["id"]
-    # No two texts one word apart, no digits, times or opposites, and more than two
-    # content words replaced: neither the guard nor the verifier refuses these pairs, at
-    # any score (the verifier's content slot, which works near the threshold, only
-    # judges short replaced spans).
-    asked = [f"{salt} asked {word}" for word in ("alpha", "bravo", "charlie", "delta",
-                                                  "echo", "foxtrot")]
+    entry = _ok(api, "PUT", ns, {"query": f"{salt} ledger stored question about weekly "
+                                          "reports", "payload": 1})["id"]
+    # No two texts one word apart, no times or opposites, the same numbers, and more than
+    # two content words replaced: neither the guard nor the verifier refuses these pairs,
+    # at any score (the verifier's content slot, which works near the threshold, only
+    # judges short replaced spans). Each shares the content word "ledger" with the
+    # entry: once the threshold rises to the scores, the verifier's disjoint slot judges
+    # them, and it rightly refuses a pair with no content word in common; the salt cannot
+    # be that word, since a salt of digits only is a number, not a content word.
+    asked = [f"{salt} ledger asked {word}" for word in ("alpha", "bravo", "charlie",
+                                                         "delta", "echo", "foxtrot")]
     served = sorted((_served(api, ns, query) | {"query": query} for query in asked),
                     key=lambda m: m["score"])
     assert {m["id"] for m in served} == {entry}

@@ -157,3 +157,15 @@ def test_texts_that_share_no_content_word_or_counterpart_are_disjoint() -> None:
 ])
 def test_a_counterpart_or_no_content_word_is_not_disjoint(asked: str, stored: str) -> None:
     assert TABLE.conflict(asked, stored) is None
+
+
+def test_a_shared_number_is_not_a_shared_content_word() -> None:
+    # A token of digits only (an order number, a test's salt) is a number: sharing one
+    # does not make two texts about the same thing, sharing a word does.
+    assert VERIFIER.conflict("84120937 asked alpha", "84120937 stored weekly reports") \
+        == VERIFIER.conflict("asked alpha", "stored weekly reports")
+    conflict = VERIFIER.conflict("84120937 asked alpha", "84120937 stored weekly reports")
+    assert conflict is not None and conflict.slot == "disjoint", conflict
+    assert VERIFIER.conflict("84120937 ledger asked alpha",
+                             "84120937 ledger stored question about weekly reports") is None
+    assert VERIFIER.conflict("8a120937 asked alpha", "8a120937 stored weekly reports") is None
