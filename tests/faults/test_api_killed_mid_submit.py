@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -38,10 +39,19 @@ LOAD_TIMEOUT_S = 3
 TICK_S = 1
 
 
+@pytest.fixture
+def keyed_database() -> Iterator[str]:
+    """A database of this scenario's own: the API key it creates makes every API on its
+    database keyed for good (keyed only closes), which must not reach other scenarios."""
+    with support.temporary_database() as url:
+        yield url
+
+
 def test_a_job_left_loading_by_a_killed_api_is_failed_and_frees_the_tenants_queue(
-    rep: int, record: Recorder, redis_url: str, pg_url: str, tmp_path: Path, salt: str,
+    rep: int, record: Recorder, redis_url: str, keyed_database: str, tmp_path: Path,
+    salt: str,
 ) -> None:
-    env = fault_env(redis_url, pg_url, tmp_path, f"midsubmit-{salt}", job_tick_s=TICK_S,
+    env = fault_env(redis_url, keyed_database, tmp_path, f"midsubmit-{salt}", job_tick_s=TICK_S,
                     job_load_timeout_s=LOAD_TIMEOUT_S, tenant_max_queued_inputs=CAP)
     settings = support.settings_from(env)
     jobs = JobService(EmbeddingService(settings))
