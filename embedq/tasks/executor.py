@@ -40,7 +40,9 @@ class QueueExecutor:
         A failed publish is tried again every PUBLISH_RETRY_INTERVAL_S for up to
         `publish_retry_s` (never past the request's deadline): a broker restarting under
         the request is a blip, not an answer. If it still fails, the claims are freed and
-        the error is raised: the caller answers at once (503). When the claims cannot be
+        the error is raised: the caller answers at once (503). Each publish retries a
+        failing link only as long as the window has left (`publish.retry_policy`): on a
+        silent link Celery's own retries would outlast it. When the claims cannot be
         freed either, the hot store went down with the broker (one Redis for both,
         restarting): the caller then waits like any waiter, riding the outage out until
         its deadline, and its wait re-queues what lost its claim (a restarted Redis lost
@@ -55,7 +57,7 @@ class QueueExecutor:
         while True:
             try:
                 publish_embed(self.app, spec, groups, self.settings.queue.online_queue,
-                              owner=ticket.owner)
+                              owner=ticket.owner, budget_s=give_up_at - time.monotonic())
                 log.info("leader start: queued %d fingerprints (first %s)", len(fps),
                          fps[0][:12])
                 return {}

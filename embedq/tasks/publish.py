@@ -35,6 +35,28 @@ def plan_messages(fps: list[str], per_message: int) -> list[list[str]]:
     return [fps[i : i + per_message] for i in range(0, len(fps), per_message)]
 
 
+# Celery's own `task_publish_retry_policy`: a failed publish is retried on a new link.
+DEFAULT_PUBLISH_RETRIES = 3
+
+
+def retry_policy(app: Celery, budget_s: float | None) -> dict[str, Any] | None:
+    """Celery's publish retries cut to what fits in `budget_s` (None: Celery's policy).
+
+    On a link gone silent each try ends only at the Redis broker's socket timeout, and
+    each of Celery's retries reconnects and waits as long again: with its default three,
+    a publish blocked until the silence ended (10 s in the silent-link fault) and
+    answered past the request's deadline. Tries that fit in the budget are kept; the
+    caller retries within its own deadline. AMQP links keep Celery's policy."""
+    if budget_s is None:
+        return None
+    socket_timeout = (app.conf.broker_transport_options or {}).get("socket_timeout")
+    if not socket_timeout:
+        return None
+    tries = int(max(0.0, budget_s) // float(socket_timeout))
+    return {"max_retries": max(0, min(DEFAULT_PUBLISH_RETRIES, tries - 1)),
+            "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+
+
 def publish_embed(
     app: Celery,
     spec: EncodeSpec,
@@ -42,11 +64,14 @@ def publish_embed(
     queue: str,
     ids: list[str] | None = None,
     owner: str | None = None,
+    budget_s: float | None = None,
 ) -> list[str]:
     """Publish one message per group over one producer connection; return task ids.
     `owner`: the claim owner whose callers' interest decides whether the texts are
-    still wanted when a worker reaches them."""
+    still wanted when a worker reaches them. `budget_s`: how long the publish may
+    retry a failing link (`retry_policy`)."""
     sent: list[str] = []
+    policy = retry_policy(app, budget_s)
     try:
         with app.producer_or_acquire() as producer:
             for n, group in enumerate(groups):
@@ -63,7 +88,7 @@ def publish_embed(
                 app.send_task(
                     names.EMBED, args=[payload], task_id=task_id, queue=queue,
                     producer=producer, argsrepr=f"<{len(group)} texts, spec {spec.model}>",
-                    kwargsrepr="{}",
+                    kwargsrepr="{}", retry_policy=policy,
                 )
                 sent.append(task_id)
     except (KombuOperationalError, OSError) as exc:

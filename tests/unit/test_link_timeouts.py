@@ -9,7 +9,8 @@ from __future__ import annotations
 from embedq.config import Settings
 from embedq.coordination.redis_store import RedisHotStore
 from embedq.models.engine import DbTimeouts, make_engine
-from embedq.tasks.app import MIN_BROKER_SOCKET_TIMEOUT_S, celery_config
+from embedq.tasks.app import MIN_BROKER_SOCKET_TIMEOUT_S, celery_config, create_app
+from embedq.tasks.publish import DEFAULT_PUBLISH_RETRIES, retry_policy
 
 REDIS = "redis://127.0.0.1:6379/0"
 
@@ -78,3 +79,22 @@ def test_amqp_broker_gets_only_options_py_amqp_accepts() -> None:
     assert not {"socket_timeout", "socket_connect_timeout", "socket_keepalive"} & set(transport)
     assert conf["broker_connection_timeout"] == 2.0
     assert conf["result_backend_transport_options"]["socket_timeout"] == 10.0
+
+
+def test_publish_retries_fit_the_budget_on_a_redis_broker() -> None:
+    app = create_app(cluster(redis_socket_timeout_s=2.0))
+
+    def retries(budget_s: float) -> object:
+        policy = retry_policy(app, budget_s)
+        return None if policy is None else policy["max_retries"]
+
+    assert retry_policy(app, None) is None  # no budget: Celery's own policy
+    assert retries(3.0) == 0  # one 2 s try fits, no retry
+    assert retries(6.5) == 2
+    assert retries(60.0) == DEFAULT_PUBLISH_RETRIES
+    assert retries(-1.0) == 0
+
+
+def test_amqp_publishes_keep_celery_retries() -> None:
+    app = create_app(cluster(broker_url="amqp://guest@127.0.0.1//"))
+    assert retry_policy(app, 3.0) is None
