@@ -5,7 +5,7 @@ Callers with the key and callers with none or a garbage key hammer every process
 the key is revoked. Each process refuses the revoked key within its one-second cache,
 and none turns open: not one request without an accepted key is answered, before, during
 or after, and each process logs that it refuses them. A key created then is accepted
-again within a second."""
+by every process from its first request: a new key has no cached lookup to wait out."""
 
 from __future__ import annotations
 
@@ -30,9 +30,6 @@ pytestmark = pytest.mark.integration
 
 CACHE_S = 1.0  # the authenticator's lookup cache: revocation is seen within it
 SLACK_S = 0.5
-# A new key is looked up when first sent (no cache to wait out); what it takes is the
-# nine hammering clients' load on the machine's cores.
-LOADED_ANSWER_S = 1.5
 
 
 def test_revoking_the_last_key_under_load_opens_no_process(
@@ -73,8 +70,10 @@ def test_revoking_the_last_key_under_load_opens_no_process(
             seen_s = max(last_ok[name] - revoked_at for name in targets)
             again = keys.create("acme", scopes="embed")
             created_at = time.monotonic()
-            wait_until(lambda: all(targets[name](again.key) != 401 for name in targets), 10,
-                       "the new key accepted everywhere", interval_s=0.05)
+            # Each process's first request with the new key must pass: it is looked up
+            # when first sent. How long those answers take is the nine hammering
+            # clients' load on the machine's cores, reported, not bounded.
+            refused = [name for name in targets if targets[name](again.key) == 401]
             accepted_s = time.monotonic() - created_at
             stop.set()
             for t in threads:
@@ -88,11 +87,12 @@ def test_revoking_the_last_key_under_load_opens_no_process(
                   limit=CACHE_S + SLACK_S)
     record.figure("answers_without_an_accepted_key", len(open_answers), limit=0)
     record.figure("processes_logging_the_refusals", logged, worse="lower", limit=len(targets))
-    record.figure("new_key_accepted_after_s", round(accepted_s, 2), limit=LOADED_ANSWER_S)
+    record.figure("new_key_refusals", len(refused), limit=0)
+    record.figure("new_key_accepted_everywhere_after_s", round(accepted_s, 2))
     assert not open_answers, open_answers[:3]
     assert seen_s <= CACHE_S + SLACK_S, seen_s
     assert logged == len(targets)
-    assert accepted_s <= LOADED_ANSWER_S, accepted_s
+    assert not refused, f"refused the key created before the request: {refused}"
 
 
 def get(url: str, key: str | None) -> int:
