@@ -143,7 +143,7 @@ def _floor(settings: Settings, texts: list[str]) -> dict[str, Any]:
     from embedq.models.engine import normalize_url
     from embedq.models.vectors import to_bytes
 
-    spec = EncodeSpec("hashing", "hashing-v1")
+    spec = EncodeSpec("hashing", "hashing-v2")
     matrix = HashingEncoder().encode(texts)
     rows = [(fingerprint(spec, t), spec.model, spec.revision, int(v.shape[0]), spec.dtype,
              to_bytes(v)) for t, v in zip(texts, matrix, strict=True)]

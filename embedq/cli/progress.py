@@ -22,6 +22,7 @@ BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fm
 LINE_FORMAT = BAR_FORMAT.replace("{bar}", "{bar:20}")  # no terminal to fit: a fixed bar
 UNIT = " texts"
 LOG_EVERY_S = 10.0
+MIN_POLL_S = 0.05  # the shortest pause between two reads of the job, near its end
 
 
 def finished(state: dict[str, Any]) -> int:
@@ -37,6 +38,30 @@ def postfix(state: dict[str, Any]) -> str:
         status = f"waiting for its window ({state['waiting_until']})"
     return (f"done={p['done']:,} cached={p['cached']:,} coalesced={p['coalesced']:,} "
             f"failed={p['failed']:,}, {status}")
+
+
+def next_poll_s(state: dict[str, Any], rate: float | None, interval_s: float) -> float:
+    """How long to wait before reading the job again: `interval_s`, or less when at the
+    measured rate it ends sooner (down to MIN_POLL_S), so `--wait` returns within a
+    fraction of a second of the job's end instead of up to a whole interval after it."""
+    if not rate or rate <= 0:
+        return interval_s
+    remaining = max(int(state["progress"]["total"]) - finished(state), 0)
+    return min(interval_s, max(MIN_POLL_S, remaining / rate))
+
+
+class _Rate:
+    """Texts a second since the job was first seen running (None before that)."""
+
+    def __init__(self) -> None:
+        self.first: tuple[float, int] | None = None
+
+    def update(self, state: dict[str, Any], now: float) -> float | None:
+        if self.first is None and state["status"] == JobStatus.RUNNING:
+            self.first = (now, finished(state))
+        if self.first is None or now <= self.first[0]:
+            return None
+        return (finished(state) - self.first[1]) / (now - self.first[0])
 
 
 def render(state: dict[str, Any], rate: float | None, elapsed_s: float) -> str:
@@ -60,6 +85,7 @@ def wait(jobs: JobService, job_id: str, *, interval_s: float = 1.0,
 def _wait_on_terminal(jobs: JobService, job_id: str, interval_s: float,
                       out: TextIO) -> dict[str, Any]:
     state = jobs.describe(job_id)
+    measured = _Rate()
     with tqdm(total=int(state["progress"]["total"]), initial=finished(state), unit=UNIT,
               file=out, dynamic_ncols=True, bar_format=BAR_FORMAT, smoothing=0.1) as bar:
         while True:
@@ -69,23 +95,20 @@ def _wait_on_terminal(jobs: JobService, job_id: str, interval_s: float,
             bar.refresh()
             if state["status"] in FINAL:
                 return state
-            time.sleep(interval_s)
+            time.sleep(next_poll_s(state, measured.update(state, time.monotonic()),
+                                   interval_s))
             state = jobs.describe(job_id)
 
 
 def _wait_logging(jobs: JobService, job_id: str, interval_s: float, out: TextIO | None,
                   log_every_s: float) -> dict[str, Any]:
     started = time.monotonic()
-    first_running: tuple[float, int] | None = None
+    measured = _Rate()
     printed_at = float("-inf")
     while True:
         state = jobs.describe(job_id)
         now = time.monotonic()
-        if first_running is None and state["status"] == JobStatus.RUNNING:
-            first_running = (now, finished(state))
-        rate = None
-        if first_running is not None and now > first_running[0]:
-            rate = (finished(state) - first_running[1]) / (now - first_running[0])
+        rate = measured.update(state, now)
         final = state["status"] in FINAL
         if out is not None and (final or now - printed_at >= log_every_s):
             out.write(render(state, rate, now - started) + "\n")
@@ -93,4 +116,4 @@ def _wait_logging(jobs: JobService, job_id: str, interval_s: float, out: TextIO 
             printed_at = now
         if final:
             return state
-        time.sleep(interval_s)
+        time.sleep(next_poll_s(state, rate, interval_s))

@@ -254,6 +254,10 @@ class MemoryHotStore(HotStore):
         with self._mutex:
             self._set(f"{layout.WORKERS}:{worker_id}", dict(info), ttl_s)
 
+    def forget_worker(self, worker_id: str) -> None:
+        with self._mutex:
+            self._data.pop(f"{layout.WORKERS}:{worker_id}", None)
+
     def live_workers(self) -> dict[str, dict[str, object]]:
         with self._mutex:
             prefix = f"{layout.WORKERS}:"

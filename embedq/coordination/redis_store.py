@@ -45,7 +45,7 @@ def lua(name: str) -> str:
 
 
 SCRIPTS = ("claim", "lease", "release_if_owner", "extend", "count_attempts",
-           "drop_unwanted", "incr_many")
+           "drop_unwanted", "incr_many", "wanted")
 
 
 class RedisHotStore(HotStore):
@@ -64,7 +64,7 @@ class RedisHotStore(HotStore):
         self._scripts = {name: self.client.register_script(lua(name)) for name in SCRIPTS}
         # Sent whole inside pipelines (a registered script there costs a SCRIPT EXISTS
         # round trip of its own); each is a few hundred bytes.
-        self._bodies = {name: lua(name) for name in ("incr_many", "put_if_wanted")}
+        self._bodies = {name: lua(name) for name in ("incr_many",)}
         self._listener_thread: threading.Thread | None = None
         self._closing = threading.Event()
 
@@ -100,17 +100,19 @@ class RedisHotStore(HotStore):
         return out
 
     def record_batch(self, batch: BatchRecord) -> None:
+        """One round trip, and one more before it when `batch.wanted` is not empty: the
+        fingerprints some caller waits for, so that only their vectors are sent (a bulk
+        batch of 2,048 ships 3 MB of vectors to Redis otherwise, nearly always for
+        nothing). A caller whose interest lands between the two finds the vector in the
+        durable store once the claim is freed, as any waiter for an orphan does."""
         with map_redis_errors():
+            wanted = self._wanted(list(batch.wanted)) if batch.wanted else []
             pipe = self.client.pipeline(transaction=False)
             for vectors, ttl_s in batch.vectors:
                 for fp, blob in vectors.items():
                     pipe.set(layout.vector(fp), blob, ex=ttl_s)
-            if batch.wanted:
-                fps = list(batch.wanted)
-                pipe.eval(self._bodies["put_if_wanted"], 2 * len(fps),
-                          *(layout.vector(fp) for fp in fps),
-                          *(layout.interest(fp) for fp in fps),
-                          batch.wanted_ttl_s, *batch.wanted.values())
+            for fp in wanted:
+                pipe.set(layout.vector(fp), batch.wanted[fp], ex=batch.wanted_ttl_s)
             for fp, info in batch.failures.items():
                 pipe.set(layout.failure(fp), json.dumps(info), ex=batch.failure_ttl_s)
             if batch.forget_attempts:
@@ -128,6 +130,10 @@ class RedisHotStore(HotStore):
                     pipe.hincrby(key, "count", 1)
             if len(pipe):
                 pipe.execute()
+
+    def _wanted(self, fps: list[str]) -> list[str]:
+        found = self._scripts["wanted"](keys=[layout.interest(fp) for fp in fps], args=[])
+        return [fps[int(i) - 1] for i in found]
 
     def _queue_incr(self, pipe: Any, counts: dict[str, int]) -> None:
         # EVAL, not the registered script: a pipeline holding one first asks SCRIPT
@@ -262,6 +268,10 @@ class RedisHotStore(HotStore):
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None:
         with map_redis_errors():
             self.client.set(f"{layout.WORKERS}:{worker_id}", json.dumps(info), ex=ttl_s)
+
+    def forget_worker(self, worker_id: str) -> None:
+        with map_redis_errors():
+            self.client.delete(f"{layout.WORKERS}:{worker_id}")
 
     def live_workers(self) -> dict[str, dict[str, object]]:
         prefix = f"{layout.WORKERS}:"

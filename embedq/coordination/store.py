@@ -212,6 +212,11 @@ class HotStore(ABC):
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None: ...
 
     @abstractmethod
+    def forget_worker(self, worker_id: str) -> None:
+        """Drop a stopping worker's heartbeat at once, so readiness and the benches stop
+        counting it now rather than when its heartbeat would have expired."""
+
+    @abstractmethod
     def live_workers(self) -> dict[str, dict[str, object]]: ...
 
     @abstractmethod

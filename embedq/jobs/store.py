@@ -14,12 +14,29 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
+from sqlalchemy.orm import Session
 
 from embedq.errors import NotFound
 from embedq.limits import plausible_id
 from embedq.models import ChunkStatus, Database, Embedding, Job, JobChunk, JobItem, JobStatus
 
 PAGE_ROWS = 2000
+FAILURES_PER_STATEMENT = 500  # fingerprints in one UPDATE's IN list (SQLite's bound: 999+)
+
+
+ITEM_COLUMNS = ("job_id", "index", "external_id", "text", "fingerprint")
+
+
+def _copy_items(session: Session, items: Sequence[dict[str, Any]]) -> None:
+    """A page of items by binary COPY, in the session's transaction: a third of the
+    client CPU and round trips of the ORM's multi-row INSERT for the same rows."""
+    raw = session.connection().connection.driver_connection
+    assert raw is not None
+    columns = ", ".join(f'"{c}"' for c in ITEM_COLUMNS)
+    with raw.cursor().copy(f"COPY job_items ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["text", "int4", "text", "text", "text"])
+        for item in items:
+            copy.write_row(tuple(item[c] for c in ITEM_COLUMNS))
 
 
 def utcnow() -> datetime:
@@ -86,7 +103,9 @@ class JobStore:
         the moment on the job (`progress_at`): a job whose loading stopped (its submitter
         died) is found by that moment and failed (`fail_stale_loading`)."""
         with self.db.session() as s:
-            if items:
+            if items and self.db.engine.dialect.name == "postgresql":
+                _copy_items(s, items)
+            elif items:
                 s.execute(insert(JobItem), list(items))
             if chunks:
                 s.execute(insert(JobChunk), list(chunks))
@@ -269,9 +288,17 @@ class JobStore:
 
     def record_failures(self, job_id: str, start: int, stop: int,
                         errors: dict[str, str]) -> None:
+        """Each failed fingerprint's message on its items of the slice [start, stop): one
+        UPDATE per distinct message (a chunk that failed whole, for one reason, is one
+        statement, not one per text)."""
+        by_message: dict[str, list[str]] = {}
+        for fp, message in errors.items():
+            by_message.setdefault(message, []).append(fp)
         with self.db.session() as s:
-            for fp, message in errors.items():
-                s.execute(update(JobItem).where(
-                    JobItem.job_id == job_id, JobItem.index >= start, JobItem.index < stop,
-                    JobItem.fingerprint == fp,
-                ).values(error=message))
+            for message, fps in by_message.items():
+                for i in range(0, len(fps), FAILURES_PER_STATEMENT):
+                    s.execute(update(JobItem).where(
+                        JobItem.job_id == job_id, JobItem.index >= start,
+                        JobItem.index < stop,
+                        JobItem.fingerprint.in_(fps[i:i + FAILURES_PER_STATEMENT]),
+                    ).values(error=message).execution_options(synchronize_session=False))

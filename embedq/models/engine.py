@@ -191,6 +191,11 @@ def map_db_errors() -> Iterator[None]:
         if exc.connection_invalidated:
             raise DatabaseUnavailable("the database connection was lost; retry shortly") from exc
         raise
+    except psycopg.OperationalError as exc:  # the driver's own calls (COPY) under a session
+        raise DatabaseUnavailable(
+            f"the database is unreachable ({exc.__class__.__name__}); retry shortly",
+            retry_after_s=5,
+        ) from exc
 
 
 class Database:

@@ -112,9 +112,11 @@ class WorkerRuntime:
             default.batcher
         self._stop = threading.Event()
         self.queues = queues
+        self._heartbeat_thread: threading.Thread | None = None
         if heartbeat:
-            threading.Thread(target=self._heartbeat, name="embedq-heartbeat",
-                             daemon=True).start()
+            self._heartbeat_thread = threading.Thread(
+                target=self._heartbeat, name="embedq-heartbeat", daemon=True)
+            self._heartbeat_thread.start()
 
     def _load(self, tier: str, encoder: Encoder | None) -> Served:
         settings = self.settings
@@ -200,7 +202,16 @@ class WorkerRuntime:
             self._stop.wait(HEARTBEAT_S)
 
     def close(self) -> None:
+        """Stop; a worker that announced itself takes its heartbeat back (and hands in the
+        stage timings counted since the last one)."""
         self._stop.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join(timeout=HEARTBEAT_S + 5)
+            try:
+                self.hot.incr(stages.take())
+                self.hot.forget_worker(self.worker_id)
+            except EmbedqError as exc:
+                log.warning("could not take this worker's heartbeat back: %s", exc)
         self.fencing.close()
         for served in self.served.values():
             served.batcher.stop()

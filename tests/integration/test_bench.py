@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from embedq.bench.jobs import require_live_worker
+from embedq.bench.jobs import live_workers_serving, require_live_worker
 from embedq.coordination import make_hot_store
 from embedq.errors import Unavailable
 from tests import support
@@ -43,11 +43,27 @@ def test_a_worker_heartbeat_for_the_model_is_what_lets_it_start(
     model = f"bench-model-{uuid.uuid4().hex[:8]}"
     settings = support.settings_from(support.cluster_env(redis_url, pg_url, model=model))
     hot = make_hot_store(settings)
-    hot.heartbeat(f"other-{model}", {"model": "another-model", "revision": "hashing-v1"}, 30)
+    hot.heartbeat(f"other-{model}", {"model": "another-model", "revision": "hashing-v2"}, 30)
     with pytest.raises(Unavailable, match=r"live for other models.*`embedq worker`"):
         require_live_worker(settings)
-    hot.heartbeat(f"w-{model}", {"model": model, "revision": "hashing-v1"}, 30)
+    hot.heartbeat(f"w-{model}", {"model": model, "revision": "hashing-v2"}, 30)
     require_live_worker(settings)
+
+
+def test_a_worker_that_stops_is_not_counted_live_a_moment_later(
+    redis_url: str, pg_url: str, tmp_path: Path
+) -> None:
+    """Its heartbeat lives 15 s; a worker stopped cleanly takes it back as it exits, so a
+    bench (or /readyz) started right after does not wait on a worker that is gone."""
+    model = f"stopping-{uuid.uuid4().hex[:8]}"
+    env = support.cluster_env(redis_url, pg_url, model=model, online_queue=f"o-{model}",
+                              bulk_queue=f"b-{model}")
+    settings = support.settings_from(env)
+    worker = support.WorkerProcess(env, tmp_path / "worker.log").start()
+    assert live_workers_serving(settings)[0] == 1
+    worker.stop()
+    assert worker.proc is not None and worker.proc.returncode is not None
+    assert live_workers_serving(settings)[0] == 0
 
 
 def test_bench_http_reports_misses_against_bare_batched_encode(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def test_queued_messages_keep_the_texts_out_of_their_summary(redis_url: str, sal
     settings = support.settings_from(support.cluster_env(redis_url, "", online_queue=queue))
     app = create_app(settings)
     text = f"{salt} a private sentence"
-    publish_embed(app, EncodeSpec("hashing", "hashing-v1"), [[("f" * 64, text)]], queue)
+    publish_embed(app, EncodeSpec("hashing", "hashing-v2"), [[("f" * 64, text)]], queue)
     client = Redis.from_url(settings.links.broker_url)
     try:
         raw = client.lpop(queue)

@@ -150,6 +150,26 @@ def test_second_job_over_the_same_texts_is_all_cached(jc: JobCluster, salt: str)
     assert all(n == 1 for n in (jc.passes()[digest(t)] for t in set(texts)))
 
 
+def test_items_loaded_by_copy_keep_every_character_and_id(jc: JobCluster, salt: str) -> None:
+    """Items go into Postgres by binary COPY: what COPY's text format would escape (tab,
+    newline, backslash, a literal \\N) and ids present or absent come back as sent, each
+    item with its own text's vector."""
+    from embedq.jobs.readers import Record
+
+    odd = ["tab\there", "two\nlines", "back\\slash", "\\N", "'quoted' \"twice\"",
+           "emoji \U0001f600 and \u00e9", "trailing space ", "\r\n windows"]
+    records = [Record(i + 1, None if i % 2 else f"id\t{i}", f"{salt} {t}")
+               for i, t in enumerate(odd)]
+    jobs = jc.jobs()
+    state = wait_for(jobs, jobs.submit(records))
+    assert state["status"] == "succeeded", state
+    rows = list(jobs.results(state["id"], 0, len(records)))
+    assert [r.id for r in rows] == [r.id for r in records]
+    expected = jobs.service.embed([r.text for r in records]).vectors()
+    got = [np.frombuffer(r.vector or b"", dtype="<f4") for r in rows]
+    np.testing.assert_array_equal(np.stack(got), np.stack(expected))
+
+
 def test_bad_line_names_it_and_keeps_the_lines_before(jc: JobCluster, salt: str) -> None:
     src = jc.tmp / f"bad-{salt}.jsonl"
     good = [f"{salt} good {i}" for i in range(5)]

@@ -109,7 +109,7 @@ def test_a_tier_no_worker_serves_fails_fast_naming_what_the_worker_serves(
     result = service.embed([f"{salt} int8 nobody serves"], precision="int8", timeout_s=60)
     error = result.outcomes[0].error
     assert type(error) is EmbeddingFailed, error
-    assert "fp32 ('hashing-v1')" in str(error) and f"'hashing-v1{INT8}'" in str(error)
+    assert "fp32 ('hashing-v2')" in str(error) and f"'hashing-v2{INT8}'" in str(error)
     assert "EMBEDQ_TIERS" in str(error)
     assert time.monotonic() - started < 30  # refused by the worker, not timed out
     service.close()
@@ -124,7 +124,7 @@ def test_fp16_no_worker_serves_fails_fast_saying_it_needs_a_cuda_worker(
     result = service.embed([f"{salt} fp16 nobody serves"], precision="fp16", timeout_s=60)
     error = result.outcomes[0].error
     assert type(error) is EmbeddingFailed, error
-    assert "'hashing-v1+fp16.torch-half.1'" in str(error)
+    assert "'hashing-v2+fp16.torch-half.1'" in str(error)
     assert "fp16 tier is served only by workers on a CUDA GPU" in str(error)
     assert time.monotonic() - started < 30  # refused by the worker, not timed out
     service.close()
@@ -217,12 +217,12 @@ def test_readyz_and_live_workers_count_each_tier(cluster: Cluster) -> None:
         ready = httpx.get(api.url + "/readyz", timeout=30)
         assert ready.status_code == 503, ready.text
         workers = ready.json()["checks"]["workers"]
-        assert f"none serving tier int8 ({MODEL}@hashing-v1{INT8})" in workers, workers
+        assert f"none serving tier int8 ({MODEL}@hashing-v2{INT8})" in workers, workers
         metrics = httpx.get(api.url + "/metrics", timeout=30).text
         live = {line.split("revision=")[1].split('"')[1]: float(line.rsplit(" ", 1)[1])
                 for line in metrics.splitlines()
                 if line.startswith("embedq_live_workers{") and f'model="{MODEL}"' in line}
-        assert live["hashing-v1" + INT8] == 0 and live["hashing-v1"] >= 1, live
+        assert live["hashing-v2" + INT8] == 0 and live["hashing-v2"] >= 1, live
 
 
 def _wait_for(jobs: JobService, job_id: str, timeout_s: float = 120) -> None:

@@ -12,7 +12,7 @@ from embedq.fingerprint import EncodeSpec
 from embedq.workers.batcher import Batcher
 from embedq.workers.items import BULK, ONLINE, Batch, Item
 
-SPEC = EncodeSpec("hashing", "hashing-v1")
+SPEC = EncodeSpec("hashing", "hashing-v2")
 
 
 class RecordingEncoder(HashingEncoder):

@@ -113,8 +113,8 @@ def test_an_upstream_model_without_a_revision_is_refused() -> None:
 @pytest.mark.parametrize("encoder", ["hashing", "faulty"])
 def test_test_encoders_need_no_revision(encoder: str) -> None:
     settings = Settings.from_env({"EMBEDQ_ENCODER": encoder, "EMBEDQ_MODEL": "not-a-folder"})
-    assert model_identity(settings) == ("not-a-folder", "hashing-v1")
-    assert load_encoder(settings).revision == "hashing-v1"
+    assert model_identity(settings) == ("not-a-folder", "hashing-v2")
+    assert load_encoder(settings).revision == "hashing-v2"
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,15 @@ def heard(store: HotStore, fps: list[str], event: threading.Event) -> bool:
     return event.wait(0.1)
 
 
+def test_a_stopping_worker_takes_its_heartbeat_back(store: HotStore) -> None:
+    store.heartbeat("w-stays", {"model": "m"}, ttl_s=60)
+    store.heartbeat("w-stops", {"model": "m"}, ttl_s=60)
+    store.forget_worker("w-stops")
+    store.forget_worker("w-never-was")  # nothing to drop: no error
+    live = store.live_workers()
+    assert "w-stops" not in live and live["w-stays"] == {"model": "m"}
+
+
 def test_done_notifications_reach_subscribers(store: HotStore) -> None:
     got: list[list[str]] = []
     seen = threading.Event()
@@ -168,3 +177,17 @@ def test_a_claim_registers_interest_for_won_and_lost_fingerprints(store: HotStor
 def test_interest_needs_a_positive_ttl(store: HotStore) -> None:
     with pytest.raises(ValueError, match="ttl"):
         store.claim(["a"], "me", 5000, Interest({"a": ["caller"]}, 0))
+
+
+def test_bulk_vectors_get_a_hot_copy_only_where_a_caller_waits(store: HotStore) -> None:
+    """`wanted` vectors: those with interest registered are stored hot, the rest are not
+    (nor, on Redis, sent); plain `vectors` are stored either way."""
+    store.claim(["w1"], "chunk", 5000, Interest({"w1": ["caller"]}, 30_000))
+    store.claim(["w2", "nobody"], "chunk", 5000, Interest({"w2": ["caller-2"]}, 30_000))
+    store.record_batch(BatchRecord(
+        vectors=[({"online": b"\x01"}, 60)],
+        wanted={"nobody": b"\x02", "w1": b"\x03", "w2": b"\x04", "also-nobody": b"\x05"},
+        wanted_ttl_s=60, free_claims=["w1", "w2", "nobody"], done=["w1", "w2", "nobody"]))
+    assert store.vectors(["online", "nobody", "w1", "w2", "also-nobody"]) == \
+        [b"\x01", None, b"\x03", b"\x04", None]
+    assert store.holders(Hold.CLAIM, ["w1", "w2", "nobody"]) == [None, None, None]

@@ -21,7 +21,7 @@ from embedq.workers.interest import DropUnwanted
 from embedq.workers.items import Batch, Item
 from tests import support
 
-SPEC = EncodeSpec("hashing", "hashing-v1")
+SPEC = EncodeSpec("hashing", "hashing-v2")
 
 
 def claimed(store: HotStore, fps: list[str], group: RequestGroup,

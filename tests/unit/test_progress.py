@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from embedq.cli.progress import render, wait
+from embedq.cli.progress import MIN_POLL_S, next_poll_s, render, wait
 from embedq.config import Settings
 from embedq.deployment import Deployment
 from embedq.jobs.service import JobService
@@ -67,3 +67,18 @@ def test_a_job_waiting_for_its_window_says_so() -> None:
     assert "waiting for its window (2030-01-01T22:00:00+00:00)" in line
     running = render({**state, "status": "running"}, 2.5, 5.0)
     assert "2.50 texts/s" in running and "<00:02" in running, running
+
+
+def _state(done: int, total: int) -> dict[str, object]:
+    return {"status": "running", "progress": {"done": done, "failed": 0, "total": total}}
+
+
+def test_the_poll_shortens_as_the_job_nears_its_end() -> None:
+    # Before a rate is known, and while the end is far: the whole interval.
+    assert next_poll_s(_state(0, 20_000), None, 1.0) == 1.0
+    assert next_poll_s(_state(1_000, 20_000), 5_000.0, 1.0) == 1.0
+    # 1,000 texts left at 5,000 a second: read again when it should end, not 1 s later.
+    assert next_poll_s(_state(19_000, 20_000), 5_000.0, 1.0) == pytest.approx(0.2)
+    # At the end (or past it: counts can lag the status), never a busy loop.
+    assert next_poll_s(_state(20_000, 20_000), 5_000.0, 1.0) == MIN_POLL_S
+    assert next_poll_s(_state(19_999, 20_000), 5_000.0, 1.0) == MIN_POLL_S

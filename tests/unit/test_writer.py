@@ -22,7 +22,7 @@ from embedq.workers.batcher import Batcher
 from embedq.workers.items import Item
 from embedq.workers.writer import BatchWriter
 
-SPEC = EncodeSpec("hashing", "hashing-v1")
+SPEC = EncodeSpec("hashing", "hashing-v2")
 
 
 def test_a_batch_refused_whole_is_retried_alone_with_each_ticket_kept(tmp_path: Path
