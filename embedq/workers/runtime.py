@@ -50,6 +50,7 @@ from embedq.workers.writer import BatchWriter
 log = logging.getLogger("embedq.worker")
 
 HEARTBEAT_S = 5.0
+CLOSE_WAIT_S = 2.0  # how long stopping waits for a heartbeat in progress
 
 
 @dataclass
@@ -206,7 +207,10 @@ class WorkerRuntime:
         stage timings counted since the last one)."""
         self._stop.set()
         if self._heartbeat_thread is not None:
-            self._heartbeat_thread.join(timeout=HEARTBEAT_S + 5)
+            # Still in a heartbeat after this long: Redis is slow or gone, and the
+            # heartbeat expires by itself; stopping does not wait on it again.
+            self._heartbeat_thread.join(timeout=CLOSE_WAIT_S)
+        if self._heartbeat_thread is not None and not self._heartbeat_thread.is_alive():
             try:
                 self.hot.incr(stages.take())
                 self.hot.forget_worker(self.worker_id)
