@@ -109,10 +109,11 @@ def _stop_on_sigterm() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def cluster(settings: Settings, tmp: Path) -> Iterator[Target]:
+def cluster(settings: Settings, tmp: Path, *, jobs: bool = False) -> Iterator[Target]:
     """`embedq serve` (temporary key, free loopback port) and, when no live worker serves
-    the configured model and the API queues its online misses (EMBEDQ_ONLINE_ENCODE=queue),
-    an `embedq worker`; both stopped by process group on the way out."""
+    the configured model and the API queues its online misses (EMBEDQ_ONLINE_ENCODE=queue)
+    or the bench runs a job (`jobs`: bulk work always goes to workers), an `embedq
+    worker`; both stopped by process group on the way out."""
     from embedq.coordination import make_hot_store
 
     preflight(settings)
@@ -121,8 +122,9 @@ def cluster(settings: Settings, tmp: Path) -> Iterator[Target]:
     procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
     with _stop_on_sigterm():
         try:
-            # An API that encodes its own online misses needs no worker for these benches.
-            if settings.queue.online_encode == "queue" and not live_workers_serving(settings)[0]:
+            # An API that encodes its own online misses needs no worker for them.
+            queued = jobs or settings.queue.online_encode == "queue"
+            if queued and not live_workers_serving(settings)[0]:
                 log = tmp / "worker.log"
                 procs["worker"] = (processes.spawn_worker(env, log), log)
             port = processes.free_port()
@@ -130,6 +132,9 @@ def cluster(settings: Settings, tmp: Path) -> Iterator[Target]:
             procs["serve"] = (processes.spawn_api(env, port, log), log)
             url = f"http://127.0.0.1:{port}"
             _wait_ready(url, procs)
+            if "worker" in procs:
+                # /readyz of an API that encodes locally does not wait for workers.
+                _wait_for_worker(settings, procs)
             hot = make_hot_store(settings)
             yield Target(url, {"Authorization": f"Bearer {key}"},
                          settings.queue.request_timeout_s + 30,
@@ -137,6 +142,21 @@ def cluster(settings: Settings, tmp: Path) -> Iterator[Target]:
         finally:
             for proc, _ in procs.values():
                 processes.stop(proc)
+
+
+def _wait_for_worker(settings: Settings,
+                     procs: dict[str, tuple[subprocess.Popen[bytes], Path]]) -> None:
+    """Until the worker this bench started beats for the model (its log if it exits)."""
+    proc, log = procs["worker"]
+    deadline = time.monotonic() + START_DEADLINE_S
+    while not live_workers_serving(settings)[0]:
+        if proc.poll() is not None:
+            raise Unavailable(f"embedq worker exited ({proc.returncode}) while starting:"
+                              f"\n{_tail(log)}")
+        if time.monotonic() > deadline:
+            raise Unavailable(f"the worker sent no heartbeat within {START_DEADLINE_S:.0f} s"
+                              f"\n{_tail(log)}")
+        time.sleep(0.3)
 
 
 def _wait_ready(url: str, procs: dict[str, tuple[subprocess.Popen[bytes], Path]]) -> None:

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     texts = [f"{salt} {i} {t}" for i, t in enumerate(load_texts(args.n, args.file,
                                                                  split="heldout"))]
     with tempfile.TemporaryDirectory(prefix="embedq-bench-pipeline-") as tmp, \
-            cluster(settings, Path(tmp)) as target:
+            cluster(settings, Path(tmp), jobs=True) as target:
         assert target.counters is not None
         bulk = _bulk(texts, Path(tmp), target.counters, target.started)
         floor = _floor(settings, texts)

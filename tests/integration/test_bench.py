@@ -131,3 +131,28 @@ def test_bench_pipeline_measures_bulk_and_online_against_the_storage_floor(
     assert online["miss"]["requests_per_s"] > 0 and online["hit"]["requests_per_s"] > 0
     assert {"lookup", "claims", "publish"} <= set(online["miss_stage_cpu_ms_per_text"])
     assert "bulk / floor" in done.stdout and "misses / hits" in done.stdout
+
+
+def test_a_bench_that_runs_a_job_starts_a_worker_even_when_the_api_encodes_locally(
+    redis_url: str, pg_url: str, tmp_path: Path
+) -> None:
+    """EMBEDQ_ONLINE_ENCODE=local: online misses need no worker, a job does. `bench
+    pipeline` once waited forever on a bulk job nobody ran in that mode."""
+    from embedq.bench.cluster import cluster
+
+    tag = uuid.uuid4().hex[:8]
+    env = support.cluster_env(redis_url, pg_url, model=f"local-{tag}",
+                              online_queue=f"local-{tag}", bulk_queue=f"local-bulk-{tag}")
+    env["EMBEDQ_ONLINE_ENCODE"] = "local"
+    settings = support.settings_from(env)
+    saved = dict(os.environ)
+    os.environ.update(env)  # the processes it starts take this environment
+    try:
+        with cluster(settings, tmp_path, jobs=False) as online_only:
+            assert "worker" not in online_only.started
+        with cluster(settings, tmp_path, jobs=True) as target:
+            assert "worker" in target.started
+            assert live_workers_serving(settings)[0] == 1  # beating before the bench starts
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
