@@ -138,12 +138,12 @@ def _floor(settings: Settings, texts: list[str]) -> dict[str, Any]:
     import psycopg
     import redis
 
-    from embedq.encoders.hashing import HashingEncoder
+    from embedq.encoders.hashing import REVISION, HashingEncoder
     from embedq.fingerprint import EncodeSpec, fingerprint
     from embedq.models.engine import normalize_url
     from embedq.models.vectors import to_bytes
 
-    spec = EncodeSpec("hashing", "hashing-v2")
+    spec = EncodeSpec("hashing", REVISION)
     matrix = HashingEncoder().encode(texts)
     rows = [(fingerprint(spec, t), spec.model, spec.revision, int(v.shape[0]), spec.dtype,
              to_bytes(v)) for t, v in zip(texts, matrix, strict=True)]

@@ -70,7 +70,9 @@ def model_identity(settings: Settings, tier: str | None = None) -> tuple[str, st
 
 def _source_identity(settings: Settings) -> tuple[str, str]:
     if settings.model.encoder in {"hashing", "faulty"}:
-        return settings.model.model, settings.model.model_revision or "hashing-v2"
+        from embedq.encoders.hashing import REVISION
+
+        return settings.model.model, settings.model.model_revision or REVISION
     unpinned = settings.unpinned_model()
     if unpinned is not None:
         raise unpinned
