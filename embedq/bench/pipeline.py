@@ -140,7 +140,7 @@ def _floor(settings: Settings, texts: list[str]) -> dict[str, Any]:
 
     from embedq.encoders.hashing import REVISION, HashingEncoder
     from embedq.fingerprint import EncodeSpec, fingerprint
-    from embedq.models.engine import normalize_url
+    from embedq.models.engine import copy_rows, normalize_url
     from embedq.models.vectors import to_bytes
 
     spec = EncodeSpec("hashing", REVISION)
@@ -152,11 +152,8 @@ def _floor(settings: Settings, texts: list[str]) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TEMP TABLE floor_rows (LIKE embeddings INCLUDING ALL)")
         began = time.perf_counter()
-        with conn.cursor().copy("COPY floor_rows (fingerprint, model, revision, dimensions,"
-                                " dtype, vector) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["text", "text", "text", "int4", "text", "bytea"])
-            for row in rows:
-                copy.write_row(row)
+        copy_rows(conn, "floor_rows (fingerprint, model, revision, dimensions, dtype, vector)",
+                  ["text", "text", "text", "int4", "text", "bytea"], rows)
         pg_s = time.perf_counter() - began
     keys = [f"embedq-bench:floor:{row[0]}" for row in rows]
     began = time.perf_counter()

@@ -72,11 +72,6 @@ class MemoryHotStore(HotStore):
         with self._mutex:
             return [self._get(layout.vector(fp)) for fp in fps]  # type: ignore[misc]
 
-    def put_vectors(self, vectors: dict[str, bytes], ttl_s: int) -> None:
-        with self._mutex:
-            for fp, blob in vectors.items():
-                self._set(layout.vector(fp), blob, ttl_s)
-
     def settled(self, fps: list[str]) -> Settled:
         out = Settled({}, {}, [])
         with self._mutex:

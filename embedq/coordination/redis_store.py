@@ -79,10 +79,6 @@ class RedisHotStore(HotStore):
         with map_redis_errors():
             return list(self.client.mget([layout.vector(fp) for fp in fps]))
 
-    def put_vectors(self, vectors: dict[str, bytes], ttl_s: int) -> None:
-        if vectors:
-            self.record_batch(BatchRecord(vectors=[(vectors, ttl_s)]))
-
     def settled(self, fps: list[str]) -> Settled:
         out = Settled({}, {}, [])
         if not fps:

@@ -135,8 +135,10 @@ class HotStore(ABC):
     def vectors(self, fps: list[str]) -> list[bytes | None]:
         """The hot copy of each fingerprint's vector, or None."""
 
-    @abstractmethod
-    def put_vectors(self, vectors: dict[str, bytes], ttl_s: int) -> None: ...
+    def put_vectors(self, vectors: dict[str, bytes], ttl_s: int) -> None:
+        """Hot copies of `vectors`: a batch record with nothing else in it."""
+        if vectors:
+            self.record_batch(BatchRecord(vectors=[(vectors, ttl_s)]))
 
     @abstractmethod
     def settled(self, fps: list[str]) -> Settled:

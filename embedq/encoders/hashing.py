@@ -4,10 +4,11 @@ of the text.
 Same text, same vector, in any process; different texts, unrelated vectors (components
 uniform in [-1, 1), so two texts' cosine is about N(0, 1/dimension)). Fast enough that
 tests and benches measure embedq and not a model: one sha256 a text, then the whole
-matrix by integer arithmetic in numpy (a splitmix64 mix of the text's seed and the column),
-about 1 microsecond a text at 384 dimensions; exact in float32, so the same on every
-machine. Revision hashing-v2 (v1 drew each row from a numpy generator seeded per text, at
-about 15 microseconds a text, which `bench pipeline` counted as a fifth of its worker's CPU).
+matrix by integer arithmetic in numpy (a splitmix64 mix of the text's seed and the
+column), about 4 microseconds a text at 384 dimensions in batches of 256; exact in
+float32, so the same on every machine. Revision hashing-v2 (v1 drew each row from a numpy
+generator seeded per text, 13-30 microseconds a text, which `bench pipeline` counted as a
+fifth of its worker's CPU).
 """
 
 from __future__ import annotations
@@ -22,14 +23,12 @@ REVISION = "hashing-v2"
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
+BLOCK_ROWS = 256  # rows mixed at once: their uint64 temporaries stay in cache
 
 
 def _seeds(texts: list[str]) -> np.ndarray:
     return np.array([int.from_bytes(hashlib.sha256(t.encode("utf-8")).digest()[:8], "little")
                      for t in texts], dtype=np.uint64)
-
-
-BLOCK_ROWS = 256  # rows mixed at once: their uint64 temporaries stay in cache
 
 
 def hashed_matrix(texts: list[str], dimension: int) -> Matrix:

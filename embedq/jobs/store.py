@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from embedq.errors import NotFound
 from embedq.limits import plausible_id
 from embedq.models import ChunkStatus, Database, Embedding, Job, JobChunk, JobItem, JobStatus
+from embedq.models.engine import copy_rows
 
 PAGE_ROWS = 2000
 FAILURES_PER_STATEMENT = 500  # fingerprints in one UPDATE's IN list (SQLite's bound: 999+)
@@ -33,10 +34,8 @@ def _copy_items(session: Session, items: Sequence[dict[str, Any]]) -> None:
     raw = session.connection().connection.driver_connection
     assert raw is not None
     columns = ", ".join(f'"{c}"' for c in ITEM_COLUMNS)
-    with raw.cursor().copy(f"COPY job_items ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(["text", "int4", "text", "text", "text"])
-        for item in items:
-            copy.write_row(tuple(item[c] for c in ITEM_COLUMNS))
+    copy_rows(raw, f"job_items ({columns})", ["text", "int4", "text", "text", "text"],
+              (tuple(item[c] for c in ITEM_COLUMNS) for item in items))
 
 
 def utcnow() -> datetime:

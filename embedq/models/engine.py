@@ -10,7 +10,7 @@ them the caller gets `DatabaseUnavailable` (retryable, HTTP 503), never a hang.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -196,6 +196,16 @@ def map_db_errors() -> Iterator[None]:
             f"the database is unreachable ({exc.__class__.__name__}); retry shortly",
             retry_after_s=5,
         ) from exc
+
+
+def copy_rows(raw: psycopg.Connection[Any], target: str, types: Sequence[str],
+              rows: Iterable[tuple[Any, ...]]) -> None:
+    """`rows` into `target` (a table and its column list) by binary COPY on a driver
+    connection, in whatever transaction it is in."""
+    with raw.cursor().copy(f"COPY {target} FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(list(types))
+        for row in rows:
+            copy.write_row(row)
 
 
 class Database:

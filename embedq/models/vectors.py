@@ -32,7 +32,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import DBAPIError
 
 from embedq.models.embedding import Embedding
-from embedq.models.engine import Database, DbTimeouts, make_engine, map_db_errors
+from embedq.models.engine import Database, DbTimeouts, copy_rows, make_engine, map_db_errors
 
 T = TypeVar("T")
 
@@ -154,11 +154,9 @@ def _copy_in(conn: Connection, rows: list[StoredVector]) -> int:
                         "model text, revision text, dimensions int, dtype text, vector bytea)"
                         " ON COMMIT DELETE ROWS")
             conn.info[_STAGE_TABLE] = True
-        with raw.cursor().copy(f"COPY {_STAGE_TABLE} FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["text", "text", "text", "int4", "text", "bytea"])
-            for r in rows:
-                copy.write_row((r.fingerprint, r.model, r.revision, r.dimensions, r.dtype,
-                                r.vector))
+        copy_rows(raw, _STAGE_TABLE, ["text", "text", "text", "int4", "text", "bytea"],
+                  ((r.fingerprint, r.model, r.revision, r.dimensions, r.dtype, r.vector)
+                   for r in rows))
         cur = raw.execute(f"INSERT INTO embeddings (fingerprint, model, revision, dimensions, "
                           f"dtype, vector) SELECT * FROM {_STAGE_TABLE} "
                           "ON CONFLICT (fingerprint) DO NOTHING")

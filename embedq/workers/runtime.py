@@ -206,11 +206,12 @@ class WorkerRuntime:
         """Stop; a worker that announced itself takes its heartbeat back (and hands in the
         stage timings counted since the last one)."""
         self._stop.set()
-        if self._heartbeat_thread is not None:
+        beating = self._heartbeat_thread
+        if beating is not None:
             # Still in a heartbeat after this long: Redis is slow or gone, and the
             # heartbeat expires by itself; stopping does not wait on it again.
-            self._heartbeat_thread.join(timeout=CLOSE_WAIT_S)
-        if self._heartbeat_thread is not None and not self._heartbeat_thread.is_alive():
+            beating.join(timeout=CLOSE_WAIT_S)
+        if beating is not None and not beating.is_alive():
             try:
                 self.hot.incr(stages.take())
                 self.hot.forget_worker(self.worker_id)
