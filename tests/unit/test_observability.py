@@ -48,8 +48,18 @@ def test_alert_rules_pass_promtool() -> None:
     assert f"{len(alert_queries())} rules found" in result.stdout
 
 
-def test_prometheus_config_passes_promtool_with_its_rules() -> None:
-    result = promtool("check", "config", str(PROMETHEUS))
+def test_prometheus_config_passes_promtool_with_its_rules(tmp_path: Path) -> None:
+    # promtool also checks that the scrape key's file exists: the config is checked as
+    # written, beside its rules, with that one path moved to a file that holds a key.
+    config = yaml.safe_load(PROMETHEUS.read_text())
+    key = tmp_path / "api-key"
+    key.write_text("a-key")
+    for scrape in config["scrape_configs"]:
+        scrape["authorization"]["credentials_file"] = str(key)
+    path = tmp_path / PROMETHEUS.name
+    path.write_text(yaml.safe_dump(config))
+    shutil.copy(ALERTS, tmp_path / ALERTS.name)
+    result = promtool("check", "config", str(path))
     assert_ok(result)
     assert "1 rule files found" in result.stdout
 
