@@ -2,70 +2,26 @@
 its services' settings load; callbacks reach the services that accept and send them; and
 Prometheus scrapes /metrics with a key the API accepts, from the file compose writes.
 
-No Docker engine is needed: compose's interpolation (`${VAR:-default}`, `${VAR:?error}`,
-`$$`) is applied here to each string of the parsed file, as compose does, and the shell
-lines it runs are run by sh."""
+No Docker engine is needed: the file is read as compose reads it (tests/compose.py), and
+the shell lines it runs are run by sh."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from embedq.api.auth import bearer_token, key_matches
 from embedq.config import OTHER_VARIABLES, VARIABLES, Settings
-from tests.promql import PROMETHEUS, ROOT
-
-COMPOSE = ROOT / "docker-compose.yml"
-EMBEDQ_SERVICES = ("migrate", "worker", "api", "beat", "flower")
-# What a .env beside the compose file holds (docs/operations.md, Deploying).
-DOTENV = {"REDIS_PASSWORD": "ab12", "EMBEDQ_API_KEYS": "key-one,key-two"}
-_REFERENCE = re.compile(r"(?<!\$)\$\{(\w+)(?:(:?[-?+])([^}]*))?\}")
-
-
-def interpolate(text: str, env: dict[str, str]) -> str:
-    """compose's interpolation of `text` from `env`; a missing required variable fails."""
-
-    def one(match: re.Match[str]) -> str:
-        name, op, word = match.group(1), match.group(2) or "", match.group(3) or ""
-        value = env.get(name)
-        unset = value is None or (op.startswith(":") and value == "")
-        if op.endswith("?") and unset:
-            raise AssertionError(f"compose refuses to start: {word}")
-        if op.endswith("-") and unset:
-            return word
-        if op.endswith("+"):
-            return "" if unset else word
-        return value or ""
-
-    return _REFERENCE.sub(one, text).replace("$$", "$")
-
-
-def compose(env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The compose file as compose reads it: YAML first, then each string interpolated."""
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: walk(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [walk(v) for v in node]
-        return interpolate(node, env or DOTENV) if isinstance(node, str) else node
-
-    loaded: dict[str, Any] = walk(yaml.safe_load(COMPOSE.read_text()))
-    return loaded
-
-
-def service_env(name: str, env: dict[str, str] | None = None) -> dict[str, str]:
-    return {k: str(v) for k, v in compose(env)["services"][name].get("environment", {}).items()}
+from tests.compose import COMPOSE, DOTENV, EMBEDQ_SERVICES, REFERENCE, compose, service_env
+from tests.promql import PROMETHEUS
 
 
 def test_every_embedq_variable_compose_sets_or_reads_is_a_setting() -> None:
     text = COMPOSE.read_text()
-    named = {m.group(1) for m in _REFERENCE.finditer(text)}
+    named = {m.group(1) for m in REFERENCE.finditer(text)}
     for service in yaml.safe_load(text)["services"].values():
         named |= set(service.get("environment", {}))
     embedq = {n for n in named if n.startswith("EMBEDQ_")}
