@@ -9,6 +9,10 @@ the near-miss's edit, one of KINDS) come in two splits that share no text (tests
   semantic_pairs.fresh.jsonl    a second held-out split, written after the first one's
                                 report had been read (so before any rule that report
                                 could have suggested): `--heldout-file` it to report on it.
+  semantic_pairs.domains.jsonl  1,200 pairs in 21 domains none of the others covers, each
+                                line also naming its `domain` and, for a paraphrase, its
+                                `style` (STYLES); `--lodo` scores it leave-one-domain-out
+                                (lodo.py).
 Each pair is one stored entry and one lookup, decided as `SemanticCache.lookup` decides
 (`is_hit`): the cosine of the two unit vectors at or above the threshold; with the guard
 on, `guard.contrasting(asked, stored)` false; with the verifier on, no lexical slot
@@ -52,10 +56,21 @@ PAIRS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 TUNE = PAIRS_DIR / "semantic_pairs.tune.jsonl"
 HELDOUT = PAIRS_DIR / "semantic_pairs.heldout.jsonl"
 FRESH = PAIRS_DIR / "semantic_pairs.fresh.jsonl"
+DOMAINS = PAIRS_DIR / "semantic_pairs.domains.jsonl"
 LABELS = ("paraphrase", "near_miss")
 # A near-miss's kind names its edit; a paraphrase's kind is "paraphrase".
+# swap: roles swapped (a pronoun or a word changes whose it is); scope: narrower or wider
+# (one item / all of them, mine / the team's); tense: when it happened changes the answer;
+# qualifier: an added condition-like modifier; attribute: another property of the same
+# thing; quantity: all / some / both / several; amount: a sum of money or a dose; unit:
+# the same figure in another unit or period; date: another day or month; conditional: an
+# "if" clause that changes the answer.
 KINDS = ("paraphrase", "one_word", "negation", "swap", "number", "entity", "time",
-         "multi_word")
+         "multi_word", "scope", "tense", "qualifier", "attribute", "quantity", "antonym",
+         "date", "unit", "amount", "conditional")
+# A paraphrase's style, where a file names it (semantic_pairs.domains.jsonl does).
+STYLES = ("spelling_variant", "typo", "abbreviation", "vocabulary", "reorder", "synonym",
+          "question_form")
 MODES = ("guard_off", "guard_on", "verifier_on")
 STEP = 0.01
 GRID = tuple(round(0.60 + STEP * i, 2) for i in range(36))  # 0.60 .. 0.95
@@ -76,6 +91,8 @@ class Pair:
     query: str
     label: str
     kind: str
+    domain: str = ""  # where the file names one
+    style: str = ""  # a paraphrase's, where the file names one
 
 
 @dataclass(frozen=True)
@@ -100,7 +117,8 @@ def load_pairs(path: Path) -> list[Pair]:
         try:
             row = json.loads(line)
             pair = Pair(str(row["stored"]), str(row["query"]), str(row["label"]),
-                        str(row["kind"]))
+                        str(row["kind"]), str(row.get("domain", "")),
+                        str(row.get("style", "")))
         except (ValueError, KeyError, TypeError) as exc:
             raise BadInputFile(f"{path}: not a pair ({exc}): write {{\"stored\": ..., "
                                "\"query\": ..., \"label\": ..., \"kind\": ...}}", n) from exc
@@ -110,6 +128,9 @@ def load_pairs(path: Path) -> list[Pair]:
                 pair.label == "paraphrase"):
             raise BadInputFile(f"{path}: kind {pair.kind!r}: a paraphrase's kind is "
                                f"'paraphrase', a near-miss's one of {KINDS[1:]}", n)
+        if pair.style and (pair.style not in STYLES or pair.label != "paraphrase"):
+            raise BadInputFile(f"{path}: style {pair.style!r}: only a paraphrase has one, "
+                               f"one of {STYLES}", n)
         pairs.append(pair)
     return pairs
 
