@@ -7,10 +7,13 @@ each run, so no phase is answered from cache unless it says so):
   b. OpenAI pattern (Dify indexing through its OpenAI-compatible provider): N texts, one
      text per request (the provider's max_chunks=1), from THREADS threads (the indexing
      runner's 10), each thread with its own keep-alive httpx client;
-  c. TEI pattern (Dify indexing through its TEI provider): per thread GET /info for
-     max_client_batch_size and max_input_length, POST /tokenize of its texts (the
-     provider cuts texts over the window at a token's offset), then POST /embed in
-     batches of at most max_client_batch_size; N texts, the same THREADS threads;
+  c. TEI pattern (Dify indexing through its TEI plugin): GET /info once for
+     max_client_batch_size (the plugin reads it when the model is added, and keeps it),
+     then from each of the same THREADS threads POST /v1/embeddings `{"input": [...]}`
+     in batches of at most max_client_batch_size; N texts. The plugin counts tokens
+     itself (GPT-2's tokenizer) and cuts a text at or over max_input_length by its share
+     of characters; the texts go whole here (that tokenizer is not bundled, and the
+     server cuts at the model's window anyway);
   d. sequential one-text misses (Dify embedding a query): M texts, one request at a time;
   e. bare encode, in this process, on the texts of (b) and (d): the encoder's own batched
      `encode` (SentenceTransformer.encode at its default batch size) and one-text `encode`
@@ -41,6 +44,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -77,6 +81,8 @@ class Tally:
     widths: set[int] = field(default_factory=set)
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    routes: Counter[str] = field(default_factory=Counter)  # "POST /v1/embeddings": n
+    largest: int = 0  # the most texts one request sent
     client_cpu_s: float = 0.0  # this process's CPU during the phase (all its threads)
     server_cpu_s: float | None = None  # the processes the bench started (None: unknown)
 
@@ -88,6 +94,8 @@ class Tally:
         started = time.perf_counter()
         resp = client.post(path, json=body) if body is not None else client.get(path)
         ms = (time.perf_counter() - started) * 1000
+        with self.lock:
+            self.routes[f"{resp.request.method} {path}"] += 1
         if resp.status_code != 200:
             raise PhaseFailed(f"{resp.request.method} {path}: {resp.status_code} "
                               f"{resp.text[:300]}")
@@ -100,6 +108,7 @@ class Tally:
             with self.lock:
                 self.latencies.append(ms)
                 self.vectors += len(rows)
+                self.largest = max(self.largest, sent)
                 self.widths.update(len(row) for row in rows)
         return answer
 
@@ -110,27 +119,25 @@ def openai_call(tally: Tally, client: httpx.Client, model: str, texts: list[str]
                   {"input": texts, "model": model, "encoding_format": "float"}, len(texts))
 
 
-def tei_call(tally: Tally, client: httpx.Client, texts: list[str]) -> None:
-    """One Dify TEI-provider call: /info, /tokenize, truncation, /embed in batches of at
-    most max_client_batch_size."""
-    info = tally.request(client, "/info", None)
-    batch, window = int(info["max_client_batch_size"]), info.get("max_input_length")
-    tokens = tally.request(client, "/tokenize", {"inputs": texts})
-    inputs = [truncate(t, toks, window) for t, toks in zip(texts, tokens, strict=True)]
-    for start in range(0, len(inputs), batch):
-        part = inputs[start:start + batch]
-        tally.request(client, "/embed", {"inputs": part}, len(part))
+def tei_batches(batch: int) -> Callable[[Tally, httpx.Client, list[str]], None]:
+    """A Dify TEI-plugin indexing call: its texts to /v1/embeddings in batches of at
+    most `batch` (max_client_batch_size), the body its helper sends (no model: the one
+    served)."""
+
+    def call(tally: Tally, client: httpx.Client, texts: list[str]) -> None:
+        for start in range(0, len(texts), batch):
+            part = texts[start:start + batch]
+            tally.request(client, "/v1/embeddings", {"input": part}, len(part))
+
+    return call
 
 
-def truncate(text: str, tokens: list[dict[str, Any]], window: int | None) -> str:
-    """Cut a text at or over the window where Dify's TEI provider does: at the start
-    offset of token `window - trailing special tokens - 20` (its margin)."""
-    if window is None or len(tokens) < window:
-        return text
-    leading = next((i for i, t in enumerate(tokens) if not t["special"]), len(tokens))
-    trailing = sum(bool(t["special"]) for t in tokens) - leading
-    start = tokens[window - trailing - 20].get("start")
-    return text[:start] if start else text
+def tei_info(target: Target, tally: Tally) -> int:
+    """GET /info, once, as the plugin does when the model is added: max_client_batch_size."""
+    with httpx.Client(base_url=target.url, headers=target.headers,
+                      timeout=target.timeout_s) as client:
+        info = tally.request(client, "/info", None)
+    return int(info["max_client_batch_size"])
 
 
 def groups(texts: list[str], threads: int) -> list[list[str]]:
@@ -142,10 +149,12 @@ def groups(texts: list[str], threads: int) -> list[list[str]]:
 
 
 def threaded(target: Target, parts: list[list[str]],
-             work: Callable[[Tally, httpx.Client, list[str]], None]) -> tuple[float, Tally]:
-    """Each part on its own thread with its own keep-alive client: (seconds, tally). The
-    first failure ends the phase: the other threads stop at their next request."""
-    tally = Tally()
+             work: Callable[[Tally, httpx.Client, list[str]], None],
+             tally: Tally | None = None) -> tuple[float, Tally]:
+    """Each part on its own thread with its own keep-alive client: (seconds, tally; a
+    given one holds what came before the timed part). The first failure ends the phase:
+    the other threads stop at their next request."""
+    tally = tally or Tally()
 
     def one(part: list[str]) -> None:
         with httpx.Client(base_url=target.url, headers=target.headers,
@@ -207,6 +216,7 @@ def phase(target: Target, texts: list[str], seconds_tally: tuple[float, Tally],
             "texts_per_s": round(len(texts) / seconds, 1),
             "p50_ms": round(percentile(tally.latencies, 50), 2),
             "p99_ms": round(percentile(tally.latencies, 99), 2), "encoded": encoded,
+            "routes": dict(tally.routes), "largest_request": tally.largest,
             "model_batches": batches,
             "texts_per_batch": round(encoded / batches, 2) if encoded and batches else None}
 
@@ -242,8 +252,11 @@ def server_phases(target: Target, texts: dict[str, list[str]], threads: int
     out["openai"] = phase(target, texts["openai"], threaded(
         target, groups(texts["openai"], threads), one_text_each), before)
     before = counters()
+    tei = Tally()
+    batch = tei_info(target, tei)
     out["tei"] = phase(target, texts["tei"], threaded(
-        target, groups(texts["tei"], threads), tei_call), before)
+        target, groups(texts["tei"], threads), tei_batches(batch), tei), before)
+    out["tei"]["max_client_batch_size"] = batch
     before = counters()
     out["sequential"] = phase(target, texts["sequential"], threaded(
         target, [texts["sequential"]], one_text_each), before)
@@ -253,7 +266,7 @@ def server_phases(target: Target, texts: dict[str, list[str]], threads: int
 def phase_texts(n: int, m: int) -> dict[str, list[str]]:
     """N texts for (b) and (c) and the first M for (d), the same corpus lines in each (so
     the phases compare like with like), each made unique by a salt of its own. The salt
-    goes in front: a TEI client cuts long texts at the end, which would cut a salt there."""
+    goes in front: a client that cuts long texts cuts them at the end, never the salt."""
     base = load_texts(max(n, m), split="heldout")
     run_id = uuid.uuid4().hex[:8]
     return {name: [f"[{run_id}-{name[0]}{i}] {t}" for i, t in enumerate(base[:size])]
@@ -354,8 +367,9 @@ def _print(r: dict[str, Any]) -> None:
         f"  (b) OpenAI route, one text per request: {o['texts']} texts, "
         f"{o['texts_per_s']:.1f} texts/s (p50 {o['p50_ms']:.1f} ms, p99 {o['p99_ms']:.1f} ms)"
         f"{formed}\n"
-        f"  (c) TEI routes, /tokenize + batched /embed: {t['texts']} texts, "
-        f"{t['texts_per_s']:.1f} texts/s ({t['requests']} /embed requests)\n"
+        f"  (c) TEI plugin, /info once, then /v1/embeddings in batches of at most "
+        f"{t['max_client_batch_size']}: {t['texts']} texts, {t['texts_per_s']:.1f} texts/s "
+        f"({t['requests']} requests, p50 {t['p50_ms']:.1f} ms)\n"
         f"  (d) sequential one-text misses: {s['texts']} texts, p50 {s['p50_ms']:.1f} ms, "
         f"p99 {s['p99_ms']:.1f} ms\n"
         f"  bare {b['encode']}, after the server phases (best of torch threads "

@@ -1,10 +1,12 @@
 """`embedq bench dify` on real Redis and Postgres: it starts its own serve and worker, every
-phase's texts come back as vectors and were encoded by the worker (cluster counters), it
-stops what it started, and a missing server is named within seconds."""
+phase's texts come back as vectors and were encoded by the worker (cluster counters), each
+phase sends what its Dify provider sends, it stops what it started, and a missing server
+is named within seconds."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -13,7 +15,6 @@ import uuid
 
 import pytest
 
-from embedq.bench.dify import truncate
 from embedq.testing.processes import free_port
 from tests import support
 
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 TEXTS = 40
 SEQUENTIAL = 5
+BATCH = 3  # the server's max inputs a request: /info's max_client_batch_size
 
 
 def _bench(env: dict[str, str], *extra: str, timeout_s: float = 300
@@ -32,18 +34,19 @@ def _bench(env: dict[str, str], *extra: str, timeout_s: float = 300
     )
 
 
-def _own_env(redis_url: str, pg_url: str) -> dict[str, str]:
+def _own_env(redis_url: str, pg_url: str, **extra: object) -> dict[str, str]:
     # A model and queues of its own: a worker another test left running neither counts as
     # live for it nor takes its messages, so the bench must start its own worker.
     tag = uuid.uuid4().hex[:8]
     return support.cluster_env(redis_url, pg_url, encoder="hashing", model=f"dify-{tag}",
-                               online_queue=f"dify-{tag}", bulk_queue=f"dify-bulk-{tag}")
+                               online_queue=f"dify-{tag}", bulk_queue=f"dify-bulk-{tag}",
+                               **extra)
 
 
 def test_runs_every_phase_end_to_end_and_stops_what_it_started(
     redis_url: str, pg_url: str
 ) -> None:
-    done = _bench(_own_env(redis_url, pg_url), "--json")
+    done = _bench(_own_env(redis_url, pg_url, max_inputs=BATCH), "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -58,8 +61,15 @@ def test_runs_every_phase_end_to_end_and_stops_what_it_started(
         assert got["encoded"] == texts, name
         assert got["texts_per_s"] > 0 and 0 < got["p50_ms"] <= got["p99_ms"], name
     assert report["openai"]["requests"] == TEXTS  # one text per request
+    assert report["openai"]["routes"] == {"POST /v1/embeddings": TEXTS}
     assert report["sequential"]["requests"] == SEQUENTIAL
-    assert report["tei"]["requests"] < TEXTS  # batched /embed
+    # Dify's TEI plugin: /info once, then only /v1/embeddings, in batches of at most
+    # max_client_batch_size (never /tokenize or /embed).
+    tei = report["tei"]
+    assert tei["max_client_batch_size"] == BATCH
+    assert tei["routes"] == {"GET /info": 1, "POST /v1/embeddings": tei["requests"]}
+    assert tei["largest_request"] == BATCH
+    assert math.ceil(TEXTS / BATCH) <= tei["requests"] < TEXTS
     bare = report["bare"]
     assert bare["batched_texts"] == TEXTS and bare["one_text_calls"] == SEQUENTIAL
     assert bare["batched_texts_per_s"] > 0 and bare["one_text_p50_ms"] > 0
@@ -103,15 +113,3 @@ def test_a_closed_postgres_port_is_named_at_once(redis_url: str, pg_url: str) ->
     assert done.returncode != 0
     assert "EMBEDQ_DATABASE_URL" in done.stderr and "not reachable" in done.stderr
     assert time.monotonic() - started < 30
-
-
-def test_texts_at_the_window_are_cut_where_difys_tei_provider_cuts_them() -> None:
-    def token(start: int, special: bool = False) -> dict[str, object]:
-        return {"id": 0, "text": "w", "special": special, "start": start, "stop": start + 1}
-
-    text = "w" * 300
-    tokens = [token(0, True), *(token(i) for i in range(300)), token(300, True)]
-    # Window 256, one trailing special token, Dify's margin of 20: token 235 starts at 234.
-    assert truncate(text, tokens, 256) == text[:234]
-    assert truncate(text, tokens[:100], 256) == text
-    assert truncate(text, tokens, None) == text
