@@ -48,6 +48,10 @@ def add_parser(sub: Any, handler: Any) -> None:
     p.add_argument("--heldout-file", default=None,
                    help="threshold: the held-out split, reported only "
                         "(default tests/data/semantic_pairs.heldout.jsonl)")
+    p.add_argument("--lodo", nargs="?", default=None,
+                   const="", metavar="FILE",
+                   help="threshold: leave-one-domain-out figures on FILE's domains instead "
+                        "of the tune table (default tests/data/semantic_pairs.domains.jsonl)")
     p.add_argument("--via-jobs", action="store_true",
                    help="bulk: through `embedq bulk` (jobs), e.g. --n 20000")
     p.add_argument("--online-rate", type=float, default=10.0,

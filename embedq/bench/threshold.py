@@ -20,6 +20,8 @@ conflict and, in the band, no content conflict (verify.py). The texts are embedd
 with the configured model (embedded: the default all-MiniLM-L6-v2, no servers), through the
 same `Client.embed` the cache's queries go through; so are the verifier's spans.
 
+`--lodo [FILE]` prints lodo.py's leave-one-domain-out report instead of what follows.
+
 Printed: the tune table in three modes (guard off, guard on, verifier on) and the rule's
 pick, the tune split by kind at that pick, the held-out
 figures at the default per mode and per kind, the held-out false hits and refused
@@ -331,12 +333,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from embedq.client import Client
 
     tune = load_pairs(Path(args.pairs_file) if args.pairs_file else TUNE)
-    heldout = load_pairs(Path(args.heldout_file) if args.heldout_file else HELDOUT)
+    heldout_path = Path(args.heldout_file) if args.heldout_file else HELDOUT
+    heldout = load_pairs(heldout_path)
+    lodo = getattr(args, "lodo", None)  # "" for the default file
+    domains = None if lodo is None else load_pairs(Path(lodo) if lodo else DOMAINS)
     settings = Settings.from_env()
     with tempfile.TemporaryDirectory(prefix="embedq-bench-") as tmp:
         if settings.embedded:
             settings = settings.with_overrides(data_dir=Path(tmp))
         with Client(settings) as client:
+            if domains is not None:
+                from embedq.bench.lodo import lodo_report, print_lodo
+
+                splits = {heldout_path.stem: heldout, FRESH.stem: load_pairs(FRESH)}
+                report = lodo_report(domains, splits, client.embed,
+                                     default=settings.semantic.threshold)
+                report["model"] = settings.model.model
+                if not args.json:
+                    print_lodo(report, settings.model.model)
+                return report
             report = threshold_report(tune, heldout, client.embed,
                                       default=settings.semantic.threshold)
             report["lookup_ms"] = lookup_cost(heldout, client)

@@ -1,0 +1,64 @@
+"""`embedq bench threshold --lodo`'s path with the REAL default model, on a small subset of
+tests/data/semantic_pairs.domains.jsonl (three domains, a few stored queries each): each
+domain is scored at the threshold the bench's rule picks on the other domains alone, and
+the figures add up to the decisions `is_hit` makes (the cache's own test, see
+test_semantic_precision.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from embedq.bench.lodo import choose_on, lodo_report
+from embedq.bench.threshold import DOMAINS, FRESH, GRID, _mode, is_hit, load_pairs, score_pairs
+from embedq.semantic.verify import Verifier
+
+pytestmark = [pytest.mark.integration, pytest.mark.model]
+
+SUBSET = ("kubernetes_docker", "pets", "tenancy_law")
+
+
+@pytest.fixture(scope="module")
+def subset() -> list[Any]:
+    pairs = [p for p in load_pairs(DOMAINS) if p.domain in SUBSET]
+    stored = sorted({p.stored for p in pairs})
+    keep = {s for d in SUBSET for s in sorted({p.stored for p in pairs if p.domain == d})[:4]}
+    assert len(stored) > len(keep)
+    return [p for p in pairs if p.stored in keep]
+
+
+def test_each_domain_is_scored_at_the_threshold_chosen_without_it(
+        model_client: Any, subset: list[Any]) -> None:
+    fresh = load_pairs(FRESH)[:10]
+    report = lodo_report(subset, {"fresh": fresh}, model_client.embed,
+                         default=model_client.semantic.settings.semantic.threshold)
+    scored = score_pairs(subset, model_client.embed, Verifier(model_client.embed))
+    assert [row["domain"] for row in report["per_domain"]] == sorted(SUBSET)
+    found = served = 0
+    for row in report["per_domain"]:
+        others = [s for s in scored if s.pair.domain != row["domain"]]
+        assert (row["threshold"], row["safe"]) == choose_on(others)
+        assert row["threshold"] in GRID
+        inside = [s for s in scored if s.pair.domain == row["domain"]]
+        hits = [s for s in inside if is_hit(s, row["threshold"], *_mode("verifier_on"))]
+        assert row["found"]["k"] == sum(s.pair.label == "paraphrase" for s in hits)
+        assert row["served"]["k"] == sum(s.pair.label == "near_miss" for s in hits)
+        found += row["found"]["k"]
+        served += row["served"]["k"]
+    lodo = report["lodo"]
+    assert (lodo["paraphrases_found"]["k"], lodo["near_misses_served"]["k"]) == (found,
+                                                                                 served)
+    assert sum(r["n"] for r in lodo["by_style"].values()) == lodo["paraphrases_found"]["n"]
+    assert sum(r["n"] for r in lodo["by_kind"].values()) == lodo["near_misses_served"]["n"]
+    for row in (*lodo["by_style"].values(), *lodo["by_kind"].values()):
+        assert row["low"] <= row["rate"] <= row["high"]
+    assert report["heldout_at_default"]["fresh"]["paraphrases_found"]["n"] == sum(
+        p.label == "paraphrase" for p in fresh)
+
+
+def test_lodo_needs_pairs_that_name_their_domain(model_client: Any) -> None:
+    from embedq.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="domain"):
+        lodo_report(load_pairs(FRESH)[:4], {}, model_client.embed, default=0.62)
