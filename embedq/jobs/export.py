@@ -3,6 +3,11 @@
 Streaming: rows are read `PAGE_ROWS` at a time and written as they come, so exporting a
 million vectors costs one page of memory. A failed item keeps its place: a null embedding
 (Parquet, JSONL) or a NaN row (NPY), with its error in the `error` column / sidecar.
+
+Each file says where its vectors came from (`provenance`: the model, its revision, the
+width, whether normalized, the dtype, the job): Parquet in its key-value schema metadata
+(`embedq.model`, ...), JSONL as `model` and `revision` on every line, NPY in a
+`.meta.json` beside it (numpy refuses an NPY header with keys of its own).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import numpy as np
 
 from embedq.errors import InvalidInput
 from embedq.jobs.store import JobStore, ResultRow
+from embedq.models import Job
 
 EXPORT_FORMATS = {".parquet": "parquet", ".npy": "npy", ".jsonl": "jsonl"}
 ROW_GROUP = 2000
@@ -35,6 +41,19 @@ def ids_sidecar(path: Path) -> Path:
     return path.with_suffix(".ids.jsonl")
 
 
+def meta_sidecar(path: Path) -> Path:
+    """Where the NPY export writes its `provenance`, one JSON object."""
+    return path.with_suffix(".meta.json")
+
+
+def provenance(job: Job, dim: int) -> dict[str, str]:
+    """Where a job's vectors came from and what they are, as text (Parquet's metadata
+    holds bytes): model, revision, dimensions, normalize, dtype and the job's id."""
+    return {"model": job.model, "revision": job.revision, "dimensions": str(dim),
+            "normalize": "true" if job.normalize else "false", "dtype": "float32",
+            "job": job.id}
+
+
 def export(store: JobStore, job_id: str, out: str | Path) -> int:
     """Write every item of the job to `out` in input order; return how many rows."""
     path = Path(out)
@@ -43,11 +62,13 @@ def export(store: JobStore, job_id: str, out: str | Path) -> int:
     rows = store.results(job_id, 0, max(job.total, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "jsonl":
-        return _jsonl(rows, path)
+        return _jsonl(rows, path, {"model": job.model, "revision": job.revision})
     dim = _dimension(store, job_id, job.dimensions)
+    meta = provenance(job, dim)
     if fmt == "npy":
+        meta_sidecar(path).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
         return _npy(rows, path, job.total, dim)
-    return _parquet(rows, path, dim)
+    return _parquet(rows, path, dim, meta)
 
 
 def _dimension(store: JobStore, job_id: str, declared: int | None) -> int:
@@ -59,11 +80,11 @@ def _dimension(store: JobStore, job_id: str, declared: int | None) -> int:
     return 0
 
 
-def _jsonl(rows: Iterator[ResultRow], path: Path) -> int:
+def _jsonl(rows: Iterator[ResultRow], path: Path, source: dict[str, str]) -> int:
     n = 0
     with path.open("w", encoding="utf-8") as fh:
         for row in rows:
-            item: dict[str, Any] = {"index": row.index, "id": row.id}
+            item: dict[str, Any] = {"index": row.index, "id": row.id, **source}
             if row.vector is not None:
                 item["embedding"] = np.frombuffer(row.vector, dtype="<f4").tolist()
             else:
@@ -94,7 +115,7 @@ def _sidecar_line(ids: IO[str], row: ResultRow) -> None:
     ids.write(json.dumps({"index": row.index, "id": row.id, "error": error}) + "\n")
 
 
-def _parquet(rows: Iterator[ResultRow], path: Path, dim: int) -> int:
+def _parquet(rows: Iterator[ResultRow], path: Path, dim: int, meta: dict[str, str]) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -102,7 +123,7 @@ def _parquet(rows: Iterator[ResultRow], path: Path, dim: int) -> int:
     schema = pa.schema([
         ("index", pa.int64()), ("id", pa.string()), ("embedding", vector_type),
         ("error", pa.string()),
-    ])
+    ], metadata={f"embedq.{k}".encode(): v.encode() for k, v in meta.items()})
     n = 0
     with pq.ParquetWriter(path, schema) as writer:
         page: list[ResultRow] = []
