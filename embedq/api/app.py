@@ -1,12 +1,14 @@
 """The FastAPI app: `create_app(settings)`; `embedq serve` runs it under uvicorn.
 
 Routes: POST /v1/embeddings, GET /v1/models, GET /healthz, GET /readyz, GET /metrics,
-GET /openapi.json, GET /docs, text-embeddings-inference's (routes/tei.py), plus the
-feature routers of FEATURE_ROUTERS. Every route but /healthz, /readyz and /health needs an
-API key once keys exist (auth.py: checked before the body is read; each router states
-the scope its routes need); every error is answered in the OpenAI error shape
-(errors.py; the TEI routes in TEI's); every request body is limited while it
-streams in (limits.py). Feature routers get all three without doing anything.
+GET /, GET /ping, GET /openapi.json, GET /docs (routes/public.py),
+text-embeddings-inference's (routes/tei.py), plus the feature routers of FEATURE_ROUTERS.
+Every route but the probes (/healthz, /readyz, /health) and the public reads of
+routes/public.py needs an API key once keys exist (auth.py: checked before the body is
+read; each router states the scope its routes need); every error is answered in the
+OpenAI error shape (errors.py; the TEI routes in TEI's); every request body is limited
+while it streams in (limits.py). Feature routers get all three without doing anything.
+Browsers of the origins in EMBEDQ_CORS_ORIGINS may call it (CORS; none by default).
 """
 
 from __future__ import annotations
@@ -17,18 +19,17 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.concurrency import run_in_threadpool
 
 from embedq.api.auth import ADMIN, ANY_KEY, EMBED, AuthMiddleware
 from embedq.api.coalescing import RequestCoalescer
+from embedq.api.cors import OriginsCORS
 from embedq.api.depth import QueueDepth
 from embedq.api.errors import error_responses, install_handlers
 from embedq.api.limits import BodyLimitMiddleware
 from embedq.api.metrics import ApiMetrics, ClusterCollector, MetricsMiddleware
-from embedq.api.routes import embeddings, health, models, tei
+from embedq.api.routes import embeddings, health, models, public, tei
 from embedq.api.routes.tei_errors import tei_error_response
 from embedq.api.state import ApiState, get_state
 from embedq.config import Settings
@@ -62,7 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "POST /v1/embeddings is OpenAI-compatible."
         ),
         lifespan=_lifespan(settings, metrics, tokens),
-        openapi_url=None,  # served below, behind the API key like every other route
+        openapi_url=None,  # served by routes/public.py, with Swagger UI's local assets
         docs_url=None,
         redoc_url=None,
     )
@@ -113,8 +114,8 @@ def _lifespan(settings: Settings, metrics: ApiMetrics, tokens: TokenCounter
 
 
 def _add_middleware(app: FastAPI, settings: Settings, metrics: ApiMetrics) -> None:
-    """The body limit, the key check and the metrics, in this order (the last added runs
-    first)."""
+    """The body limit, the key check, CORS and the metrics, in this order (the last added
+    runs first)."""
     # An upload is a file and its multipart framing: the route checks the file's own size.
     upload_limit = max(settings.api.max_body_bytes, settings.api.max_file_bytes + 64 * 1024)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.api.max_body_bytes,
@@ -123,7 +124,12 @@ def _add_middleware(app: FastAPI, settings: Settings, metrics: ApiMetrics) -> No
     app.add_middleware(AuthMiddleware,
                        authenticator=lambda: getattr(app.state, "authenticator", None),
                        limiter=lambda: getattr(app.state, "limiter", None),
-                       renderers=dict.fromkeys(tei.PATHS, tei_error_response))
+                       renderers=dict.fromkeys(tei.PATHS, tei_error_response),
+                       public_reads=public.PUBLIC_READS)
+    if settings.api.cors_origins:
+        # Outside the key check: a browser's preflight carries no key, and a 401 needs
+        # the CORS headers for the page to read it.
+        app.add_middleware(OriginsCORS, origins=settings.api.cors_origins)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
 
@@ -132,11 +138,12 @@ def _include_routers(app: FastAPI, settings: Settings, tokens: TokenCounter) -> 
     protected = [Depends(ANY_KEY)]
     embed = [Depends(EMBED)]
     app.include_router(health.router)
+    app.include_router(public.build_router(app))
     app.include_router(embeddings.build_router(settings, tokens.dimension), dependencies=embed)
     app.include_router(models.router, dependencies=protected)
     app.include_router(tei.router, dependencies=embed)  # text-embeddings-inference
     app.include_router(tei.health_router)
-    app.include_router(_meta_router(app), dependencies=protected)
+    app.include_router(_meta_router(), dependencies=protected)
     for router in _feature_routers():
         app.include_router(router, dependencies=protected)
 
@@ -145,7 +152,7 @@ def _feature_routers() -> list[APIRouter]:
     return [importlib.import_module(module).router for module in FEATURE_ROUTERS]
 
 
-def _meta_router(app: FastAPI) -> APIRouter:
+def _meta_router() -> APIRouter:
     router = APIRouter()
 
     @router.get("/metrics", tags=["health"], summary="Prometheus metrics (scope admin)",
@@ -156,13 +163,5 @@ def _meta_router(app: FastAPI) -> APIRouter:
     async def metrics(request: Request) -> Response:
         body = await run_in_threadpool(get_state(request).metrics.render)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
-
-    @router.get("/openapi.json", include_in_schema=False)
-    async def openapi() -> JSONResponse:
-        return JSONResponse(app.openapi())
-
-    @router.get("/docs", include_in_schema=False)
-    async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="embedq API")
 
     return router

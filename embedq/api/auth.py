@@ -12,8 +12,9 @@ caller acts as the tenant "default" with every scope (`embedq serve` refuses to 
 beyond loopback so, unless told --insecure-open). Keyed only closes: a process that has
 seen a key requires one until it is restarted, so revoking the last key leaves it
 refusing every caller (401, logged: `RefusalLog`), never open to them (the loopback rule
-for an open server is checked at start, and stays true). The public paths (probes) need no key;
-a valid key there still names its caller, so /readyz shows its checks to admin keys.
+for an open server is checked at start, and stays true). The public paths (probes, and for
+reading: the index, /ping, the OpenAPI document and Swagger UI with its assets) need no
+key; a valid key there still names its caller, so /readyz shows its checks to admin keys.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ audit_log = logging.getLogger("embedq.audit")
 
 OPEN = Principal.everything("open")
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/health"})
+READS = frozenset({"GET", "HEAD"})
 
 NO_KEY = ("this API needs a key: send the header `Authorization: Bearer <key>` with a key "
           "from `embedq keys create` or one of the keys in the server's EMBEDQ_API_KEYS")
@@ -83,14 +85,18 @@ class AuthMiddleware:
     def __init__(self, app: ASGIApp, authenticator: Callable[[], Authenticator | None],
                  public: Collection[str] = PUBLIC_PATHS,
                  renderers: dict[str, ErrorRenderer] | None = None,
-                 limiter: Callable[[], RateLimiter | None] = lambda: None) -> None:
+                 limiter: Callable[[], RateLimiter | None] = lambda: None,
+                 public_reads: Collection[str] = ()) -> None:
         """`authenticator()`: the process's Authenticator (None until the app started);
+        `public`: paths open to any method; `public_reads`: paths open to GET and HEAD
+        only (`/` is also TEI's POST, which needs a key);
         `renderers`: path -> the error shape of that path (TEI's routes have their own);
         `limiter()`: the per-key request rate limiter (429 before the body is read)."""
         self.app = app
         self.authenticator = authenticator
         self.limiter = limiter
         self.public = frozenset(public)
+        self.public_reads = frozenset(public_reads)
         self.renderers = dict(renderers or {})
         self.refusals = RefusalLog()
 
@@ -99,7 +105,8 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", ""))
-        public = path in self.public
+        public = path in self.public or (
+            path in self.public_reads and scope.get("method") in READS)
         try:
             principal = await self.identify(scope, public=public)
         except EmbedqError as exc:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from embedq.api import token_ids
 from embedq.config import Settings
 from embedq.errors import InvalidInput, MalformedRequest, UnsupportedMediaType
 from embedq.limits import MAX_DIMENSIONS, check_dimensions, check_texts
@@ -43,7 +44,8 @@ class EmbeddingResponse(BaseModel):
 class ModelCard(BaseModel):
     id: str
     object: Literal["model"] = "model"
-    created: int = 0
+    created: int = Field(description="unix seconds: when the model's files were written "
+                         "(or, without local files, when this API process started)")
     owned_by: str = "embedq"
     revision: str
     dimension: int | None = Field(description="width of the vectors returned by default")
@@ -80,6 +82,8 @@ class EmbeddingCall:
 def request_schema(settings: Settings, dimension: int | None) -> dict[str, Any]:
     """The JSON schema of POST /v1/embeddings, with this deployment's limits."""
     text = {"type": "string", "minLength": 1, "maxLength": settings.api.max_input_chars}
+    ids = {"type": "array", "minItems": 1, "items": {
+        "type": "integer", "minimum": 0, "maximum": token_ids.VOCABULARY - 1}}
     dimensions: dict[str, Any] = {
         "type": ["integer", "null"], "minimum": 1, "maximum": MAX_DIMENSIONS,
         "description": "truncate vectors to this width (renormalized)",
@@ -92,10 +96,15 @@ def request_schema(settings: Settings, dimension: int | None) -> dict[str, Any]:
         "required": ["input"],
         "properties": {
             "input": {
-                "description": "a string, or a list of strings, each non-empty",
+                "description": "a string, or a list of strings, each non-empty; or token "
+                               "ids of OpenAI's cl100k_base (one list of ids, or a list of "
+                               "them), which are decoded to the text they encode",
                 "anyOf": [
                     text,
                     {"type": "array", "items": text, "minItems": 1,
+                     "maxItems": settings.api.max_inputs},
+                    ids,
+                    {"type": "array", "items": ids, "minItems": 1,
                      "maxItems": settings.api.max_inputs},
                 ],
             },
@@ -139,7 +148,12 @@ def parse_embedding_request(payload: Any, settings: Settings) -> EmbeddingCall:
         raise MalformedRequest(
             'the body must be a JSON object such as {"input": ["some text"], "model": "..."}'
         )
-    texts = parse_texts(payload.get("input"), settings)
+    raw = payload.get("input")
+    if token_ids.is_token_ids(raw):
+        if len(raw) > settings.api.max_inputs:
+            parse_texts(raw, settings)  # the error for too many inputs, before decoding
+        raw = token_ids.decode(raw)
+    texts = parse_texts(raw, settings)
     model = payload.get("model")
     if model is not None and not isinstance(model, str):
         raise InvalidInput("model must be a string naming a served model (GET /v1/models)",

@@ -148,6 +148,8 @@ class ApiSettings:
     max_tokenize_tokens: int = knob(131_072, min=1, max=10**9, env="MAX_TOKENIZE_TOKENS")
     batch_wait_ms: float = knob(2.0, min=0, max=60_000)
     batch_max_texts: int = knob(1024, min=1, max=1_000_000)
+    # Browser origins allowed to call the API (CORS); empty: none (checked in rules.py).
+    cors_origins: tuple[str, ...] = knob((), env="CORS_ORIGINS")
 
 
 @dataclass(frozen=True)

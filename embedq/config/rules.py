@@ -13,6 +13,8 @@ from embedq.errors import ConfigError
 if TYPE_CHECKING:
     from embedq.config import Settings
 
+# What a browser sends as `Origin:`: scheme, host (a name or an [IPv6] address), port.
+_ORIGIN = re.compile(r"^https?://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
 _WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 
 
@@ -20,6 +22,7 @@ def check_across(s: Settings) -> None:
     """Raise ConfigError for the first combination of settings that cannot work."""
     _check_links(s)
     _check_model(s)
+    _check_cors_origins(s.api.cors_origins)
     _check_jobs(s)
     if s.callbacks.backoff_max_s < s.callbacks.backoff_s:
         raise ConfigError(
@@ -37,6 +40,19 @@ def _check_links(s: Settings) -> None:
         raise ConfigError(
             f"EMBEDQ_BROKER_URL={s.links.broker_url!r} needs EMBEDQ_REDIS_URL for the hot "
             "store and claims shared by all processes")
+
+
+def _check_cors_origins(origins: tuple[str, ...]) -> None:
+    """Each origin as a browser sends it (`Origin:`), or `*` alone for any."""
+    if "*" in origins and len(origins) > 1:
+        raise ConfigError(f"EMBEDQ_CORS_ORIGINS={','.join(origins)!r} lists * with other "
+                          "origins: use * alone (any origin) or list the origins")
+    for origin in origins:
+        if origin != "*" and not _ORIGIN.match(origin):
+            raise ConfigError(
+                f"EMBEDQ_CORS_ORIGINS has {origin!r}, which is not an origin: write each as "
+                "scheme://host[:port], without a path or a trailing slash (e.g. "
+                "https://app.example.com,http://localhost:3000), or * alone for any")
 
 
 def _check_model(s: Settings) -> None:

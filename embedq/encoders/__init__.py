@@ -19,7 +19,7 @@ from embedq.encoders.tiers import CUDA_TIERS, tier_revision
 from embedq.errors import ConfigError
 
 __all__ = ["Encoder", "Matrix", "check_device", "finish_vector", "load_encoder",
-           "model_identity", "model_path"]
+           "model_created", "model_identity", "model_path"]
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model")
 
@@ -52,6 +52,25 @@ def _folder_revision(folder: str) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
     return "sha256:" + digest.hexdigest()[:32]
+
+
+def model_created(settings: Settings) -> int | None:
+    """When the served model's files were written, in unix seconds: the newest
+    modification time among the files its folder revision hashes (for the default model,
+    when its package was installed). It stays put while those files do, in every process
+    that loads that folder. None for a model without a local folder (a remote API, a hub
+    name, the test encoders)."""
+    if settings.model.encoder != "sentence-transformers":
+        return None
+    path = model_path(settings.model.model)
+    return _folder_created(path) if Path(path).is_dir() else None
+
+
+@functools.cache
+def _folder_created(folder: str) -> int | None:
+    times = [p.stat().st_mtime for p in Path(folder).rglob("*")
+             if p.is_file() and p.suffix in _WEIGHT_SUFFIXES]
+    return int(max(times)) if times else None
 
 
 def model_identity(settings: Settings, tier: str | None = None) -> tuple[str, str]:

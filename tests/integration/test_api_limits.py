@@ -65,11 +65,12 @@ def test_every_route_but_health_needs_a_key(strict: ApiServer, salt: str) -> Non
     for key in KEYS:
         keyed = post(strict, body, headers=auth(key))
         assert keyed.status_code == 200, keyed.text
-    for path in ("/v1/models", "/metrics", "/openapi.json", "/docs"):
+    for path in ("/v1/models", "/metrics"):
         assert_error_shape(httpx.get(strict.url + path), 401)
         got = httpx.get(strict.url + path, headers=auth())
         assert got.status_code == 200, (path, got.text[:500])
-    for path in ("/healthz", "/readyz"):
+    # The public reads (test_api_conventions.py): the docs describe nothing a key protects.
+    for path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/", "/ping"):
         got = httpx.get(strict.url + path)
         assert got.status_code == 200, (path, got.text)
 
@@ -77,7 +78,7 @@ def test_every_route_but_health_needs_a_key(strict: ApiServer, salt: str) -> Non
 def test_feature_routers_are_behind_the_key_too(strict: ApiServer) -> None:
     paths = httpx.get(strict.url + "/openapi.json", headers=auth()).json()["paths"]
     mine = {"/v1/embeddings", "/v1/models", "/v1/models/{model_id}", "/metrics",
-            "/healthz", "/readyz", "/health"}
+            "/healthz", "/readyz", "/health", "/", "/ping"}
     tei = {"/info", "/embed", "/tokenize"}  # text-embeddings-inference's error shape
     for path, operations in paths.items():
         if path in mine or "{" in path:

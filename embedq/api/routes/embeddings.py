@@ -1,7 +1,8 @@
 """POST /v1/embeddings: the OpenAI request and response shapes, answered by the service.
 
 One request, top to bottom: read and check the body (limits, types, model and its tier
-suffix such as `all-MiniLM-L6-v2:int8`, dimensions),
+suffix such as `all-MiniLM-L6-v2:int8`, dimensions; token ids decoded to text,
+api/token_ids.py),
 count tokens with the model's tokenizer (refuse or flag inputs over the window), refuse
 with 429 when the online queue is past EMBEDQ_MAX_ONLINE_DEPTH, hand the texts to the
 request batcher (coalesced with concurrent requests), and answer in input order.
@@ -32,7 +33,9 @@ from embedq.errors import EmbedqError, InvalidInput, Overloaded
 from embedq.service import Outcome
 
 TRUNCATED_HEADER = "X-Embedq-Truncated"
-# Past these sizes, counting tokens and writing JSON leave the event loop for a thread.
+# Past these sizes, parsing, counting tokens and writing JSON leave the event loop for a
+# thread.
+_INLINE_BODY_BYTES = 256 * 1024
 _INLINE_CHARS = 20_000
 _INLINE_VECTORS = 32
 
@@ -55,8 +58,12 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
     )
     async def create_embeddings(request: Request) -> Response:
         state = get_state(request)
-        payload = read_json_body(request.headers.get("content-type"), await request.body())
-        call = parse_embedding_request(payload, state.settings)
+        body = await request.body()
+        if len(body) <= _INLINE_BODY_BYTES:
+            call = _parse(request.headers.get("content-type"), body, state.settings)
+        else:  # parsing (and decoding token ids) a large body takes milliseconds
+            call = await run_in_threadpool(_parse, request.headers.get("content-type"), body,
+                                           state.settings)
         request.state.inputs = len(call.texts)  # for the audit line (auth.py)
         # UnknownModel (404) names the served model; a `:int8` suffix picks the tier.
         tier = state.service.tier_of(call.model)
@@ -78,6 +85,10 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
                         headers={TRUNCATED_HEADER: str(truncated)})
 
     return router
+
+
+def _parse(content_type: str | None, body: bytes, settings: Settings) -> EmbeddingCall:
+    return parse_embedding_request(read_json_body(content_type, body), settings)
 
 
 # The steps below are shared with the other embedding routes (tei.py).

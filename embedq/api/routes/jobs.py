@@ -46,6 +46,7 @@ MAX_RESULTS_PAGE = 1000
 MAX_LIST_PAGE = 100
 EVENTS_POLL_S = 1.0  # one database read per open stream per second; also the event spacing
 EVENTS_KEEPALIVE_S = 15.0  # a comment line while nothing changes, so proxies keep the stream
+_FINAL = "-final"  # the end of a final state's event id
 
 
 class JobInput(BaseModel):
@@ -167,8 +168,12 @@ async def job_events(
 ) -> Response:
     """The job's state (as `GET /v1/jobs/{id}`) as Server-Sent Events: one `state` event
     now and one each time it changes, at most one a second; the final state is the last
-    event, then the stream ends. An event's `id` is a digest of its state: a client that
-    reconnects with `Last-Event-ID` is not sent the state it already has again.
+    event, then the stream ends. An event's `id` is a digest of its state, ending in
+    `-final` for a final state: a client that reconnects with `Last-Event-ID` is not sent
+    the state it already has again, and one that has a final state gets 204 (the job's
+    callback delivery may have changed the state since: GET /v1/jobs/{id} shows it).
+    Every event has JSON data: `retry:` rides on the first one, and keepalives are
+    comment lines, never an event of their own.
 
     Each open stream reads the database once a second, in the thread pool, and holds no
     connection or thread in between (the hot store's pub/sub would save the reads, but
@@ -176,7 +181,7 @@ async def job_events(
     # An unknown id, or another tenant's, answers 404; the job's owner never changes,
     # so the stream's later reads need not check again.
     first = await run_in_threadpool(jobs.describe, job_id, caller.tenant)
-    if first["status"] in JobStatus.final() and last_event_id == _event_id(first):
+    if first["status"] in JobStatus.final() and (last_event_id or "").endswith(_FINAL):
         return Response(status_code=204)  # has the final state: EventSource stops here
     return StreamingResponse(
         _events(request, jobs, job_id, first, last_event_id), media_type="text/event-stream",
@@ -189,16 +194,19 @@ async def _events(request: Request, jobs: JobService, job_id: str, state: dict[s
     loop = asyncio.get_running_loop()
     quiet_since = loop.time()
     why = "the client disconnected"  # also when the server cancels this generator
+    # A field block without data is an event with empty data to some clients (httpx-sse,
+    # once an id was sent): `retry:` goes with the first event, a keepalive is a comment
+    # line with no blank line after it.
+    retry = f"retry: {int(EVENTS_POLL_S * 1000)}\n"
     try:
-        yield f"retry: {int(EVENTS_POLL_S * 1000)}\n\n"
         while True:
             event_id = _event_id(state)
             final = state["status"] in JobStatus.final()
             if event_id != sent_id:
-                yield f"id: {event_id}\nevent: state\ndata: {json.dumps(state)}\n\n"
-                sent_id, quiet_since = event_id, loop.time()
+                yield f"{retry}id: {event_id}\nevent: state\ndata: {json.dumps(state)}\n\n"
+                sent_id, quiet_since, retry = event_id, loop.time(), ""
             elif loop.time() - quiet_since >= EVENTS_KEEPALIVE_S:
-                yield ": keepalive\n\n"
+                yield ": keepalive\n"
                 quiet_since = loop.time()
             if final:
                 why = "the final state was sent"
@@ -215,7 +223,8 @@ async def _events(request: Request, jobs: JobService, job_id: str, state: dict[s
 
 
 def _event_id(state: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
+    return digest + _FINAL if state["status"] in JobStatus.final() else digest
 
 
 @router.get("/{job_id}/results")

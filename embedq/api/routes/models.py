@@ -1,7 +1,15 @@
 """GET /v1/models: the models this deployment serves, with width and window: one entry
-per served precision tier (`all-MiniLM-L6-v2` for the default, `all-MiniLM-L6-v2:int8`)."""
+per served precision tier (`all-MiniLM-L6-v2` for the default, `all-MiniLM-L6-v2:int8`).
+
+`created` is when the model's files were written (`embedq.encoders.model_created`: for a
+local model folder, the newest modification time of the files its revision hashes), or,
+for a model without local files (a remote API, the test encoders), when this API process
+started.
+"""
 
 from __future__ import annotations
+
+import time
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
@@ -9,9 +17,12 @@ from starlette.concurrency import run_in_threadpool
 from embedq.api.errors import error_responses
 from embedq.api.schemas import ModelCard, ModelList
 from embedq.api.state import ApiState, get_state
+from embedq.encoders import model_created
 from embedq.errors import InvalidInput, NotFound
 
 router = APIRouter(tags=["models"])
+
+_STARTED_S = int(time.time())
 
 
 @router.get("/v1/models", response_model=ModelList, responses=error_responses(401),
@@ -43,6 +54,7 @@ async def _card(state: ApiState, tier: str) -> ModelCard:
                 window = window or _int(info.get("max_seq_length"))
     return ModelCard(
         id=state.service.model_name(tier),
+        created=model_created(state.settings) or _STARTED_S,
         revision=state.service.revisions[tier],
         dimension=state.settings.model.dimensions or dimension,
         max_seq_length=window,

@@ -139,6 +139,7 @@ class ModelTypeInfo(BaseModel):
 
 class Info(BaseModel):
     model_id: str
+    served_model_name: str  # what to send as `model` on /v1/embeddings (GET /v1/models)
     model_sha: str | None
     model_dtype: str
     model_type: ModelTypeInfo
@@ -167,6 +168,7 @@ def _info(state: ApiState) -> Info:
     window = tokens.window
     return Info(
         model_id=state.service.model,
+        served_model_name=state.service.model_name(settings.model.tiers[0]),
         model_sha=state.service.revision,
         model_dtype="float32",
         model_type=ModelTypeInfo(embedding=EmbeddingModelInfo(
