@@ -26,46 +26,73 @@ from typing import Any
 
 
 def add_parser(sub: Any, handler: Any) -> None:
-    p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)")
-    p.add_argument("kind", choices=["bulk", "semantic", "http", "coalesce", "threshold",
-                                          "backends", "dify", "gpu", "pipeline"])
-    p.add_argument("--entries", type=int, default=100_000, help="semantic: cache entries")
-    p.add_argument("--queries", type=int, default=1000,
-                   help="semantic, gpu: lookups measured")
-    p.add_argument("--index-entries", type=int, default=1_000_000,
-                   help="gpu: entries in the semantic index built on the GPU")
-    p.add_argument("--pipeline-texts", type=int, default=20_000,
-                   help="gpu: texts of the bulk job run through the embedded pipeline "
-                        "(0: skip it)")
-    p.add_argument("--report", default="docs/gpu-report.md",
-                   help="gpu: the report written (only after a run on a CUDA device)")
-    p.add_argument("--n", type=int, default=5000)
-    p.add_argument("--file", default=None,
-                   help="JSONL(.gz) with a 'text' field (default: the bundled corpus)")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--pairs-file", default=None,
-                   help="threshold: the tune split (default tests/data/semantic_pairs.tune.jsonl)")
-    p.add_argument("--heldout-file", default=None,
-                   help="threshold: the held-out split, reported only "
-                        "(default tests/data/semantic_pairs.heldout.jsonl)")
-    p.add_argument("--lodo", nargs="?", default=None,
-                   const="", metavar="FILE",
-                   help="threshold: leave-one-domain-out figures on FILE's domains instead "
-                        "of the tune table (default tests/data/semantic_pairs.domains.jsonl)")
-    p.add_argument("--via-jobs", action="store_true",
-                   help="bulk: through `embedq bulk` (jobs), e.g. --n 20000")
-    p.add_argument("--online-rate", type=float, default=10.0,
-                   help="bulk --via-jobs: online requests a second while a job runs")
-    p.add_argument("--texts", type=int, default=600,
-                   help="dify: texts of each indexing phase (OpenAI route, TEI routes)")
-    p.add_argument("--sequential", type=int, default=60,
-                   help="dify: one-text requests sent one at a time (query embedding)")
-    p.add_argument("--threads", type=int, default=10,
-                   help="dify: indexing threads (Dify's indexing runner uses 10)")
-    p.add_argument("--url", default=None,
-                   help="dify: a running server to target (then nothing is started)")
-    p.add_argument("--api-key", default=None, help="dify --url: the server's API key")
+    """`embedq bench NAME [options]`: one subcommand per benchmark, each with only the
+    options it reads (`embedq bench NAME --help`)."""
+    p = sub.add_parser("bench", help="benchmarks (ratios to a same-run baseline)",
+                       description="Benchmarks, each a ratio to a baseline measured in the "
+                                   "same run; `embedq bench NAME --help` for its options.")
     p.set_defaults(func=handler)
+    kinds = p.add_subparsers(dest="kind", metavar="NAME", required=True)
+    add = _adder(kinds)
+
+    b = add("bulk", "Client.embed over the corpus against bare encode", n=5000, file=True)
+    b.add_argument("--via-jobs", action="store_true",
+                   help="through `embedq bulk` (jobs), e.g. --n 20000")
+    b.add_argument("--online-rate", type=float, default=10.0,
+                   help="with --via-jobs: online requests a second while the job runs")
+    add("http", "the HTTP API under 50 concurrent one-text clients", n=5000, file=True)
+    d = add("dify", "the requests Dify sends (OpenAI and TEI providers)")
+    d.add_argument("--texts", type=int, default=600,
+                   help="texts of each indexing phase (OpenAI route, TEI plugin)")
+    d.add_argument("--sequential", type=int, default=60,
+                   help="one-text requests sent one at a time (query embedding)")
+    d.add_argument("--threads", type=int, default=10,
+                   help="indexing threads (Dify's indexing runner uses 10)")
+    d.add_argument("--url", default=None,
+                   help="a running server to target (then nothing is started)")
+    d.add_argument("--api-key", default=None, help="with --url: the server's API key")
+    add("coalesce", "a slow upstream, with and without embedq", n=5000, file=True)
+    s = add("semantic", "the semantic cache's index at size", file=True)
+    s.add_argument("--entries", type=int, default=100_000, help="cache entries")
+    s.add_argument("--queries", type=int, default=1000, help="lookups measured")
+    t = add("threshold", "the semantic threshold's table, tune and held-out splits")
+    t.add_argument("--pairs-file", default=None,
+                   help="the tune split (default tests/data/semantic_pairs.tune.jsonl)")
+    t.add_argument("--heldout-file", default=None,
+                   help="the held-out split, reported only "
+                        "(default tests/data/semantic_pairs.heldout.jsonl)")
+    t.add_argument("--lodo", nargs="?", default=None, const="", metavar="FILE",
+                   help="leave-one-domain-out figures on FILE's domains instead of the "
+                        "tune table (default tests/data/semantic_pairs.domains.jsonl)")
+    add("backends", "torch against ONNX Runtime fp32 and int8", n=5000, file=True)
+    g = add("gpu", "fp16 and fp32 on a CUDA GPU, the semantic index at 1M entries",
+            file=True)
+    g.add_argument("--queries", type=int, default=1000, help="lookups measured")
+    g.add_argument("--index-entries", type=int, default=1_000_000,
+                   help="entries in the semantic index built on the GPU")
+    g.add_argument("--pipeline-texts", type=int, default=20_000,
+                   help="texts of the bulk job run through the embedded pipeline (0: skip it)")
+    g.add_argument("--report", default="docs/gpu-report.md",
+                   help="the report written (only after a run on a CUDA device)")
+    add("pipeline", "the pipeline with a free model against its storage floor", n=5000,
+        file=True)
+
+
+def _adder(kinds: Any) -> Any:
+    """`add(name, help, n=default, file=bool)`: a benchmark's parser with `--json`, and
+    `--n` / `--file` for those that read them."""
+
+    def add(name: str, summary: str, n: int | None = None, file: bool = False) -> Any:
+        q = kinds.add_parser(name, help=summary, description=f"embedq bench {name}: {summary}.")
+        q.add_argument("--json", action="store_true", help="print the report as JSON too")
+        if n is not None:
+            q.add_argument("--n", type=int, default=n, help="texts measured")
+        if file:
+            q.add_argument("--file", default=None,
+                           help="JSONL(.gz) with a 'text' field (default: the bundled corpus)")
+        return q
+
+    return add
 
 
 def run(args: argparse.Namespace) -> int:
