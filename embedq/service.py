@@ -3,8 +3,9 @@
 `EmbeddingService.embed` is the whole life of a request, top to bottom:
 
   1. fingerprint every text and collapse duplicates before any I/O;
-  2. exact cache: one MGET on the hot store, one query on the durable store for the rest
-     (found there: copied back to the hot store);
+  2. exact cache: this process's memory tier (the vectors it read or received lately),
+     then one MGET on the hot store, one query on the durable store for the rest (found
+     there: copied back to the hot store);
   3. claim each miss (SET NX); winners are packed into messages and queued once,
      losers join the computation already in flight;
   4. wait for "done" notifications (polling as a fallback); a fingerprint whose claim
@@ -33,7 +34,9 @@ from embedq.config import Settings
 from embedq.coordination import HotStore, make_hot_store
 from embedq.coordination.counters import CounterWriter
 from embedq.coordination.executor import Executor, Ticket
+from embedq.coordination.hot_keys import HotKeys
 from embedq.coordination.interest import RequestGroup
+from embedq.coordination.local_tier import LocalTier
 from embedq.coordination.waiting import REQUEST, Waiting
 from embedq.encoders import model_identity
 from embedq.encoders.tiers import TIERS
@@ -107,7 +110,10 @@ class EmbeddingService:
         self.revisions = {t: model_identity(settings, t)[1] for t in settings.model.tiers}
         self.model, self.revision = model_identity(settings)
         self.waiting = Waiting(self.hot, self.durable)
-        self.counters = CounterWriter(self.hot)
+        # A copy in this process saves a round trip only when the hot store is remote.
+        self.local = LocalTier.of_mb(settings.worker.local_tier_mb if self.hot.remote else 0)
+        self.hot_keys = HotKeys()
+        self.counters = CounterWriter(self.hot, self.hot_keys)
         self.executor: Executor = executor if executor is not None else QueueExecutor(
             self.app, settings, self.hot)
 
@@ -192,6 +198,7 @@ class EmbeddingService:
             if not t:
                 raise InvalidInput(f"input {i} is an empty string: send non-empty text", "input")
         fps = [fingerprint(spec, t) for t in texts]
+        self.hot_keys.offer("fingerprint", fps)
         text_of = dict(zip(fps, texts, strict=True))
         unique = list(text_of)
         found = self._lookup(unique)
@@ -206,6 +213,7 @@ class EmbeddingService:
         answers = self._collect(spec, [fp for fp in won + lost if fp not in settled],
                                 text_of, deadline, group)
         answers.update(settled)
+        self.local.put_many({fp: v for fp, v in answers.items() if isinstance(v, bytes)})
         cost_ms = (time.perf_counter() - started) * 1000
         counts = self._record(fps, texts, found, won, lost, answers, requests, cost_ms)
         return EmbedResult(_outcomes(fps, found, won, answers), spec, counts)
@@ -221,6 +229,7 @@ class EmbeddingService:
             "lookups": 1,
             "texts": len(texts),
             "cache_hits": len(found),
+            "cache_hits_local": sum(1 for src, _ in found.values() if src == "local"),
             "cache_hits_hot": sum(1 for src, _ in found.values() if src == "hot"),
             "cache_hits_durable": sum(1 for src, _ in found.values() if src == "durable"),
             "coalesced": len(texts) - len(set(fps)) + len(lost),
@@ -242,17 +251,21 @@ class EmbeddingService:
     # --- steps
     @stages.timed("lookup")
     def _lookup(self, fps: list[str]) -> dict[str, tuple[str, bytes]]:
-        """Exact cache: one MGET, then one durable query for the rest."""
-        found: dict[str, tuple[str, bytes]] = {}
-        for fp, blob in zip(fps, self.hot.vectors(fps), strict=True):
-            if blob is not None:
-                found[fp] = ("hot", blob)
-        rest = [fp for fp in fps if fp not in found]
-        if rest:
-            stored = self.durable.get_many(rest)
-            if stored:
-                self.hot.put_vectors(stored, self.settings.worker.hot_ttl_s)
+        """Exact cache: this process's memory tier, one MGET, then one durable query for
+        the rest; what the stores had is kept in the memory tier."""
+        found = {fp: ("local", blob) for fp, blob in self.local.get_many(fps).items()}
+        rest = [fp for fp in fps if fp not in found] if found else fps
+        if not rest:
+            return found
+        hot = {fp: blob for fp, blob in zip(rest, self.hot.vectors(rest), strict=True)
+               if blob is not None}
+        found.update({fp: ("hot", blob) for fp, blob in hot.items()})
+        rest = [fp for fp in rest if fp not in hot]
+        stored = self.durable.get_many(rest) if rest else {}
+        if stored:
+            self.hot.put_vectors(stored, self.settings.worker.hot_ttl_s)
             found.update({fp: ("durable", blob) for fp, blob in stored.items()})
+        self.local.put_many({**hot, **stored})
         return found
 
     @stages.timed("claims")

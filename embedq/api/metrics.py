@@ -52,6 +52,8 @@ _RENAMED = {
                        {"tier": "hot"}),
     "cache_hits_durable": ("embedq_cache_hits", "inputs answered from a cache store",
                            {"tier": "durable"}),
+    "cache_hits_local": ("embedq_cache_hits", "inputs answered from a cache store",
+                         {"tier": "local"}),
     "cache_hits": ("embedq_cache_hits_all", "inputs answered from any exact cache store", {}),
 }
 _HISTOGRAM_HELP = {
@@ -63,7 +65,7 @@ _NAME = re.compile(r"[^a-zA-Z0-9_]")
 # The server each part of a scrape reads: a part that fails marks its server down.
 _DEPENDS_ON = {
     "counters": "hot_store", "histograms": "hot_store", "workers": "hot_store",
-    "queues": "broker", "jobs": "database", "semantic": "database",
+    "queues": "broker", "jobs": "database", "semantic": "database", "hot_keys": "hot_store",
 }
 
 
@@ -82,6 +84,7 @@ class ClusterCollector(Collector):
             ("queues", self._queues),
             ("jobs", self._jobs),
             ("semantic", self._semantic),
+            ("hot_keys", self._hot_keys),
         ):
             try:
                 yield from list(produce())
@@ -105,7 +108,8 @@ class ClusterCollector(Collector):
 
     def _counters(self) -> Iterator[Metric]:
         families: dict[str, CounterMetricFamily] = {}
-        counts = {"cache_hits_hot": 0, "cache_hits_durable": 0, **self.service.stats()}
+        counts = {"cache_hits_local": 0, "cache_hits_hot": 0, "cache_hits_durable": 0,
+                  **self.service.stats()}
         for name, value in sorted(counts.items()):
             metric, help_, labels = _RENAMED.get(
                 name, (f"embedq_{_NAME.sub('_', name)}", f"cluster-wide counter {name!r}", {})
@@ -189,6 +193,25 @@ class ClusterCollector(Collector):
         )
         family.add_metric(["hit"], int(hits))
         family.add_metric(["miss"], int(misses))
+        yield family
+
+
+    def _hot_keys(self) -> Iterator[Metric]:
+        """This process's memory tier, and the cluster's hottest keys (decayed asks)."""
+        local = self.service.local.stats()
+        for name, help_ in (("entries", "vectors held"), ("bytes", "bytes of vectors held"),
+                            ("max_bytes", "bound (EMBEDQ_LOCAL_TIER_MB)")):
+            yield GaugeMetricFamily(f"embedq_local_tier_{name}",
+                                    f"this process's memory tier: {help_}", local[name])
+        for name in ("hits", "misses", "evictions"):
+            yield CounterMetricFamily(f"embedq_local_tier_{name}",
+                                      f"this process's memory tier: {name}", local[name])
+        family = GaugeMetricFamily(
+            "embedq_hot_key_asks", "the hottest fingerprints and semantic namespaces: asks "
+            "summed over the processes, halving every 5 minutes", labels=["kind", "key"])
+        for kind, entries in sorted(self.service.hot.hot_keys().items()):
+            for key, count in entries:
+                family.add_metric([kind, key], round(count, 1))
         yield family
 
 

@@ -146,13 +146,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from embedq.coordination import make_hot_store
 
     settings = Settings.from_env()
-    counters = make_hot_store(settings).counters()
+    hot = make_hot_store(settings)
+    counters = hot.counters()
+    hot_keys = hot.hot_keys()
     if args.json:
-        print(json.dumps(counters, sort_keys=True))
+        print(json.dumps({**counters, "hot_keys": hot_keys}, sort_keys=True))
     else:
         width = max(len(k) for k in counters)
         for name, value in counters.items():
             print(f"{name:<{width}}  {value}")
+        for kind, entries in hot_keys.items():
+            if entries:
+                print(f"hottest {kind}s (asks, halving every 5 minutes):")
+                for key, count in entries:
+                    print(f"  {count:10.1f}  {key}")
         if settings.embedded:
             print("(embedded mode: counters live in this process only; set EMBEDQ_REDIS_URL "
                   "for cluster-wide counters)")

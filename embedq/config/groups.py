@@ -125,6 +125,9 @@ class WorkerSettings:
     batch_max_texts: int = knob(0, min=0, max=100_000)  # 0: 64 CPU, 512 CUDA
     bulk_step_ms: float = knob(10.0, min=0.1, max=60_000)
     hot_ttl_s: int = knob(DAY_S, min=1, max=10 * YEAR_S)
+    # Every process's own LRU of finished vectors in front of a remote hot store
+    # (coordination/local_tier.py); 0 turns it off. Not used with an in-process store.
+    local_tier_mb: int = knob(64, min=0, max=1_000_000)
     failure_ttl_s: int = knob(300, min=1, max=30 * DAY_S)
     ledger_path: str | None = None  # test encoders append one line per text they encode
     # CPU seconds per stage of the pipeline, counted in the hot store (embedq/stages.py;

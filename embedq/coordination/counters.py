@@ -12,6 +12,9 @@ it (the service's `stats`, /metrics, and process exit call it). A store that is 
 loses the counts of that write (logged), as a request's own increment did before: they
 are statistics, and a request must not fail or wait for them. A store held in this
 process (embedded mode, tests) is written inline: there is no round trip to save.
+
+The same writer publishes this process's hot keys (`hot_keys.HotKeys`) at most every
+PUBLISH_S with the counts it writes, and at every `flush`.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
+import uuid
 from collections import Counter
 
+from embedq.coordination.hot_keys import PUBLISH_S, HotKeys
 from embedq.coordination.store import HotStore
 from embedq.errors import Unavailable
 
@@ -30,8 +36,11 @@ FLUSH_S = 5.0  # the longest a reader (or process exit) waits for pending counts
 
 
 class CounterWriter:
-    def __init__(self, hot: HotStore) -> None:
+    def __init__(self, hot: HotStore, hot_keys: HotKeys | None = None) -> None:
         self.hot = hot
+        self.hot_keys = hot_keys
+        self.process_id = uuid.uuid4().hex
+        self._published_at = time.monotonic()
         self.behind = hot.remote
         self._cond = threading.Condition()
         self._pending: Counter[str] = Counter()
@@ -46,6 +55,7 @@ class CounterWriter:
             return
         if not self.behind:
             self._write(counts)
+            self._publish_when_due()
             return
         with self._cond:
             self._pending.update(counts)
@@ -61,7 +71,9 @@ class CounterWriter:
         """Wait until every count added so far is written; False if that took too long."""
         with self._cond:
             target = self._added
-            return self._cond.wait_for(lambda: self._written >= target, timeout=timeout_s)
+            done = self._cond.wait_for(lambda: self._written >= target, timeout=timeout_s)
+        self._publish()
+        return done
 
     def close(self) -> None:
         self.flush()
@@ -79,11 +91,28 @@ class CounterWriter:
                 upto = self._added
             try:
                 self._write(counts)
+                self._publish_when_due()
             except Exception:  # the thread must outlive one bad write
                 log.exception("request counters not recorded")
             with self._cond:
                 self._written = upto
                 self._cond.notify_all()
+
+    def _publish_when_due(self) -> None:
+        if time.monotonic() - self._published_at >= PUBLISH_S:
+            self._publish()
+
+    def _publish(self) -> None:
+        if self.hot_keys is None:
+            return
+        self._published_at = time.monotonic()
+        top = self.hot_keys.top()
+        if not any(top.values()):
+            return
+        try:
+            self.hot.publish_hot_keys(self.process_id, top)
+        except Unavailable as exc:
+            log.warning("hot keys not published: %s", exc)
 
     def _write(self, counts: dict[str, int]) -> None:
         try:

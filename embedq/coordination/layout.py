@@ -52,6 +52,10 @@ def histogram(name: str) -> str:
     return f"{PREFIX}:hist:{name}"
 
 
+# Hash: process id -> JSON {"at": epoch s, "top": {kind: [[key, count], ...]}}, one field
+# per process that published its heavy hitters (coordination/hot_keys.py).
+HOT_KEYS = f"{PREFIX}:hotkeys"
+
 DONE_CHANNEL = f"{PREFIX}:done"
 WORKERS = f"{PREFIX}:workers"
 

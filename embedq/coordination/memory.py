@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from embedq.coordination import layout
+from embedq.coordination.hot_keys import live_hot_keys
 from embedq.coordination.store import (
     COUNTERS,
     HISTOGRAMS,
@@ -38,6 +40,7 @@ class MemoryHotStore(HotStore):
         self._mutex = threading.Lock()
         self._stats: dict[str, int] = {}
         self._hists: dict[str, tuple[list[int], float, int]] = {}
+        self._hot_keys: dict[str, dict[str, Any]] = {}
 
     # --- keys with a ttl (the mutex is held)
     def _get(self, key: str) -> object | None:
@@ -263,6 +266,18 @@ class MemoryHotStore(HotStore):
                     if value is not None:
                         out[key[len(prefix):]] = value
             return out  # type: ignore[return-value]
+
+    def publish_hot_keys(self, process_id: str,
+                         top: dict[str, list[tuple[str, float]]]) -> None:
+        with self._mutex:
+            self._hot_keys[process_id] = {"at": time.time(), "top": top}
+
+    def hot_keys(self) -> dict[str, list[tuple[str, float]]]:
+        with self._mutex:
+            live, stale = live_hot_keys(dict(self._hot_keys))
+            for process_id in stale:
+                del self._hot_keys[process_id]
+        return live
 
     def ping(self) -> None:
         return None

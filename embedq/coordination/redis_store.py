@@ -9,6 +9,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from importlib import resources
 from typing import Any
 
@@ -16,6 +17,7 @@ from redis.exceptions import RedisError
 
 from embedq import stages
 from embedq.coordination import layout
+from embedq.coordination.hot_keys import live_hot_keys
 from embedq.coordination.redis_link import (
     POOL_MAX_CONNECTIONS,
     bounded_client,
@@ -276,6 +278,21 @@ class RedisHotStore(HotStore):
             values = self.client.mget(names) if names else []
         return {n.decode()[len(prefix):]: json.loads(v)
                 for n, v in zip(names, values, strict=True) if v}
+
+    def publish_hot_keys(self, process_id: str,
+                         top: dict[str, list[tuple[str, float]]]) -> None:
+        entry = json.dumps({"at": time.time(), "top": top})
+        with map_redis_errors():
+            self.client.hset(layout.HOT_KEYS, process_id, entry)
+
+    def hot_keys(self) -> dict[str, list[tuple[str, float]]]:
+        with map_redis_errors():
+            raw = self.client.hgetall(layout.HOT_KEYS)
+        live, stale = live_hot_keys({k.decode(): json.loads(v) for k, v in raw.items()})
+        if stale:
+            with map_redis_errors():
+                self.client.hdel(layout.HOT_KEYS, *stale)
+        return live
 
     def ping(self) -> None:
         with map_redis_errors():

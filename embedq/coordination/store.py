@@ -209,6 +209,18 @@ class HotStore(ABC):
     @abstractmethod
     def histograms(self) -> dict[str, HistogramSnapshot]: ...
 
+    # --- hot keys
+    @abstractmethod
+    def publish_hot_keys(self, process_id: str,
+                         top: dict[str, list[tuple[str, float]]]) -> None:
+        """Record one process's heaviest keys per kind (`hot_keys.HotKeys.top`),
+        replacing what it published before; it counts for PUBLISH_TTL_S."""
+
+    @abstractmethod
+    def hot_keys(self) -> dict[str, list[tuple[str, float]]]:
+        """The cluster's hottest keys per kind: what live processes published, summed
+        (`hot_keys.merge`), largest first."""
+
     # --- liveness
     @abstractmethod
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None: ...

@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from embedq.config import Settings
+from embedq.coordination.hot_keys import HotKeys
 from embedq.errors import InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import EncodeSpec
 from embedq.limits import check_input_chars, check_json, check_text
@@ -115,6 +116,7 @@ class Embedder(Protocol):
 
     settings: Settings
     db: Database
+    hot_keys: HotKeys  # lookups count their namespace here (`embedq stats`, /metrics)
 
     def spec(self) -> EncodeSpec: ...
 
@@ -227,6 +229,7 @@ class SemanticCache:
         its score and why it was refused (Considered)."""
         check_namespace(namespace)
         query = self._query(query)
+        self.service.hot_keys.offer("namespace", [namespace])
         threshold = self._runs_at(namespace, threshold)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInput(f"k {k!r} must be an integer from 1 to {MAX_K}", "k")

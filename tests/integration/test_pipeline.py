@@ -45,9 +45,11 @@ def test_second_request_is_answered_from_cache(cluster: Cluster, salt: str) -> N
     first = service.embed(texts)
     assert [o.source for o in first.outcomes] == ["computed"] * 5
     second = service.embed(texts)
-    assert [o.source for o in second.outcomes] == ["hot"] * 5
+    assert [o.source for o in second.outcomes] == ["local"] * 5  # this process's tier
+    other = cluster.service(local_tier_mb=0)  # a process without one asks Redis
+    assert [o.source for o in other.embed(texts).outcomes] == ["hot"] * 5
     service.hot.client.delete(*[f"embedq:vec:{fp}" for fp in _fps(service, texts)])
-    third = service.embed(texts)
+    third = other.embed(texts)
     assert [o.source for o in third.outcomes] == ["durable"] * 5
     passes = cluster.passes()
     assert all(passes[digest(t)] == 1 for t in texts)
