@@ -1,9 +1,12 @@
 """Dispatching jobs: waves of chunk tasks as Celery chords, closed by a callback.
 
-A running job has at most one wave on the broker: a chord of `job_wave_chunks` chunk
-tasks whose callback (`close`) dispatches the next wave, pauses the job when its window
-has closed, or finishes it when no chunk is pending. Bounding the wave bounds how many
-worker threads one job holds, so online messages always find a free thread.
+A running job has at most one wave on the broker: a chord of chunk tasks whose callback
+(`close`) dispatches the next wave, pauses the job when its window has closed, or
+finishes it when no chunk is pending. Bounding the wave bounds how many worker threads one
+job holds, so online messages always find a free thread. A wave is as wide as the workers
+consuming the job's queue now (CHUNKS_PER_WORKER each, at least `job_wave_chunks`), read
+from their heartbeats at every wave, and pending chunks are split in halves when too few
+are left to fill it: workers started while a job runs take part from its next wave on.
 
 Every transition is compare-and-set on the job's generation (bumped per wave): a stale
 callback (an older wave, a duplicate) changes nothing. `tick` (run by `embedq beat`)
@@ -25,6 +28,7 @@ from celery import Celery, chord, group
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from embedq.config import Settings
+from embedq.coordination import HotStore
 from embedq.errors import EmbedqError, Unavailable
 from embedq.jobs.callbacks import Callbacks
 from embedq.jobs.store import JobStore, Progress, utcnow
@@ -36,6 +40,15 @@ from embedq.tasks.publish import broker_error
 log = logging.getLogger("embedq.jobs")
 
 Clock = Callable[[], datetime]
+# Workers consuming a queue now (their heartbeats), for a wave's width.
+WorkerCount = Callable[[str], int]
+# A wave holds this many chunks per live worker on the job's queue, so a worker that
+# finishes its chunk while another still runs has the next one (a chord waits for its
+# slowest chunk), and at least `job_wave_chunks`.
+CHUNKS_PER_WORKER = 2
+# A chunk is split for a wider wave only into halves of at least this many texts: below
+# that, a chunk's own bookkeeping (a task, a row, a chord slot) outweighs its texts.
+MIN_CHUNK_TEXTS = 64
 
 
 def job_window(job: Job, settings: Settings) -> Window | None:
@@ -53,12 +66,25 @@ def final_status(progress: Progress) -> JobStatus:
     return JobStatus.SUCCEEDED_WITH_ERRORS
 
 
+def workers_on(hot: HotStore) -> WorkerCount:
+    """Live workers (fresh heartbeats) consuming a queue: those that name it among their
+    queues, or name none (they consume the configured online and bulk queues)."""
+    def count(queue: str) -> int:
+        consumed = (info.get("queues", [queue]) for info in hot.live_workers().values())
+        return sum(1 for queues in consumed if isinstance(queues, list) and queue in queues)
+    return count
+
+
 class Dispatcher:
     def __init__(self, store: JobStore, app: Celery, settings: Settings,
-                 clock: Clock = utcnow, *, inline: bool = False) -> None:
+                 clock: Clock = utcnow, *, inline: bool = False,
+                 workers: WorkerCount | None = None) -> None:
         """`inline`: this process runs the chunks itself (the embedded deployment, whose
-        in-memory result backend has no chord counter), so no wave is published."""
+        in-memory result backend has no chord counter), so no wave is published.
+        `workers`: how many workers consume a queue now; without it every wave is
+        `job_wave_chunks` wide."""
         self.inline = inline
+        self.workers = workers
         self.store = store
         self.app = app
         self.settings = settings
@@ -122,12 +148,12 @@ class Dispatcher:
         if self.inline:
             return 0  # this process runs its chunks itself (JobService.run_here)
         job = self.store.get(job_id)
-        chunks = self.store.pending_chunks(job_id, self.settings.jobs.wave_chunks)
+        queue = self.settings.queue.online_queue if job.priority == Priority.ONLINE else \
+            self.settings.queue.bulk_queue
+        chunks = self.store.next_wave(job_id, self.wave_width(queue), MIN_CHUNK_TEXTS)
         if not chunks:
             self.finish(job_id, generation)
             return 0
-        queue = self.settings.queue.online_queue if job.priority == Priority.ONLINE else \
-            self.settings.queue.bulk_queue
         headers = group(
             self.app.signature(names.BULK_CHUNK, args=[job_id, c, generation], queue=queue,
                                immutable=True)
@@ -145,6 +171,20 @@ class Dispatcher:
                                     "it") from exc
         log.info("job %s wave %d: chunks %s on %s", job_id, generation, chunks, queue)
         return len(chunks)
+
+    def wave_width(self, queue: str) -> int:
+        """Chunks in the next wave: CHUNKS_PER_WORKER per worker on `queue` now, at least
+        `job_wave_chunks`. Read at every wave, so workers added while a job runs are used
+        from its next wave on; a hot store that cannot be read leaves the default."""
+        floor = self.settings.jobs.wave_chunks
+        if self.workers is None:
+            return floor
+        try:
+            live = self.workers(queue)
+        except Unavailable as exc:
+            log.warning("live workers unknown (%s): a wave of %d chunks", exc, floor)
+            return floor
+        return max(floor, CHUNKS_PER_WORKER * live)
 
     def close(self, job_id: str, generation: int, now: datetime | None = None) -> str:
         """The chord callback: next wave, pause, or finish. Idempotent; returns what it did."""

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from celery import Celery
 
 from embedq.config import Settings
+from embedq.coordination import HotStore
 from embedq.encoders.tiers import TIERS
 from embedq.errors import (
     BadInputFile,
@@ -36,7 +37,7 @@ from embedq.errors import (
 )
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.jobs.callbacks import check_url
-from embedq.jobs.dispatch import Clock, Dispatcher, job_window
+from embedq.jobs.dispatch import Clock, Dispatcher, job_window, workers_on
 from embedq.jobs.readers import Record
 from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
 from embedq.jobs.windows import Window, check_not_before
@@ -61,6 +62,7 @@ class Producer(Protocol):
     settings: Settings
     db: Database
     app: Celery
+    hot: HotStore
 
     def spec(self, model: str | None = None, dimensions: int | None = None,
              normalize: bool | None = None, precision: str | None = None,
@@ -78,7 +80,8 @@ class JobService:
         self.settings = service.settings
         self.store = JobStore(service.db)
         self.dispatcher = Dispatcher(self.store, service.app, self.settings, clock,
-                                     inline=run_chunk is not None)
+                                     inline=run_chunk is not None,
+                                     workers=workers_on(service.hot))
         self.clock = clock
         self.run_chunk = run_chunk
 

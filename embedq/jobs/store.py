@@ -223,6 +223,39 @@ class JobStore:
                 ).order_by(JobChunk.chunk).limit(limit)
             ))
 
+    def next_wave(self, job_id: str, width: int, min_texts: int) -> list[int]:
+        """Up to `width` pending chunks for the next wave. When fewer are pending, the
+        largest pending ones are first split in halves (each half at least `min_texts`
+        items; the new halves get the job's next chunk numbers), so a job uses the
+        workers there are now. The job's row is locked meanwhile: of two dispatchers, the
+        second sees the first one's split. Pending chunks have no work started, so
+        splitting one moves nothing that ran."""
+        with self.db.session() as s:
+            job = s.execute(select(Job).where(Job.id == job_id).with_for_update()).scalar_one()
+            pending = list(s.scalars(
+                select(JobChunk).where(JobChunk.job_id == job_id,
+                                       JobChunk.status == ChunkStatus.PENDING)
+                .order_by(JobChunk.chunk).limit(width)
+            ))
+            added = 0
+            while pending and len(pending) < width:
+                big = max(pending, key=lambda c: c.stop - c.start)
+                texts = big.stop - big.start
+                if texts < 2 * min_texts:
+                    break
+                mid = big.start + texts // 2
+                half = JobChunk(job_id=job_id, chunk=job.chunks + added, start=mid,
+                                stop=big.stop, tokens=big.tokens * (big.stop - mid) // texts,
+                                status=ChunkStatus.PENDING)
+                big.tokens -= half.tokens
+                big.stop = mid
+                s.add(half)
+                pending.append(half)
+                added += 1
+            if added:
+                job.chunks += added
+            return sorted(c.chunk for c in pending)
+
     def chunk(self, job_id: str, chunk: int) -> JobChunk:
         with self.db.session() as s:
             row = s.get(JobChunk, (job_id, chunk))

@@ -20,7 +20,7 @@ from celery.concurrency.thread import TaskPool as ThreadTaskPool
 from celery.exceptions import Reject
 
 from embedq.errors import Unavailable
-from embedq.jobs.dispatch import Dispatcher
+from embedq.jobs.dispatch import Dispatcher, workers_on
 from embedq.jobs.store import ChunkCounts, JobStore
 from embedq.tasks import names
 from embedq.workers.chunk import run_chunk
@@ -120,6 +120,7 @@ def register(app: Celery, runtime: WorkerRuntime) -> None:
         return dispatcher(task).tick()
 
     def dispatcher(task: Any) -> Dispatcher:
-        return Dispatcher(JobStore(runtime.db), task.app, runtime.settings)
+        return Dispatcher(JobStore(runtime.db), task.app, runtime.settings,
+                          workers=workers_on(runtime.hot))
 
     del embed, bulk_chunk, close_job, jobs_tick  # registered on the app by the decorator

@@ -1,0 +1,95 @@
+"""A job uses the workers there are: each wave is as wide as the live workers on the
+job's queue (their heartbeats), and pending chunks are split in halves to fill it, so a
+worker started while a job waits or runs takes part in it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from embedq.jobs.dispatch import CHUNKS_PER_WORKER, MIN_CHUNK_TEXTS, workers_on
+from embedq.jobs.service import JobService
+from embedq.models import JobChunk
+from embedq.service import EmbeddingService
+from tests import support
+from tests.integration.test_jobs import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def env(redis_url: str, pg_url: str, tmp_path: Path) -> dict[str, str]:
+    return support.cluster_env(
+        redis_url, pg_url, ledger_path=tmp_path / "ledger.txt",
+        online_queue=f"online-waves-{tmp_path.name}", bulk_queue=f"bulk-waves-{tmp_path.name}",
+        job_chunk_max_texts=400, job_wave_chunks=1,
+    )
+
+
+@pytest.fixture
+def jobs(env: dict[str, str]) -> Iterator[JobService]:
+    service = EmbeddingService(support.settings_from(env))
+    yield JobService(service)
+    service.close()
+
+
+def ranges(jobs: JobService, job_id: str) -> list[tuple[int, int, int]]:
+    with jobs.store.db.session() as s:
+        rows = s.query(JobChunk).filter_by(job_id=job_id).order_by(JobChunk.start).all()
+        return [(c.start, c.stop, c.tokens) for c in rows]
+
+
+def test_too_few_pending_chunks_are_split_in_halves_covering_every_item(
+        jobs: JobService, salt: str) -> None:
+    texts = [f"{salt} item {i}" for i in range(800)]  # two chunks of 400
+    job_id = jobs.submit(texts, start=False)
+    tokens = sum(t for _, _, t in ranges(jobs, job_id))
+    wave = jobs.store.next_wave(job_id, 8, MIN_CHUNK_TEXTS)
+    assert len(wave) == 8
+    after = ranges(jobs, job_id)
+    assert [(a, b) for a, b, _ in after] == [(i * 100, (i + 1) * 100) for i in range(8)]
+    assert sum(t for _, _, t in after) == tokens
+    assert jobs.store.get(job_id).chunks == 8
+    assert jobs.store.next_wave(job_id, 8, MIN_CHUNK_TEXTS) == wave  # nothing left to do
+    assert len(jobs.store.next_wave(job_id, 3, MIN_CHUNK_TEXTS)) == 3
+
+
+def test_a_chunk_is_never_split_below_the_smallest_half(jobs: JobService, salt: str) -> None:
+    job_id = jobs.submit([f"{salt} small {i}" for i in range(2 * MIN_CHUNK_TEXTS - 1)],
+                         start=False)
+    assert len(jobs.store.next_wave(job_id, 16, MIN_CHUNK_TEXTS)) == 1
+
+
+def bulk_chunks_run(log: Path) -> int:
+    text = log.read_text(errors="replace")
+    return len(re.findall(r"Task embedq\.bulk_chunk\[[^\]]+\] succeeded", text))
+
+
+def test_a_worker_started_before_the_next_wave_takes_part(env: dict[str, str],
+                                                          jobs: JobService, tmp_path: Path,
+                                                          salt: str) -> None:
+    queue = jobs.settings.queue.bulk_queue
+    count = workers_on(jobs.service.hot)
+    one = support.WorkerProcess(env, tmp_path / "one.log").start()
+    two: support.WorkerProcess | None = None
+    try:
+        support.wait_until(lambda: count(queue) == 1, 60, "the first worker's heartbeat")
+        assert jobs.dispatcher.wave_width(queue) == CHUNKS_PER_WORKER
+        two = support.WorkerProcess(env, tmp_path / "two.log").start()
+        support.wait_until(lambda: count(queue) == 2, 60, "the second worker's heartbeat")
+        assert jobs.dispatcher.wave_width(queue) == 2 * CHUNKS_PER_WORKER
+        texts = [f"{salt} wide {i}" for i in range(800)]  # two chunks as submitted
+        state = wait_for(jobs, jobs.submit(texts))
+        assert state["status"] == "succeeded" and state["progress"]["done"] == 800
+        assert state["progress"]["chunks"] == 2 * CHUNKS_PER_WORKER  # split to fill it
+        assert bulk_chunks_run(tmp_path / "one.log") >= 1
+        assert bulk_chunks_run(tmp_path / "two.log") >= 1
+    finally:
+        for worker in (one, two):
+            if worker is not None:
+                worker.stop()
+    passes = support.ledger_counts(tmp_path / "ledger.txt")
+    assert sum(passes.values()) == 800  # every text computed once, split or not
