@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from embedq.semantic.guard import stem
+from embedq.semantic.lexicon import acronym, same_word
 
 EmbedTexts = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
 
@@ -47,6 +48,13 @@ class Substitution:
 
     asked: tuple[str, ...]
     stored: tuple[str, ...]
+
+
+def minimal(asked: list[str], stored: list[str]) -> bool:
+    """True when `asked` and `stored` (word lists) keep one frame: a minimal edit."""
+    matcher = difflib.SequenceMatcher(a=[stem(w) for w in asked],
+                                      b=[stem(w) for w in stored], autojunk=False)
+    return matcher.ratio() >= MIN_FRAME
 
 
 def _squashed(span: Sequence[str]) -> str:
@@ -70,7 +78,7 @@ def substitutions(asked: list[str], stored: list[str],
     for _, i1, i2, j1, j2 in edits:
         wa = tuple(w for w in asked[i1:i2] if is_content(w))
         wb = tuple(w for w in stored[j1:j2] if is_content(w))
-        if wa and wb and _squashed(wa) != _squashed(wb):
+        if (wa or wb) and _squashed(wa) != _squashed(wb):
             out.append(Substitution(wa, wb))
     return out
 
@@ -80,24 +88,47 @@ def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return vector / norm if norm else vector
 
 
+def lexical(word: str, own: Sequence[str], other: Sequence[str]) -> bool:
+    """True when `word` (of `own`) has a counterpart in `other` without asking the model:
+    the same word (lexicon.same_word: stem, spelling, typo, short form), or an acronym
+    spelled by a run of words that holds it (wfh / working from home), either way."""
+    if any(same_word(word, o) for o in other):
+        return True
+    if any(acronym(word, other[i:j]) for i in range(len(other))
+           for j in range(i + 2, min(len(other), i + 6) + 1)):
+        return True
+    at = [i for i, w in enumerate(own) if w == word]
+    return any(acronym(o, own[i:j]) for o in other for k in at
+               for i in range(max(0, k - 5), k + 1) for j in range(k + 1, k + 7)
+               if j - i >= 2 and j <= len(own))
+
+
 def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
-              embed: EmbedTexts, min_similarity: float) -> tuple[str, str] | None:
+              embed: EmbedTexts, min_similarity: float,
+              frames: tuple[list[str], list[str]] | None = None) -> tuple[str, str] | None:
     """The first substitution with a word that has no counterpart among the other text's
     content words (`asked`, `stored`), as its two spans; None when every word has one.
-    A word whose stem the other text holds (moved, not replaced) is its own counterpart."""
+    A word the other text holds in another form (`lexical`, against `frames`: the texts'
+    whole word lists, default the content words) is its own counterpart; a span added on
+    one side only (an inserted qualifier) is judged the same way."""
     if not subs:
         return None
+    fa, fb = frames or (asked, stored)
     vocabulary = sorted({w for s in subs for w in (*s.asked, *s.stored)}
                         | set(asked) | set(stored))
-    at = {w: _unit(v) for w, v in zip(vocabulary, embed(vocabulary), strict=True)}
+    at: dict[str, npt.NDArray[np.float32]] = {}
 
-    def orphan(word: str, other: list[str]) -> bool:
-        if any(stem(word) == stem(o) for o in other):
+    def orphan(word: str, own: list[str], other_frame: list[str], other: list[str]) -> bool:
+        if lexical(word, own, other_frame) or not other:
             return False
+        if not at:
+            at.update({w: _unit(v) for w, v in zip(vocabulary, embed(vocabulary),
+                                                     strict=True)})
         return all(float(at[word] @ at[o]) < min_similarity for o in other)
 
     for s in subs:
-        if any(orphan(w, stored) for w in s.asked) or any(orphan(w, asked) for w in s.stored):
+        if any(orphan(w, fa, fb, stored) for w in s.asked) or any(
+                orphan(w, fb, fa, asked) for w in s.stored):
             return " ".join(s.asked), " ".join(s.stored)
     return None
 
@@ -105,13 +136,13 @@ def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
 def disjoint(asked: list[str], stored: list[str], embed: EmbedTexts,
              min_similarity: float) -> bool:
     """True when no content word of `asked` has a counterpart among `stored`'s (the same
-    stem, or a cosine of the words embedded alone at or above `min_similarity`): the two
-    texts then share a frame of function words at most ("how can I ..."), and whatever
-    their score, they ask about different things. False when either side has no content
-    word (nothing to compare)."""
+    word in any form, `lexical`, or a cosine of the words embedded alone at or above
+    `min_similarity`): the two texts then share a frame of function words at most ("how
+    can I ..."), and whatever their score, they ask about different things. False when
+    either side has no content word (nothing to compare)."""
     if not asked or not stored:
         return False
-    if any(stem(a) == stem(b) for a in asked for b in stored):
+    if any(lexical(a, asked, stored) for a in asked):
         return False
     vocabulary = sorted(set(asked) | set(stored))
     at = {w: _unit(v) for w, v in zip(vocabulary, embed(vocabulary), strict=True)}

@@ -20,14 +20,15 @@ turns it off.
 
 from __future__ import annotations
 
-import re
+from embedq.semantic.lexicon import same_word
+from embedq.semantic.numerals import tokens
 
 ARTICLES = frozenset({"a", "an", "the"})
-_WORD = re.compile(r"[^\W_]+(?:['-][^\W_]+)*")
 
 
 def words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text.lower()) if w not in ARTICLES]
+    """The words of `text` as the checks compare them (numerals.tokens), articles dropped."""
+    return [w for w in tokens(text) if w not in ARTICLES]
 
 
 def stem(word: str) -> str:
@@ -37,16 +38,40 @@ def stem(word: str) -> str:
     return word
 
 
+_CONJUNCTIONS = frozenset(("and", "but", "or"))
+
+
+def moved(a: list[str], b: list[str]) -> bool:
+    """True when `b` is `a` with one block of two words or more moved past another of two
+    words or more ("can I X before Y" / "before Y, can I X"), or with the two sides of an
+    "and", "but" or "or" exchanged: a clause fronted, which keeps who does what to whom.
+    Two single words exchanged (string to integer / integer to string) is not a move."""
+    n = min(len(a), len(b))
+    i = next((k for k in range(n) if a[k] != b[k]), n)
+    j = next((k for k in range(n - i) if a[-1 - k] != b[-1 - k]), n - i)
+    ma, mb = a[i:len(a) - j], b[i:len(b) - j]
+    if len(ma) != len(mb):
+        return False
+    if any(ma[k:] + ma[:k] == mb for k in range(2, len(ma) - 1)):
+        return True
+    return any(w in _CONJUNCTIONS and [*ma[k + 1:], w, *ma[:k]] == mb
+               for k, w in enumerate(ma) if 0 < k < len(ma) - 1)
+
+
 def contrast(asked: str, stored: str) -> str | None:
-    """Why `asked` and `stored` are one word (or one word order) apart, or None."""
+    """Why `asked` and `stored` are one word (or one word order) apart, or None. Two
+    forms of one word (lexicon.same_word: a spelling, a typo, an abbreviation) are no
+    difference, nor is a moved clause (`moved`)."""
     a, b = words(asked), words(stored)
-    if [stem(w) for w in a] == [stem(w) for w in b]:
+    if len(a) == len(b) and all(same_word(x, y) for x, y in zip(a, b, strict=True)):
         return None
     if sorted(a) == sorted(b):
+        if moved(a, b):
+            return None
         return f"same words reordered: {' '.join(a)!r} vs {' '.join(b)!r}"
     if len(a) != len(b):
         return None
-    differing = [(x, y) for x, y in zip(a, b, strict=True) if stem(x) != stem(y)]
+    differing = [(x, y) for x, y in zip(a, b, strict=True) if not same_word(x, y)]
     if len(differing) != 1:
         return None
     return f"one word apart: {differing[0][0]!r} vs {differing[0][1]!r}"

@@ -40,7 +40,6 @@ makes cover every score above the threshold.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -48,10 +47,13 @@ from embedq.semantic.align import (
     DEFAULT_MIN_WORD_SIMILARITY,
     EmbedTexts,
     disjoint,
+    minimal,
     substitutions,
     unaligned,
 )
-from embedq.semantic.guard import words
+from embedq.semantic.grammar import conflict as grammar_conflict
+from embedq.semantic.guard import moved, words
+from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
 
 
 def _closed(words: str) -> frozenset[str]:
@@ -64,14 +66,8 @@ MODEL_SLOTS = frozenset(("content", "disjoint"))
 # content slot's word embeddings are cached, and minimal edits score up to 0.99.
 DEFAULT_BAND = 0.4
 
-_NUMBER_VALUES = {w: str(i) for i, w in enumerate((
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-    "eighteen", "nineteen", "twenty"))}
-_NUMBER_VALUES.update({w: str(10 * i) for i, w in enumerate(
-    ["thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 3)})
-_NUMBER_WORDS = frozenset(_NUMBER_VALUES) | _closed("hundred thousand million billion half "
-                                                    "dozen")
+_NUMBER_WORDS = frozenset(CARDINALS) | frozenset(ORDINALS) | _closed(
+    "hundred thousand million billion half dozen")
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATORS = _closed("not no never none nothing nobody nowhere neither nor unable cannot "
                     "can't don't doesn't didn't isn't aren't wasn't won't shouldn't "
@@ -114,13 +110,6 @@ class Conflict:
         return f"{self.slot}: {self.asked!r} vs {self.stored!r}"
 
 
-def _numbers(text: str) -> Counter[str]:
-    found = Counter(_DIGITS.findall(text))
-    found.update(_NUMBER_VALUES.get(part, part) for w in words(text)
-                 for part in w.split("-") if part in _NUMBER_WORDS)
-    return found
-
-
 def _negations(ws: list[str]) -> int:
     return sum(w in _NEGATORS or w.endswith("n't") for w in ws)
 
@@ -140,7 +129,7 @@ def _times(ws: list[str]) -> set[str]:
     only after a number ("7 am", not "I am")."""
     found = {_time_word(w) for w in ws if _time_word(w) in _TIME and w != "am"}
     found.update("am" for before, w in pairwise(ws)
-                 if w == "am" and (before.isdigit() or before in _NUMBER_WORDS))
+                 if w == "am" and (NUMERAL.fullmatch(before) or before in _NUMBER_WORDS))
     return found
 
 
@@ -153,7 +142,8 @@ def _time_conflict(a: list[str], b: list[str]) -> bool:
 
 def _is_content(word: str) -> bool:
     return not (word in _FUNCTION or word in _NEGATORS or word in _TIME
-                or word in _NUMBER_WORDS or _DIGITS.fullmatch(word) is not None)
+                or word in _NUMBER_WORDS or _DIGITS.fullmatch(word) is not None
+                or NUMERAL.fullmatch(word) is not None)
 
 
 def _singular(word: str) -> str:
@@ -175,13 +165,14 @@ class Verifier:
     def conflict(self, asked: str, stored: str, *, content: bool = True) -> Conflict | None:
         """The first slot `asked` and `stored` disagree on, or None; the content slot only
         with `content` (the score is in the band)."""
-        na, ns = _numbers(asked), _numbers(stored)
+        a, b = words(asked), words(stored)
+        na, ns = numbers(a), numbers(b)
         if na != ns:
             return Conflict("number", " ".join(sorted(na - ns)), " ".join(sorted(ns - na)))
-        a, b = words(asked), words(stored)
         if _negations(a) != _negations(b):
             return Conflict("negation", " ".join(a), " ".join(b))
-        if a != b and sorted(map(_singular, a)) == sorted(map(_singular, b)):
+        sa, sb = list(map(_singular, a)), list(map(_singular, b))
+        if sa != sb and sorted(sa) == sorted(sb) and not moved(sa, sb):
             return Conflict("order", " ".join(a), " ".join(b))
         for x in set(a) - set(b):
             for y in set(b) - set(a):
@@ -190,12 +181,16 @@ class Verifier:
         if _time_conflict(a, b):
             return Conflict("time", " ".join(sorted(_times(a) - _times(b))),
                             " ".join(sorted(_times(b) - _times(a))))
+        grammar = grammar_conflict(a, b) if minimal(a, b) else None
+        if grammar is not None:
+            return Conflict(*grammar)
         if not content:
             return None
         content_a = [w for w in a if _is_content(w)]
         content_b = [w for w in b if _is_content(w)]
         subs = substitutions(a, b, _is_content)
-        found = unaligned(subs, content_a, content_b, self.embed, self.min_word_similarity)
+        found = unaligned(subs, content_a, content_b, self.embed, self.min_word_similarity,
+                          frames=(a, b))
         if found is not None:
             return Conflict("content", *found)
         if disjoint(content_a, content_b, self.embed, self.min_word_similarity):

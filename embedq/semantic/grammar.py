@@ -1,0 +1,92 @@
+"""The closed-class words that change what a question asks: scope, tense and roles.
+
+A sentence embedding weighs these words lightly, so "how do I restart a pod" / "... every
+pod" scores 0.89, "was my claim approved" / "will my claim be approved" 0.95 and "can my
+landlord enter the flat without telling me" / "can I enter my landlord's flat without
+telling him" 0.95. Each is a slot of verify.py, read from the words alone:
+
+  scope  the quantity and scope words (all, every, each, any, some, only, both, several,
+         many, few, most, none, whole, entire, just, multiple, various) differ; "how many"
+         and "how much" ask for a number and are not a scope
+  tense  one side asks about the past (was, were, did, had, or has / have before a
+         participle: "has ended", "have been") and the other does not; present and
+         future read alike ("do I get paid" / "will I be paid")
+  role   who does what changes: both sides name people by pronoun and the persons
+         differ (first: I, me, my, we; third: he, she, they, someone; "you" is the
+         service the question addresses, no role), or a word one side makes possessive
+         ("partner's") stands bare on the other ("partner"). Pronouns on one side only
+         ("how do I" / "how to") change no role, nor does "me" after tell, show, help or
+         let.
+
+The slots judge minimal edits only (the texts keep one frame, align.minimal): there a
+changed closed-class word is the edit, while a rewording changes them freely ("my
+package arrived damaged" / "the parcel I received was broken").
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+
+def _closed(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+SCOPE = _closed("all every each any some only both several many few most none whole "
+                "entire just multiple various")
+_PAST = _closed("was were did had wasn't weren't didn't hadn't")
+_PERFECT = _closed("has have hasn't haven't 've")
+# The person each pronoun names; "you" is left out: a question addresses the service
+# ("do you accept Apple Pay" / "can I pay with Apple Pay").
+_PERSONS = {
+    **dict.fromkeys(("i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "i'm",
+                     "i've", "i'd", "i'll", "we're", "we've", "ourselves"), "first"),
+    **dict.fromkeys(("he", "him", "his", "she", "her", "hers", "they", "them", "their",
+                     "theirs", "he's", "she's", "they're", "himself", "herself",
+                     "themselves", "someone", "somebody", "others"), "third"),
+}
+_FRAMES = frozenset(("tell", "show", "help", "let"))
+
+
+def scope(words: list[str]) -> frozenset[str]:
+    return frozenset(w for before, w in pairwise(["", *words])
+                     if w in SCOPE and not (before == "how" and w in ("many", "much")))
+
+
+def past(words: list[str]) -> bool:
+    if any(w in _PAST for w in words):
+        return True
+    return any(w in _PERFECT and any(_participle(x) for x in words[i + 1:i + 3])
+               for i, w in enumerate(words))
+
+
+def _participle(word: str) -> bool:
+    return word == "been" or (len(word) > 3 and word.endswith(("ed", "en", "wn", "ne")))
+
+
+def persons(words: list[str]) -> frozenset[str]:
+    return frozenset(_PERSONS[w] for before, w in pairwise(["", *words])
+                     if w in _PERSONS and not (w == "me" and before in _FRAMES))
+
+
+def possessed(a: list[str], b: list[str]) -> str | None:
+    """A word `a` makes possessive that `b` holds bare, or None."""
+    bare = set(b)
+    return next((w for w in a if w.endswith("'s") and w[:-2] in bare
+                 and w not in bare), None)
+
+
+def conflict(a: list[str], b: list[str]) -> tuple[str, str, str] | None:
+    """(slot, asked words, stored words) of the first grammar slot `a` and `b` differ on."""
+    sa, sb = scope(a), scope(b)
+    if sa != sb:
+        return "scope", " ".join(sorted(sa - sb)), " ".join(sorted(sb - sa))
+    if past(a) != past(b):
+        return "tense", "past" if past(a) else "not past", "past" if past(b) else "not past"
+    pa, pb = persons(a), persons(b)
+    if pa and pb and pa != pb:
+        return "role", " ".join(sorted(pa)), " ".join(sorted(pb))
+    owned = possessed(a, b) or possessed(b, a)
+    if owned is not None:
+        return "role", owned, owned.removesuffix("'s")
+    return None

@@ -1,0 +1,150 @@
+"""Word forms that are the same word: what the guard, the verifier and the aligner share.
+
+Two texts that write one word two ways ask one thing, and embedded alone the two forms
+often score far apart ("colour" / "color" is the same word, "kuberentes" a typo of
+"kubernetes", "k8s" its numeronym), so each check asks `same_word` before it asks the model.
+The rules follow how English spells and shortens, not a word list fitted to a corpus:
+
+  spelling   British and American endings read as one (`spelling`): -our/-or (six
+             letters or more, so "four" stays), -ise/-ize and -isation/-ization,
+             -yse/-yze, -re/-er after a consonant, -ogue/-og, -ence/-ense, -mme/-m,
+             "ae" inside a word as "e" (paediatric), -ll- before -ed/-ing/-er in words of
+             eight letters or more (cancelled), a doubled final l (enroll)
+  typo       one edit (insert, delete, replace, swap two neighbours) in words of five to
+             seven letters, two from eight, keeping the first letter: a typo keeps it, and
+             the antonyms an edit makes (register / deregister, import / export) do not
+  short      a numeronym (k8s: k, 8 letters, s), a truncation or contraction: the short
+             form keeps the first letter, is two or more letters shorter and its letters
+             appear in order in the long one (wk / week, acct / account, intl /
+             international), and an acronym: the initials of a run of words (wfh /
+             working from home, pt / part-time)
+
+Numbers, numerals and units are not words here: a token of digits is never a typo or an
+abbreviation of another (verify.py's number slot owns it), nor is a word naming a time
+(the time slot owns those, abbreviations included: `TIME_ABBREVIATIONS`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+# Abbreviations of the closed class of time words (the time slot's vocabulary): a word
+# that names a time is read as the time word it shortens, wherever it stands.
+TIME_ABBREVIATIONS = {
+    "yr": "year", "yrs": "years", "wk": "week", "wks": "weeks", "mo": "month",
+    "mos": "months", "mth": "month", "mths": "months", "hr": "hour", "hrs": "hours",
+    "mins": "minutes", "secs": "seconds", "mon": "monday", "tue": "tuesday",
+    "tues": "tuesday", "thu": "thursday", "thur": "thursday", "thurs": "thursday",
+    "fri": "friday", "jan": "january", "feb": "february", "mar": "march",
+    "apr": "april", "jun": "june", "jul": "july", "aug": "august", "sep": "september",
+    "sept": "september", "oct": "october", "nov": "november", "dec": "december",
+}
+_CONSONANT = "bcdfghjklmnpqrstvwxz"
+# (pattern, replacement) on the lower-cased word, applied in order.
+_SPELLING = tuple((re.compile(p), r) for p, r in (
+    (r"(?<=\w{3})our(?=s?$|ed$|ing$|ite|able|ful|less)", "or"),
+    (r"is(e|ed|es|ing|ation|ations|er|ers)$", r"iz\1"),
+    (r"ys(e|ed|es|ing)$", r"yz\1"),
+    (rf"(?<=[{_CONSONANT}])re(s|d)?$", r"er\1"),
+    (r"ogue(s)?$", r"og\1"),
+    (r"ence(s)?$", r"ense\1"),
+    (r"mme(s)?$", r"m\1"),
+    (r"(?<=[a-z])ae(?=[a-z])", "e"),
+    (r"(?<=\w{4})ll(ed|ing|er|ers|ery|ment|ments)$", r"l\1"),
+    (r"(?<=[a-z]{3})ll(s)?$", r"l\1"),
+))
+
+
+def spelling(word: str) -> str:
+    """The word with British and American endings made one (`colour` and `color` alike)."""
+    if len(word) < 5 or not word.isalpha():
+        return word
+    for pattern, replacement in _SPELLING:
+        word = pattern.sub(replacement, word)
+    return word
+
+
+def _edits(a: str, b: str, limit: int) -> int:
+    """Optimal string alignment distance of `a` and `b`, or limit + 1 once past `limit`."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, previous2[j - 2] + 1)
+            row.append(cost)
+        if min(row) > limit:
+            return limit + 1
+        previous2, previous = previous, row
+    return previous[-1]
+
+
+def typo(a: str, b: str) -> bool:
+    """True when one of `a`, `b` is a typo of the other (see the module's rules)."""
+    shorter = min(len(a), len(b))
+    if shorter < 5 or a[0] != b[0] or not (a.isalpha() and b.isalpha()):
+        return False
+    return _edits(a, b, 1 if shorter < 8 else 2) <= (1 if shorter < 8 else 2)
+
+
+_NUMERONYM = re.compile(r"[a-z]\d+[a-z]")
+
+
+def _subsequence(short: str, long: str) -> bool:
+    letters = iter(long)
+    return all(c in letters for c in short)
+
+
+def shortens(short: str, long: str) -> bool:
+    """True when `short` is a numeronym, truncation or contraction of `long`."""
+    if len(short) >= len(long) or not long.isalpha() or short[:1] != long[:1]:
+        return False
+    if _NUMERONYM.fullmatch(short):
+        return short == f"{long[0]}{len(long) - 2}{long[-1]}"
+    return (short.isalpha() and len(short) >= 2 and len(long) - len(short) >= 2
+            and _subsequence(short, long))
+
+
+def acronym(short: str, span: Sequence[str]) -> bool:
+    """True when `short` spells the initials of the words of `span` (hyphenated parts
+    count as words), with or without its function words."""
+    if not (2 <= len(short) <= 6 and short.isalpha()):
+        return False
+    parts = [p for w in span for p in w.split("-") if p]
+    return len(parts) >= 2 and "".join(p[0] for p in parts) == short
+
+
+def _bare(word: str) -> str:
+    return word.removesuffix("'s").removesuffix("s'")
+
+
+def _base(word: str) -> str:
+    for suffix in ("ing", "es", "ed", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+@lru_cache(maxsize=65536)
+def same_word(a: str, b: str) -> bool:
+    """True when `a` and `b` (lower-cased words) are one word: the same stem, one spelling,
+    a typo of one another, or one a short form of the other."""
+    if a == b:
+        return True
+    if a.replace("-", "") == b.replace("-", ""):
+        return True
+    if not re.search(r"[a-z]", a) or not re.search(r"[a-z]", b):
+        return False
+    pa, pb = a.split("-"), b.split("-")
+    if len(pa) == len(pb) > 1:
+        return all(same_word(x, y) for x, y in zip(pa, pb, strict=True))
+    if _NUMERONYM.fullmatch(a) or _NUMERONYM.fullmatch(b):
+        return shortens(a, b) or shortens(b, a)
+    sa, sb = _base(spelling(_bare(a))), _base(spelling(_bare(b)))
+    return sa == sb or typo(sa, sb) or shortens(sa, sb) or shortens(sb, sa)

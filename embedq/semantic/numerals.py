@@ -1,0 +1,142 @@
+"""Words as the checks compare them: one form per number, unit, time word and spelling.
+
+`tokens` splits a text into lower-cased words (guard.words drops the articles) and writes
+each the one way the guard, the verifier and the aligner compare:
+
+  numbers    a number has one form whatever way it is written: "two", "2" and "a single"
+             / "one" are "2" and "1"; "2,000", "2k", "two thousand" and "£2k" are "2000";
+             "$10M" and "10 million" are "10000000"; "1/2" is "half"
+  ordinals   "first", "1st" are "1st"; "second" is an ordinal except after a number or
+             "per" (where it is the unit)
+  units      a number glued to its unit is two words ("10mg", "9am": "10 mg", "9 am"), and
+             a currency sign is its word after the number ("£150": "150 pounds")
+  names      a word that starts with a letter and holds digits (k8s, i18n, s3, p60) is a
+             name, not a number: only a token that starts with a digit holds one
+  spelling   a British or American spelling is one word (lexicon.spelling), and an
+             abbreviated time word is that word (lexicon.TIME_ABBREVIATIONS: "wk" is "week")
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from embedq.semantic.lexicon import TIME_ABBREVIATIONS, spelling
+
+
+def _listed(words: str) -> list[str]:
+    return words.split()
+
+
+_UNITS = _listed("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+          "fourteen fifteen sixteen seventeen eighteen nineteen")
+_TENS = _listed("twenty thirty forty fifty sixty seventy eighty ninety")
+CARDINALS = {w: i for i, w in enumerate(_UNITS)} | {w: 10 * i for i, w in enumerate(_TENS, 2)}
+CARDINALS["dozen"] = 12
+_ORDINAL_WORDS = _listed("first second third fourth fifth sixth seventh eighth ninth tenth "
+                  "eleventh twelfth thirteenth fourteenth fifteenth sixteenth seventeenth "
+                  "eighteenth nineteenth twentieth")
+MULTIPLIERS = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9,
+               "k": 1000, "bn": 10**9}
+_CURRENCY = {"£": "pounds", "$": "dollars", "€": "euros"}
+_MONEY = re.compile(r"([£$€])\s?(\d[\d,]*(?:\.\d+)?)\s?(k|m|bn)?\b", re.IGNORECASE)
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+_WORD = re.compile(r"\d+(?:\.\d+)+[a-z]*|[^\W_]+(?:['-][^\W_]+)*")
+_GLUED = re.compile(r"(\d+(?:\.\d+)?)(st|nd|rd|th|k|[a-z]+)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# A number or an ordinal as `tokens` writes them.
+NUMERAL = re.compile(r"\d+(?:\.\d+)?(?:st|nd|rd|th)?")
+
+
+def _suffix(n: int) -> str:
+    if n % 100 in (11, 12, 13):
+        return "th"
+    return {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+
+
+ORDINALS = {w: f"{i}{_suffix(i)}" for i, w in enumerate(_ORDINAL_WORDS, 1)}
+
+
+def _money(match: re.Match[str]) -> str:
+    sign, amount, scale = match.group(1), match.group(2), (match.group(3) or "").lower()
+    scale = {"m": " million", "k": " thousand", "bn": " billion"}.get(scale, "")
+    return f" {amount}{scale} {_CURRENCY[sign]} "
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _split(word: str) -> list[str]:
+    """A glued number and unit as two words; an ordinal or "2k" as one."""
+    glued = _GLUED.fullmatch(word)
+    if glued is None or not word[0].isdigit():
+        return [word]
+    number, tail = glued.groups()
+    if tail in ("st", "nd", "rd", "th"):
+        return [f"{int(float(number))}{_suffix(int(float(number)))}"]
+    if tail == "k":
+        return [number, "thousand"]
+    return [number, tail]
+
+
+def _canonical(words: list[str]) -> list[str]:
+    """Numbers, multipliers and ordinals read (see the module); other words spelled one
+    way."""
+    out: list[str] = []
+    for i, word in enumerate(words):
+        before = out[-1] if out else ""
+        if word in MULTIPLIERS and _NUMBER.fullmatch(before):
+            out[-1] = _number(float(before) * MULTIPLIERS[word])
+        elif word in MULTIPLIERS and word not in ("k", "bn") and before in ("a", "one"):
+            out[-1] = str(MULTIPLIERS[word])
+        elif word in CARDINALS:
+            value = CARDINALS[word]
+            if before.isdigit() and int(before) % 10 == 0 and int(before) >= 20 and value < 10:
+                out[-1] = str(int(before) + value)  # "twenty five"
+            elif word == "dozen" and before == "a":
+                out[-1] = "12"
+            else:
+                out.append(str(value))
+        elif word == "single" and before == "a":
+            out[-1] = "1"
+        elif word in ORDINALS and not (word == "second" and _unit(words, i, before)):
+            out.append(ORDINALS[word])
+        else:
+            out.append(TIME_ABBREVIATIONS.get(word, spelling(word)))
+    return out
+
+
+def _unit(words: list[str], i: int, before: str) -> bool:
+    """ "second" as the unit: after a number or "per", or "a second" that ends the text or
+    a clause ("wait a second"; "a second coat" is the ordinal)."""
+    if _NUMBER.fullmatch(before) or before in ("per", "every", "each"):
+        return True
+    return before == "a" and (i + 1 == len(words) or words[i + 1] in _CLAUSE_END)
+
+
+_CLAUSE_END = frozenset(_listed("and or to for before after then please"))
+
+
+def tokens(text: str) -> list[str]:
+    """The words of `text`, lower-cased, each in the one form the checks compare."""
+    text = _MONEY.sub(_money, text)
+    text = _THOUSANDS.sub("", text)
+    text = re.sub(r"(?<![\d/])1/2(?![\d/])", " half ", text)
+    words = [part for w in _WORD.findall(text.lower()) for part in _split(w)]
+    return _canonical(words)
+
+
+def numbers(words: list[str]) -> Counter[str]:
+    """The numbers and ordinals among `words` (as `tokens` writes them); a hyphenated word
+    holds its parts' ("two-factor" holds 2), a name (k8s) none."""
+    found: Counter[str] = Counter()
+    for word in words:
+        for part in word.split("-"):
+            if NUMERAL.fullmatch(part) or part == "half":
+                found[part] += 1
+            elif part in CARDINALS:
+                found[str(CARDINALS[part])] += 1
+            elif part in ORDINALS:
+                found[ORDINALS[part]] += 1
+    return found
