@@ -57,6 +57,8 @@ def histogram(name: str) -> str:
 HOT_KEYS = f"{PREFIX}:hotkeys"
 
 DONE_CHANNEL = f"{PREFIX}:done"
+# Hash: worker id -> JSON {"until": epoch s, "info": heartbeat}; a heartbeat past its
+# `until` is dead (readers drop it).
 WORKERS = f"{PREFIX}:workers"
 
 

@@ -41,6 +41,7 @@ class MemoryHotStore(HotStore):
         self._stats: dict[str, int] = {}
         self._hists: dict[str, tuple[list[int], float, int]] = {}
         self._hot_keys: dict[str, dict[str, Any]] = {}
+        self._workers: dict[str, tuple[float, dict[str, object]]] = {}
 
     # --- keys with a ttl (the mutex is held)
     def _get(self, key: str) -> object | None:
@@ -250,22 +251,18 @@ class MemoryHotStore(HotStore):
     # --- liveness
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None:
         with self._mutex:
-            self._set(f"{layout.WORKERS}:{worker_id}", dict(info), ttl_s)
+            self._workers[worker_id] = (time.monotonic() + ttl_s, dict(info))
 
     def forget_worker(self, worker_id: str) -> None:
         with self._mutex:
-            self._data.pop(f"{layout.WORKERS}:{worker_id}", None)
+            self._workers.pop(worker_id, None)
 
     def live_workers(self) -> dict[str, dict[str, object]]:
+        now = time.monotonic()
         with self._mutex:
-            prefix = f"{layout.WORKERS}:"
-            out = {}
-            for key in list(self._data):
-                if key.startswith(prefix):
-                    value = self._get(key)
-                    if value is not None:
-                        out[key[len(prefix):]] = value
-            return out  # type: ignore[return-value]
+            for worker_id in [w for w, (until, _) in self._workers.items() if until <= now]:
+                del self._workers[worker_id]
+            return {w: dict(info) for w, (_, info) in self._workers.items()}
 
     def publish_hot_keys(self, process_id: str,
                          top: dict[str, list[tuple[str, float]]]) -> None:

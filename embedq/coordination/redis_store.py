@@ -47,7 +47,7 @@ def lua(name: str) -> str:
 
 
 SCRIPTS = ("claim", "lease", "release_if_owner", "extend", "count_attempts",
-           "drop_unwanted", "incr_many", "wanted")
+           "drop_unwanted", "incr_many", "wanted", "drop_stale")
 
 
 class RedisHotStore(HotStore):
@@ -264,20 +264,37 @@ class RedisHotStore(HotStore):
 
     # --- liveness
     def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None:
+        beat = json.dumps({"until": time.time() + ttl_s, "info": info})
         with map_redis_errors():
-            self.client.set(f"{layout.WORKERS}:{worker_id}", json.dumps(info), ex=ttl_s)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hset(layout.WORKERS, worker_id, beat)
+            # The key per worker that readers before the hash scanned for: kept while a
+            # rolling upgrade may still run them (docs/redis.md, "Key changes").
+            pipe.set(f"{layout.WORKERS}:{worker_id}", json.dumps(info), ex=max(1, ttl_s))
+            pipe.execute()
 
     def forget_worker(self, worker_id: str) -> None:
         with map_redis_errors():
-            self.client.delete(f"{layout.WORKERS}:{worker_id}")
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hdel(layout.WORKERS, worker_id)
+            pipe.delete(f"{layout.WORKERS}:{worker_id}")
+            pipe.execute()
 
     def live_workers(self) -> dict[str, dict[str, object]]:
-        prefix = f"{layout.WORKERS}:"
+        """One HGETALL (a SCAN for per-worker keys walked the whole keyspace, millions
+        of vectors included); expired heartbeats are dropped from the hash as read."""
         with map_redis_errors():
-            names = list(self.client.scan_iter(match=prefix + "*", count=100))
-            values = self.client.mget(names) if names else []
-        return {n.decode()[len(prefix):]: json.loads(v)
-                for n, v in zip(names, values, strict=True) if v}
+            raw = self.client.hgetall(layout.WORKERS)
+        now, live, stale = time.time(), {}, []
+        for field, value in raw.items():
+            beat = json.loads(value)
+            if beat["until"] > now:
+                live[field.decode()] = beat["info"]
+            else:
+                stale += [field, value]
+        if stale:
+            self._run("drop_stale", [layout.WORKERS], stale)
+        return live
 
     def publish_hot_keys(self, process_id: str,
                          top: dict[str, list[tuple[str, float]]]) -> None:
@@ -287,11 +304,10 @@ class RedisHotStore(HotStore):
 
     def hot_keys(self) -> dict[str, list[tuple[str, float]]]:
         with map_redis_errors():
-            raw = self.client.hgetall(layout.HOT_KEYS)
-        live, stale = live_hot_keys({k.decode(): json.loads(v) for k, v in raw.items()})
+            raw = {k.decode(): v for k, v in self.client.hgetall(layout.HOT_KEYS).items()}
+        live, stale = live_hot_keys({k: json.loads(v) for k, v in raw.items()})
         if stale:
-            with map_redis_errors():
-                self.client.hdel(layout.HOT_KEYS, *stale)
+            self._run("drop_stale", [layout.HOT_KEYS], [x for k in stale for x in (k, raw[k])])
         return live
 
     def ping(self) -> None:

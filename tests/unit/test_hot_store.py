@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from embedq.coordination import layout
+from embedq.coordination.redis_store import RedisHotStore
 from embedq.coordination.store import BatchRecord, Hold, HotStore, Interest
 from tests import support
 
@@ -191,3 +193,23 @@ def test_bulk_vectors_get_a_hot_copy_only_where_a_caller_waits(store: HotStore) 
     assert store.vectors(["online", "nobody", "w1", "w2", "also-nobody"]) == \
         [b"\x01", None, b"\x03", b"\x04", None]
     assert store.holders(Hold.CLAIM, ["w1", "w2", "nobody"]) == [None, None, None]
+
+
+def test_a_heartbeat_past_its_ttl_is_not_live_and_is_dropped(store: HotStore) -> None:
+    store.heartbeat("gone", {"model": "m"}, 0)
+    store.heartbeat("here", {"model": "m"}, 60)
+    assert set(store.live_workers()) == {"here"}
+    if isinstance(store, RedisHotStore):
+        assert store.client.hkeys(layout.WORKERS) == [b"here"]
+
+
+def test_a_heartbeat_rewritten_after_it_was_read_stale_is_kept() -> None:
+    support.check_redis()
+    support.flush_redis(support.REDIS_URL)
+    redis_store = RedisHotStore(support.REDIS_URL)
+    redis_store.heartbeat("w", {"model": "m"}, 0)
+    stale = redis_store.client.hget(layout.WORKERS, "w")
+    redis_store.heartbeat("w", {"model": "m"}, 60)  # the worker beat again meanwhile
+    assert redis_store._run("drop_stale", [layout.WORKERS], ["w", stale]) == 0
+    assert set(redis_store.live_workers()) == {"w"}
+    redis_store.close()
