@@ -48,6 +48,9 @@ class Substitution:
 
     asked: tuple[str, ...]
     stored: tuple[str, ...]
+    # For a span one side adds (the other's part empty): the other side's content words
+    # the alignment left unmatched, the only ones that can be its counterpart.
+    free: tuple[str, ...] = ()
 
 
 def minimal(asked: list[str], stored: list[str]) -> bool:
@@ -74,13 +77,41 @@ def substitutions(asked: list[str], stored: list[str],
                                 *stored[edits[0][3]:edits[0][4]]))
     if matcher.ratio() < MIN_FRAME and not one_span:
         return []
+    free_a = tuple(w for _, i1, i2, _, _ in edits for w in asked[i1:i2] if is_content(w))
+    free_b = tuple(w for _, _, _, j1, j2 in edits for w in stored[j1:j2] if is_content(w))
     out = []
     for _, i1, i2, j1, j2 in edits:
         wa = tuple(w for w in asked[i1:i2] if is_content(w))
         wb = tuple(w for w in stored[j1:j2] if is_content(w))
         if (wa or wb) and _squashed(wa) != _squashed(wb):
-            out.append(Substitution(wa, wb))
+            out.append(Substitution(wa, wb, free_b if not wb else free_a if not wa else ()))
     return out
+
+
+def crossed(asked: list[str], stored: list[str]) -> tuple[str, str] | None:
+    """Two content words both texts hold (in any form, `lexicon.same_word`) that come in
+    the opposite order, or None. Two orders are no crossing: the shared words' sequence
+    turned around as a whole (a fronted clause: "X before Y" / "before Y, X", a rotation),
+    and two words side by side in either text (a modifier moved: "a list in Python" / "a
+    Python list"). Other orders swap who does what ("copy from my machine into the
+    container" / "copy from the container to my machine")."""
+    order: list[tuple[int, int, str]] = []  # (position in stored, in asked, word)
+    taken: set[int] = set()
+    for i, word in enumerate(asked):
+        j = next((j for j, o in enumerate(stored) if j not in taken and same_word(word, o)),
+                 None)
+        if j is not None:
+            taken.add(j)
+            order.append((j, i, word))
+    ranks = [j for j, _, _ in order]
+    if ranks == sorted(ranks) or any(ranks[k:] + ranks[:k] == sorted(ranks)
+                                     for k in range(1, len(ranks))):
+        return None
+    for x, (jx, ix, wx) in enumerate(order):
+        for jy, iy, wy in order[x + 1:]:
+            if jy < jx and iy - ix > 1 and jx - jy > 1:
+                return f"{wx} {wy}", f"{wy} {wx}"
+    return None
 
 
 def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -118,17 +149,22 @@ def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
                         | set(asked) | set(stored))
     at: dict[str, npt.NDArray[np.float32]] = {}
 
-    def orphan(word: str, own: list[str], other_frame: list[str], other: list[str]) -> bool:
-        if lexical(word, own, other_frame) or not other:
+    def orphan(word: str, own: list[str], other_frame: list[str],
+               other: Sequence[str]) -> bool:
+        if lexical(word, own, other_frame):
             return False
+        if not other:
+            return True
         if not at:
             at.update({w: _unit(v) for w, v in zip(vocabulary, embed(vocabulary),
                                                      strict=True)})
         return all(float(at[word] @ at[o]) < min_similarity for o in other)
 
     for s in subs:
-        if any(orphan(w, fa, fb, stored) for w in s.asked) or any(
-                orphan(w, fb, fa, asked) for w in s.stored):
+        against_b = s.free if not s.stored else stored
+        against_a = s.free if not s.asked else asked
+        if any(orphan(w, fa, fb, against_b) for w in s.asked) or any(
+                orphan(w, fb, fa, against_a) for w in s.stored):
             return " ".join(s.asked), " ".join(s.stored)
     return None
 

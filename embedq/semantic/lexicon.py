@@ -42,6 +42,12 @@ TIME_ABBREVIATIONS = {
     "sept": "september", "oct": "october", "nov": "november", "dec": "december",
 }
 _CONSONANT = "bcdfghjklmnpqrstvwxz"
+# Prepositions, conjunctions and quantifiers: a closed class whose members are never a
+# short form or a typo of one another ("with" is not short for "without").
+CLOSED = frozenset(" ".join((
+    "with without within over under out in into on off up down for from to about after",
+    "before and or but nor not no all any some each every only both none more most less",
+    "least then than")).split())
 # (pattern, replacement) on the lower-cased word, applied in order.
 _SPELLING = tuple((re.compile(p), r) for p, r in (
     (r"(?<=\w{3})our(?=s?$|ed$|ing$|ite|able|ful|less)", "or"),
@@ -88,7 +94,9 @@ def _edits(a: str, b: str, limit: int) -> int:
 def typo(a: str, b: str) -> bool:
     """True when one of `a`, `b` is a typo of the other (see the module's rules)."""
     shorter = min(len(a), len(b))
-    if shorter < 5 or a[0] != b[0] or not (a.isalpha() and b.isalpha()):
+    if a in CLOSED or b in CLOSED or shorter < 5 or a[0] != b[0]:
+        return False
+    if not (a.isalpha() and b.isalpha()):
         return False
     return _edits(a, b, 1 if shorter < 8 else 2) <= (1 if shorter < 8 else 2)
 
@@ -103,7 +111,8 @@ def _subsequence(short: str, long: str) -> bool:
 
 def shortens(short: str, long: str) -> bool:
     """True when `short` is a numeronym, truncation or contraction of `long`."""
-    if len(short) >= len(long) or not long.isalpha() or short[:1] != long[:1]:
+    if len(short) >= len(long) or not long.isalpha() or short[:1] != long[:1] or (
+            short in CLOSED or long in CLOSED):
         return False
     if _NUMERONYM.fullmatch(short):
         return short == f"{long[0]}{len(long) - 2}{long[-1]}"

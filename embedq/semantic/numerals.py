@@ -137,6 +137,6 @@ def numbers(words: list[str]) -> Counter[str]:
                 found[part] += 1
             elif part in CARDINALS:
                 found[str(CARDINALS[part])] += 1
-            elif part in ORDINALS:
+            elif part in ORDINALS and part != "second":  # `tokens` left it the unit
                 found[ORDINALS[part]] += 1
     return found

@@ -46,6 +46,7 @@ from itertools import pairwise
 from embedq.semantic.align import (
     DEFAULT_MIN_WORD_SIMILARITY,
     EmbedTexts,
+    crossed,
     disjoint,
     minimal,
     substitutions,
@@ -77,9 +78,28 @@ _OPPOSITES = {
         "to from", "in out", "into out", "on off", "up down", "before after", "above below",
         "over under", "more less", "more fewer", "higher lower", "increase decrease",
         "max min", "maximum minimum", "most least", "first last", "next previous",
-        "left right",
+        "left right", "with without", "send receive", "buy sell", "lend borrow",
+        "import export", "upload download", "enable disable", "open close", "accept reject",
+        "best worst", "early late", "include exclude", "start stop", "start finish",
+        "add remove", "win lose", "credit debit", "income expense", "inbound outbound",
     )
 }
+# Prefixes that turn a word into its opposite: over- / under-, or a negating one.
+_PREFIX_PAIRS = (("over", "under"), ("in", "out"), ("up", "down"), ("pre", "post"))
+_NEGATING = ("un", "dis", "de", "non", "anti")
+
+
+def opposite(x: str, y: str) -> bool:
+    """True when `x` and `y` name opposites: a listed pair, or one word under two opposite
+    prefixes (overpay / underpay) or with a negating one (register / deregister)."""
+    if frozenset((x, y)) in _OPPOSITES:
+        return True
+    for p, q in (*_PREFIX_PAIRS, *((q, p) for p, q in _PREFIX_PAIRS)):
+        if x.startswith(p) and y.startswith(q) and x[len(p):] == y[len(q):] and len(
+                x) - len(p) >= 3:
+            return True
+    return any(len(long) - len(n) >= 4 and long == n + short.removeprefix("-")
+               for n in _NEGATING for long, short in ((x, y), (y, x)))
 # Calendar words name one date or time: one on one side only changes the request.
 _CALENDAR = _closed(
     "today tomorrow yesterday tonight monday tuesday wednesday thursday friday saturday "
@@ -176,7 +196,7 @@ class Verifier:
             return Conflict("order", " ".join(a), " ".join(b))
         for x in set(a) - set(b):
             for y in set(b) - set(a):
-                if frozenset((x, y)) in _OPPOSITES:
+                if opposite(x, y):
                     return Conflict("direction", x, y)
         if _time_conflict(a, b):
             return Conflict("time", " ".join(sorted(_times(a) - _times(b))),
@@ -188,6 +208,9 @@ class Verifier:
             return None
         content_a = [w for w in a if _is_content(w)]
         content_b = [w for w in b if _is_content(w)]
+        swapped = crossed(content_a, content_b) if minimal(a, b) else None
+        if swapped is not None:
+            return Conflict("order", *swapped)
         subs = substitutions(a, b, _is_content)
         found = unaligned(subs, content_a, content_b, self.embed, self.min_word_similarity,
                           frames=(a, b))

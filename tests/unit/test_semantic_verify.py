@@ -169,3 +169,74 @@ def test_a_shared_number_is_not_a_shared_content_word() -> None:
     assert VERIFIER.conflict("84120937 ledger asked alpha",
                              "84120937 ledger stored question about weekly reports") is None
     assert VERIFIER.conflict("8a120937 asked alpha", "8a120937 stored weekly reports") is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("what colour should my dog's gums be", "what color should my dog's gums be"),
+    ("how do I restart a pod in kuberentes", "how do I restart a pod in kubernetes"),
+    ("schedule a k8s cronjob", "schedule a kubernetes cronjob"),
+    ("what deposit do I need to buy my 1st home", "what deposit do I need to buy my first home"),
+    ("can I claim WFH expenses", "can I claim working from home expenses"),
+    ("can I submit the visa form 6 months before I travel",
+     "6 months before I travel, can I submit the visa form"),
+])
+def test_one_word_written_two_ways_or_a_moved_clause_is_no_conflict(asked: str,
+                                                                     stored: str) -> None:
+    assert VERIFIER.conflict(asked, stored) is None
+
+
+@pytest.mark.parametrize(("asked", "stored", "slot"), [
+    ("how do I restart every pod in kubernetes", "how do I restart a pod in kubernetes",
+     "scope"),
+    ("how do I remove all stopped docker containers", "how do I remove a stopped docker container",
+     "scope"),
+    ("what was the deadline for filing the census form",
+     "what is the deadline for filing the census form", "tense"),
+    ("can I cancel a transfer that has gone through",
+     "can I cancel a transfer that is pending", "tense"),
+    ("what happens to my pension if they die", "what happens to my pension if I die", "role"),
+    ("how do I combine my pensions with my partner's",
+     "how do I combine my pensions with my partner", "role"),
+    ("can I underpay my mortgage without a penalty", "can I overpay my mortgage without a penalty",
+     "direction"),
+    ("how do I deregister from self assessment", "how do I register for self assessment",
+     "direction"),
+    ("how do I unblock a sink with chemicals", "how do I unblock a sink without chemicals",
+     "direction"),
+])
+def test_scope_tense_roles_and_opposites_conflict(asked: str, stored: str, slot: str) -> None:
+    conflict = VERIFIER.conflict(asked, stored, content=False)
+    assert conflict is not None and conflict.slot == slot, conflict
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    # the future reads as the present
+    ("will I be paid if I am off sick", "do I get paid if I am off sick"),
+    ("how to reset a password", "how do I reset my password"),  # a pronoun one side adds
+    ("how many days of leave do I get", "how many days of leave do I get per year"),
+])
+def test_present_and_future_and_one_sided_pronouns_are_no_grammar_conflict(
+        asked: str, stored: str) -> None:
+    conflict = VERIFIER.conflict(asked, stored, content=False)
+    assert conflict is None or conflict.slot not in ("scope", "tense", "role"), conflict
+
+
+@pytest.mark.parametrize(("asked", "stored", "words"), [
+    ("how often should I water tomato plants in a greenhouse during a heatwave",
+     "how often should I water tomato plants in a greenhouse", ("during heatwave", "")),
+    ("do transfers between my own accounts at different banks arrive instantly",
+     "do transfers between my own accounts arrive instantly", ("different banks", "")),
+])
+def test_an_added_span_without_counterpart_is_a_content_conflict(
+        asked: str, stored: str, words: tuple[str, str]) -> None:
+    conflict = TABLE.conflict(asked, stored)
+    assert conflict is not None and conflict.slot == "content", conflict
+    assert (conflict.asked, conflict.stored) == words
+
+
+def test_swapped_content_words_in_one_frame_are_an_order_conflict() -> None:
+    conflict = TABLE.conflict("how to copy a file from a running docker container to my machine",
+                              "how to copy a file from my machine into a running docker container")
+    assert conflict is not None and conflict.slot == "order", conflict
+    # a modifier moved next to its noun is no swap
+    assert TABLE.conflict("how to reverse a Python list", "how to reverse a list in Python") is None

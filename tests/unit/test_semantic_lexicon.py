@@ -1,0 +1,86 @@
+"""One word written two ways is one word (embedq/semantic/lexicon.py, numerals.py): the
+rules the guard, the verifier and the aligner share."""
+
+from __future__ import annotations
+
+import pytest
+
+from embedq.semantic.guard import words
+from embedq.semantic.lexicon import same_word, spelling
+from embedq.semantic.numerals import numbers
+
+
+@pytest.mark.parametrize(("british", "american"), [
+    ("colour", "color"), ("organise", "organize"), ("organisation", "organization"),
+    ("analyse", "analyze"), ("centre", "center"), ("litre", "liter"),
+    ("catalogue", "catalog"), ("licence", "license"), ("programme", "program"),
+    ("paediatric", "pediatric"), ("cancelled", "canceled"), ("enrol", "enroll"),
+    ("instalments", "installments"),
+])
+def test_british_and_american_spellings_are_one_word(british: str, american: str) -> None:
+    assert spelling(british) == spelling(american)
+    assert same_word(british, american)
+
+
+@pytest.mark.parametrize("word", ["four", "your", "more", "store", "there", "filled"])
+def test_spelling_rules_leave_words_they_do_not_describe(word: str) -> None:
+    assert spelling(word) == word
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("hosue", "house"), ("acount", "account"), ("kuberentes", "kubernetes"),
+    ("insurence", "insurance"), ("diffrence", "difference"),
+])
+def test_a_typo_of_a_long_word_is_that_word(typed: str, meant: str) -> None:
+    assert same_word(typed, meant)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("register", "deregister"),  # an edit that changes the first letter is no typo
+    ("import", "export"),
+    ("then", "than"),  # too short to tell a typo from another word
+    ("filed", "filled"),
+    ("with", "without"),  # closed-class words are never short forms
+    ("annual", "manual"),
+])
+def test_different_words_an_edit_or_two_apart_stay_different(a: str, b: str) -> None:
+    assert not same_word(a, b)
+
+
+@pytest.mark.parametrize(("short", "long"), [
+    ("k8s", "kubernetes"), ("i18n", "internationalization"), ("wk", "week"),
+    ("acct", "account"), ("intl", "international"), ("cert", "certificate"),
+    ("org's", "organisation's"),
+])
+def test_numeronyms_truncations_and_contractions_are_the_word(short: str, long: str) -> None:
+    assert same_word(short, long)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("how do I restart a pod in k8s", "how do I restart a pod in kubernetes"),
+    ("what deposit do I need for my 1st home", "what deposit do I need for my first home"),
+    ("how do I join 2 tables", "how do I join two tables"),
+    ("how much tax on a £2k side income", "how much tax on a 2,000 pound side income"),
+    ("free under $10M in revenue", "free under 10 million dollars in revenue"),
+    ("a single item", "one item"),
+    ("split a 10mg tablet", "split a 10 mg tablet"),
+    ("take leave in 1/2 days", "take leave in half days"),
+])
+def test_a_number_has_one_form_however_it_is_written(a: str, b: str) -> None:
+    assert numbers(words(a)) == numbers(words(b))
+
+
+def test_a_name_with_digits_holds_no_number() -> None:
+    assert numbers(words("why is my k8s pod stuck, see i18n and s3 and p60")) == {}
+    assert numbers(words("set a timer for 2.5 minutes")) == {"2.5": 1}
+
+
+def test_ordinals_and_cardinals_are_different_numbers() -> None:
+    assert numbers(words("my first home")) != numbers(words("my one home"))
+    assert numbers(words("the 5th")) != numbers(words("the 10th"))
+    assert numbers(words("a second coat of paint")) == {"2nd": 1}
+    assert numbers(words("wait a second")) == {}
+
+
+def test_an_abbreviated_time_word_is_the_time_word() -> None:
+    assert words("how many hrs per wk") == words("how many hours per week")
