@@ -125,11 +125,12 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str]) -> bool:
     spelled by a run of words that holds it (wfh / working from home), either way."""
     if any(same_word(word, o) for o in other):
         return True
-    if any(acronym(word, other[i:j]) for i in range(len(other))
-           for j in range(i + 2, min(len(other), i + 6) + 1)):
+    if 2 <= len(word) <= 6 and any(acronym(word, other[i:j]) for i in range(len(other))
+                                   for j in range(i + 2, min(len(other), i + 6) + 1)):
         return True
-    at = [i for i, w in enumerate(own) if w == word]
-    return any(acronym(o, own[i:j]) for o in other for k in at
+    short = [o for o in other if 2 <= len(o) <= 6 and o.isalpha()]
+    at = [i for i, w in enumerate(own) if w == word] if short else []
+    return any(acronym(o, own[i:j]) for o in short for k in at
                for i in range(max(0, k - 5), k + 1) for j in range(k + 1, k + 7)
                if j - i >= 2 and j <= len(own))
 

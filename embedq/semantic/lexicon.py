@@ -63,6 +63,7 @@ _SPELLING = tuple((re.compile(p), r) for p, r in (
 ))
 
 
+@lru_cache(maxsize=65536)
 def spelling(word: str) -> str:
     """The word with British and American endings made one (`colour` and `color` alike)."""
     if len(word) < 5 or not word.isalpha():
@@ -123,7 +124,7 @@ def shortens(short: str, long: str) -> bool:
 def acronym(short: str, span: Sequence[str]) -> bool:
     """True when `short` spells the initials of the words of `span` (hyphenated parts
     count as words), with or without its function words."""
-    if not (2 <= len(short) <= 6 and short.isalpha()):
+    if not (2 <= len(short) <= 6 and short.isalpha()) or not span or span[0][:1] != short[:1]:
         return False
     parts = [p for w in span for p in w.split("-") if p]
     return len(parts) >= 2 and "".join(p[0] for p in parts) == short

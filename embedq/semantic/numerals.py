@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
 
 from embedq.semantic.lexicon import TIME_ABBREVIATIONS, spelling
 
@@ -120,11 +121,16 @@ _CLAUSE_END = frozenset(_listed("and or to for before after then please"))
 
 def tokens(text: str) -> list[str]:
     """The words of `text`, lower-cased, each in the one form the checks compare."""
+    return list(_tokens(text))
+
+
+@lru_cache(maxsize=16384)
+def _tokens(text: str) -> tuple[str, ...]:
     text = _MONEY.sub(_money, text)
     text = _THOUSANDS.sub("", text)
     text = re.sub(r"(?<![\d/])1/2(?![\d/])", " half ", text)
     words = [part for w in _WORD.findall(text.lower()) for part in _split(w)]
-    return _canonical(words)
+    return tuple(_canonical(words))
 
 
 def numbers(words: list[str]) -> Counter[str]:

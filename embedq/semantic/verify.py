@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 
 from embedq.semantic.align import (
@@ -89,6 +90,7 @@ _PREFIX_PAIRS = (("over", "under"), ("in", "out"), ("up", "down"), ("pre", "post
 _NEGATING = ("un", "dis", "de", "non", "anti")
 
 
+@lru_cache(maxsize=65536)
 def opposite(x: str, y: str) -> bool:
     """True when `x` and `y` name opposites: a listed pair, or one word under two opposite
     prefixes (overpay / underpay) or with a negating one (register / deregister)."""
