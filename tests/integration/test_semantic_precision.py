@@ -32,9 +32,10 @@ from embedq.semantic.verify import Verifier
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
 # `embedq bench threshold` at the default 0.62, guard and verifier on: no near-miss of
-# either held-out split hits. Measured recall: 68/77 = 0.883 on the held-out split, 39/45 =
-# 0.867 on the fresh one; each floor leaves 3-4 pairs for numeric drift across CPUs/torch.
-RECALL_FLOOR = {HELDOUT: 0.83, FRESH: 0.79}
+# either held-out split hits. Measured recall: 66/77 = 0.857 on the held-out split, 37/45 =
+# 0.822 on the fresh one (the added-span and grammar slots cost 2 each; precision first);
+# each floor leaves 2-3 pairs for numeric drift across CPUs/torch.
+RECALL_FLOOR = {HELDOUT: 0.82, FRESH: 0.77}
 
 
 @pytest.fixture(scope="module", params=[HELDOUT, FRESH], ids=["heldout", "fresh"])
