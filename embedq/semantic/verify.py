@@ -9,8 +9,14 @@ conflict:
   number     the numbers differ: 5 / 50, five / fifty (number words read as digits, so
              five / 5 agree; "two-factor" holds "two")
   negation   one side negates and the other does not (not, no, never, n't, unable)
-  order      the same words in another order (arguments swapped)
-  direction  an edit swaps a word for its opposite (to / from, on / off, more / less)
+  order      the same words in another order (arguments swapped), or, in a minimal
+             edit, content words crossed (align.crossed); a moved clause is no conflict
+  direction  an edit swaps a word for its opposite (to / from, on / off, more / less, with
+             / without, send / receive), or one word under opposite prefixes (overpay /
+             underpay) or a negating one (register / deregister): `opposite`
+  scope, tense, role
+             in a minimal edit, the scope words, the past, or the persons differ
+             (grammar.py)
   time       an edit changes a date or time: a calendar word (today, tomorrow, Monday,
              May) on one side only, or different time words on both (morning /
              afternoon); a time word only one side adds ("at night", "right now") is a
