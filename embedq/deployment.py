@@ -24,6 +24,7 @@ from functools import cached_property
 from embedq.config import Settings
 from embedq.coordination import HotStore, make_hot_store
 from embedq.coordination.executor import Executor
+from embedq.encoders.catalog import Catalog
 from embedq.jobs.service import JobService
 from embedq.jobs.store import JobStore, utcnow
 from embedq.models import Database
@@ -47,7 +48,9 @@ class Deployment:
         self.db = db if db is not None else Database.from_settings(settings)
         self.durable = open_vectors(self.db, sync_commit=settings.links.vector_sync_commit)
         self.app = create_app(settings)
-        self._worker: EmbeddedWorker | None = None
+        self.catalog = Catalog(settings)
+        # Embedded: one worker per served model, by name (each model on its own queues).
+        self._workers: dict[str, EmbeddedWorker] = {}
         self._local_runtime: WorkerRuntime | None = None
         self._lock = threading.Lock()
 
@@ -72,14 +75,15 @@ class Deployment:
     @cached_property
     def service(self) -> EmbeddingService:
         return EmbeddingService(self.settings, hot=self.hot, db=self.db,
-                                durable=self.durable, app=self.app, executor=self.executor)
+                                durable=self.durable, app=self.app, executor=self.executor,
+                                catalog=self.catalog)
 
     @cached_property
     def executor(self) -> Executor:
         """Where the service's claimed misses are encoded: the online queue (the embedded
         worker starts on first use), or with EMBEDQ_ONLINE_ENCODE=local this process."""
         queue = QueueExecutor(self.app, self.settings, self.hot,
-                              before_publish=self.ensure_worker)
+                              before_publish=self.ensure_worker, catalog=self.catalog)
         return self.local_executor(queue) if self.settings.queue.online_encode == "local" \
             else queue
 
@@ -89,10 +93,10 @@ class Deployment:
         consumes no queue)."""
         if self.embedded:
             self.ensure_worker()
-            assert self._worker is not None
-            return LocalExecutor(self._worker.runtime, fallback)
-        self._local_runtime = WorkerRuntime(self.settings, hot=self.hot, db=self.db,
-                                            durable=self.durable, heartbeat=False)
+            return LocalExecutor(self._default_worker().runtime, fallback)
+        # The default model's (with EMBEDQ_MODELS the others' misses go to their queues).
+        self._local_runtime = WorkerRuntime(self.catalog.default.settings, hot=self.hot,
+                                            db=self.db, durable=self.durable, heartbeat=False)
         return LocalExecutor(self._local_runtime, fallback)
 
     def jobs(self, clock: Callable[[], datetime] = utcnow) -> JobService:
@@ -102,21 +106,37 @@ class Deployment:
 
     # --- the embedded worker
     def ensure_worker(self) -> None:
-        """Start the embedded worker once (a cluster's workers run elsewhere)."""
-        if self.embedded and self._worker is None:
+        """Start the embedded workers once, one per served model, each on its model's
+        queues (a cluster's workers run elsewhere)."""
+        if self.embedded and not self._workers:
             with self._lock:
-                if self._worker is None:
-                    self._worker = EmbeddedWorker(self.app, self.settings, self.hot)
+                if not self._workers:
+                    self._workers = self._start_workers()
+
+    def _start_workers(self) -> dict[str, EmbeddedWorker]:
+        if not self.catalog.several:
+            return {self.catalog.default.name: EmbeddedWorker(self.app, self.settings,
+                                                              self.hot)}
+        # Task bodies are bound per app (workers.bodies): each model's worker gets its own.
+        return {m.name: EmbeddedWorker(create_app(m.settings), m.settings, self.hot)
+                for m in self.catalog.models.values()}
+
+    def _default_worker(self) -> EmbeddedWorker:
+        return self._workers.get(self.catalog.default.name) or next(iter(self._workers.values()))
 
     @property
     def worker_runtime(self) -> WorkerRuntime | None:
-        """The embedded worker's runtime, once started (None in a cluster)."""
-        return self._worker.runtime if self._worker is not None else None
+        """The embedded worker's runtime (the default model's), once started (None in a
+        cluster)."""
+        return self._default_worker().runtime if self._workers else None
 
     def _run_chunk_here(self, store: JobStore, job_id: str, chunk: int) -> None:
+        """Run a chunk on the embedded worker of the job's model."""
         self.ensure_worker()
-        assert self._worker is not None
-        run_chunk(self._worker.runtime, store, job_id, chunk)
+        job = store.get(job_id)
+        served = self.catalog.route(job.model, job.revision)
+        worker = self._workers.get(served.name) if served is not None else None
+        run_chunk((worker or self._default_worker()).runtime, store, job_id, chunk)
 
     # --- introspection
     def queue_depth(self, queue: str) -> int:
@@ -124,9 +144,8 @@ class Deployment:
         embedded batcher's backlog (the in-process broker hands messages over at once)."""
         if self.embedded:
             self.ensure_worker()
-            assert self._worker is not None
-            return self._worker.runtime.depth() if queue == self.settings.queue.online_queue \
-                else 0
+            return sum(w.runtime.depth() for w in self._workers.values()
+                       if w.runtime.settings.queue.online_queue == queue)
         here = self._local_runtime.depth() if self._local_runtime is not None \
             and queue == self.settings.queue.online_queue else 0
         return broker_depth(self.app, queue) + here
@@ -137,9 +156,9 @@ class Deployment:
             executor.drain()
         if self._local_runtime is not None:
             self._local_runtime.close()
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
+        for worker in self._workers.values():
+            worker.close()
+        self._workers = {}
         self.durable.close()
         self.db.dispose()
 

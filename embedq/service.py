@@ -38,7 +38,7 @@ from embedq.coordination.hot_keys import HotKeys
 from embedq.coordination.interest import RequestGroup
 from embedq.coordination.local_tier import LocalTier
 from embedq.coordination.waiting import REQUEST, Waiting
-from embedq.encoders import model_identity
+from embedq.encoders.catalog import Catalog, ServedModel
 from embedq.encoders.tiers import TIERS
 from embedq.errors import EmbeddingTimeout, EmbedqError, InvalidInput, UnknownModel
 from embedq.fingerprint import EncodeSpec, fingerprint
@@ -94,6 +94,7 @@ class EmbeddingService:
         durable: VectorStore | None = None,
         app: Celery | None = None,
         executor: Executor | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         self.settings = settings
         if settings.worker.stage_timing:
@@ -104,18 +105,21 @@ class EmbeddingService:
         self.durable = durable if durable is not None else open_vectors(
             self.db, sync_commit=settings.links.vector_sync_commit)
         self.app = app if app is not None else create_app(settings)
-        # One identity per served tier (EMBEDQ_TIERS); the first is the default, and
-        # `model`/`revision` name it. A tier's revision is what routes its work to the
-        # worker encoder that serves it.
-        self.revisions = {t: model_identity(settings, t)[1] for t in settings.model.tiers}
-        self.model, self.revision = model_identity(settings)
+        # The served models (EMBEDQ_MODELS, else EMBEDQ_MODEL alone), each with one
+        # identity per tier. `model`/`revision`/`revisions` name the first listed model
+        # and its default tier; a spec's model and revision route its work to the
+        # workers that serve it.
+        self.catalog = catalog if catalog is not None else Catalog(settings)
+        first = next(iter(self.catalog.models.values()))
+        self.model, self.revisions = first.model, first.revisions
+        self.revision = first.revisions[first.default_tier]
         self.waiting = Waiting(self.hot, self.durable)
         # A copy in this process saves a round trip only when the hot store is remote.
         self.local = LocalTier.of_mb(settings.worker.local_tier_mb if self.hot.remote else 0)
         self.hot_keys = HotKeys()
         self.counters = CounterWriter(self.hot, self.hot_keys)
         self.executor: Executor = executor if executor is not None else QueueExecutor(
-            self.app, settings, self.hot)
+            self.app, settings, self.hot, catalog=self.catalog)
 
     # --- the request
     def spec(
@@ -123,13 +127,14 @@ class EmbeddingService:
         normalize: bool | None = None, precision: str | None = None,
         tenant: str | None = None,
     ) -> EncodeSpec:
-        """The spec a request is fingerprinted with. A model name suffix
-        (`all-MiniLM-L6-v2:int8`) or `precision` picks the tier; default the first.
-        `tenant` enters it only with EMBEDQ_TENANT_ISOLATION=strict (`isolated`)."""
-        tier = self.tier_of(model, precision)
+        """The spec a request is fingerprinted with. `model` names a served model (or an
+        alias; default: the default model); its tier suffix (`all-MiniLM-L6-v2:int8`) or
+        `precision` picks the tier, default the model's first. `tenant` enters it only
+        with EMBEDQ_TENANT_ISOLATION=strict (`isolated`)."""
+        served, tier = self.resolve(model, precision)
         dims = dimensions if dimensions is not None else self.settings.model.dimensions
         norm = self.settings.model.normalize if normalize is None else normalize
-        return EncodeSpec(self.model, self.revisions[tier], dims, norm,
+        return EncodeSpec(served.model, served.revisions[tier], dims, norm,
                           tenant=self.isolated(tenant))
 
     def isolated(self, tenant: str | None) -> str | None:
@@ -138,21 +143,20 @@ class EmbeddingService:
         return tenant if self.settings.tenants.isolation == "strict" else None
 
     def model_name(self, tier: str) -> str:
-        """How clients name `tier`: the bare model for the default, else `<model>:<tier>`."""
-        return self.model if tier == self.settings.model.tiers[0] else f"{self.model}:{tier}"
+        """How clients name `tier` of the default model: the bare model for its default
+        tier, else `<model>:<tier>`."""
+        return self.catalog.default.label(tier)
 
     def tier_of(self, model: str | None = None, precision: str | None = None) -> str:
         """The served tier a request asks for; UnknownModel/InvalidInput saying what to send."""
-        suffix = None
-        if model is not None:
-            base, sep, tail = model.rpartition(":")
-            if sep and tail in TIERS:
-                model, suffix = base, tail
-            if model not in {self.model, self.settings.model.model}:
-                raise UnknownModel(
-                    f"model {model!r} is not served here: use {self.model!r} "
-                    "(GET /v1/models lists the models)", "model",
-                )
+        return self.resolve(model, precision)[1]
+
+    def resolve(self, model: str | None = None,
+                precision: str | None = None) -> tuple[ServedModel, str]:
+        """The served model and tier a request asks for (a tier suffix on `model`, or
+        `precision`, else the model's default tier); UnknownModel/InvalidInput saying
+        what to send."""
+        served, suffix = self.catalog.split(model)
         if suffix is not None and precision is not None and suffix != precision:
             raise InvalidInput(
                 f"model suffix {suffix!r} and precision {precision!r} disagree: "
@@ -160,21 +164,23 @@ class EmbeddingService:
             )
         tier = suffix if suffix is not None else precision
         if tier is None:
-            tier = self.settings.model.tiers[0]
-        served = ", ".join(self.settings.model.tiers)
+            tier = served.default_tier
+        listed = ", ".join(served.tiers)
+        where = f"the tiers of {served.name} in EMBEDQ_MODELS" if self.catalog.several \
+            else "EMBEDQ_TIERS"
         if tier not in TIERS:
             raise InvalidInput(
-                f"precision {tier!r} is unknown: use one of {served} "
-                f"(the tiers this deployment serves, EMBEDQ_TIERS)", "precision",
+                f"precision {tier!r} is unknown: use one of {listed} "
+                f"(the tiers this deployment serves, {where})", "precision",
             )
-        if tier not in self.revisions:
+        if tier not in served.revisions:
             error = UnknownModel if suffix is not None else InvalidInput
             raise error(
-                f"precision tier {tier!r} is not served here (EMBEDQ_TIERS={served}): use "
-                f"one of {served}, or have the operator add {tier} to EMBEDQ_TIERS",
+                f"precision tier {tier!r} is not served here ({where}={listed}): use "
+                f"one of {listed}, or have the operator add {tier} to {where}",
                 "model" if suffix is not None else "precision",
             )
-        return tier
+        return served, tier
 
     def embed(
         self,

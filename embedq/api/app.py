@@ -54,7 +54,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """The API for `settings` (default: from the environment); servers start in lifespan."""
     settings = settings or Settings.from_env()
     metrics = ApiMetrics()
-    tokens = load_token_counter(settings)  # the tokenizer only: fast, and fails early
+    # The first listed model's tokenizer only: fast, and fails early.
+    tokens = load_token_counter(settings.for_model(settings.served_models()[0].name))
     app = FastAPI(
         title="embedq",
         version=__version__,

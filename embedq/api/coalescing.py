@@ -8,8 +8,8 @@ no latency and a busy one forms large groups. One group (same `dimensions` and
 `normalize`, at most
 `api_batch_max_texts` texts) is one `EmbeddingService.embed` call in a thread: one MGET,
 one durable query, one claim pipeline and packed queue messages for the whole group;
-requests for different precision tiers (or, with strict tenant isolation, different
-tenants) never share a group.
+requests for different models, precision tiers (or, with strict tenant isolation,
+different tenants) never share a group.
 
 Per-input outcomes stay per input: one request's failed text never fails another
 request. A call that raises (a server down) fails exactly the requests of its group.
@@ -43,6 +43,7 @@ class _Waiting:
     normalize: bool | None
     precision: str | None
     tenant: str | None  # as fingerprints carry it: None unless isolation is strict
+    model: str | None  # the served model asked for (None: the default)
     future: asyncio.Future[list[Outcome]] = field(repr=False)
 
 
@@ -78,13 +79,14 @@ class RequestCoalescer:
 
     async def embed(self, texts: list[str], dimensions: int | None,
                     normalize: bool | None = None, precision: str | None = None,
-                    tenant: str | None = None) -> list[Outcome]:
+                    tenant: str | None = None, model: str | None = None) -> list[Outcome]:
         """Outcomes for `texts`, in order, computed together with concurrent requests
         (`normalize` None: the deployment's EMBEDQ_NORMALIZE; `precision`: the tier,
-        None: the default; `tenant`: the caller's, for strict isolation)."""
+        None: the default; `tenant`: the caller's, for strict isolation; `model`: a
+        served model's name, None: the default)."""
         assert self._inbox is not None, "RequestCoalescer.start() runs in the app's lifespan"
         waiting = _Waiting(texts, dimensions, normalize, precision,
-                           self.service.isolated(tenant),
+                           self.service.isolated(tenant), model,
                            asyncio.get_running_loop().create_future())
         self._inbox.put_nowait(waiting)
         return await waiting.future
@@ -109,20 +111,21 @@ class RequestCoalescer:
                         break
                 taken.append(item)
                 size += len(item.texts)
-            Key = tuple[int | None, bool | None, str | None, str | None]
+            Key = tuple[int | None, bool | None, str | None, str | None, str | None]
             groups: dict[Key, list[_Waiting]] = {}
             for item in taken:
                 if not item.future.done():  # its client went away while it waited
-                    key = (item.dimensions, item.normalize, item.precision, item.tenant)
+                    key = (item.dimensions, item.normalize, item.precision, item.tenant,
+                           item.model)
                     groups.setdefault(key, []).append(item)
             for key, group in groups.items():
                 task = asyncio.create_task(self._call(key, group))
                 self._calls.add(task)
                 task.add_done_callback(self._calls.discard)
 
-    async def _call(self, key: tuple[int | None, bool | None, str | None, str | None],
-                    group: list[_Waiting]) -> None:
-        dimensions, normalize, precision, tenant = key
+    async def _call(self, key: tuple[int | None, bool | None, str | None, str | None,
+                                     str | None], group: list[_Waiting]) -> None:
+        dimensions, normalize, precision, tenant, model = key
         texts = [t for item in group for t in item.texts]
         requests = RequestGroup([len(item.texts) for item in group])
         for k, item in enumerate(group):
@@ -133,7 +136,7 @@ class RequestCoalescer:
                 self._executor, lambda: self.service.embed(texts, dimensions=dimensions,
                                            normalize=normalize, requests=len(group),
                                            precision=precision, tenant=tenant,
-                                           group=requests)
+                                           group=requests, model=model)
             )
         except Exception as exc:
             for item in group:

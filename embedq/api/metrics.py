@@ -136,9 +136,10 @@ class ClusterCollector(Collector):
 
     def _workers(self) -> Iterator[Metric]:
         """Workers with a fresh heartbeat, by the model and revision (tier) they serve; each
-        of this deployment's tiers is always there (0 when none serves it), so an alert can
+        of this deployment's models' tiers is always there (0 when none serves it), so an alert can
         test it for zero."""
-        served = {(self.service.model, r): 0 for r in self.service.revisions.values()}
+        served = {(m.model, r): 0 for m in self.service.catalog.models.values()
+                  for r in m.revisions.values()}
         busy = GaugeMetricFamily(
             "embedq_model_busy_share", "the share of a worker's last heartbeat interval "
             "its models spent in forward passes (near 1: the model is what limits it)",

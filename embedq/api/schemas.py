@@ -51,6 +51,9 @@ class ModelCard(BaseModel):
     dimension: int | None = Field(description="width of the vectors returned by default")
     max_seq_length: int | None = Field(description="tokens per input the model reads")
     truncate: bool = Field(description="longer inputs are truncated (true) or refused")
+    aliases: list[str] = Field(default_factory=list, description="other names sent as "
+                               "`model` for this model (EMBEDQ_MODEL_ALIASES, `embedq "
+                               "models switch`), on its default tier's card")
 
 
 class ModelList(BaseModel):

@@ -7,7 +7,7 @@ dependencies here: `service: Annotated[EmbeddingService, Depends(get_service)]`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
@@ -15,7 +15,8 @@ from embedq.api.coalescing import RequestCoalescer
 from embedq.api.depth import QueueDepth
 from embedq.api.metrics import ApiMetrics
 from embedq.config import Settings
-from embedq.encoders.tokens import TokenCounter
+from embedq.encoders.catalog import ServedModel
+from embedq.encoders.tokens import TokenCounter, load_token_counter
 from embedq.errors import Unavailable
 from embedq.service import EmbeddingService
 
@@ -28,6 +29,16 @@ class ApiState:
     batcher: RequestCoalescer
     depth: QueueDepth
     metrics: ApiMetrics
+    # Each other served model's tokenizer, loaded on its first request.
+    other_tokens: dict[str, TokenCounter] = field(default_factory=dict)
+
+    def tokens_of(self, served: ServedModel) -> TokenCounter:
+        """The token counter of a served model (`tokens` is the first listed model's)."""
+        if served.name == next(iter(self.service.catalog.models)):
+            return self.tokens
+        if served.name not in self.other_tokens:
+            self.other_tokens[served.name] = load_token_counter(served.settings)
+        return self.other_tokens[served.name]
 
 
 def get_state(request: Request) -> ApiState:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from embedq.config import Settings
+from embedq.config.catalog import default_model
 from embedq.errors import ConfigError, EmbedqError
 
 log = logging.getLogger("embedq")
@@ -32,6 +33,7 @@ FEATURE_COMMANDS = (
     "embedq.cli.cache",  # cache
     "embedq.cli.mcp",  # mcp
     "embedq.cli.model",  # model export
+    "embedq.cli.models",  # models list
     "embedq.cli.keys",  # keys
 )
 
@@ -68,6 +70,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     settings = cluster_settings(
         "worker", "without them, embed/demo/Client start an embedded worker themselves")
     _require_tables(settings)
+    # One model per worker: with EMBEDQ_MODELS `--model` (default: the default model)
+    # picks it, with its tiers and its own queues.
+    settings = settings.for_model(args.model or default_model(settings))
     queues = args.queues.split(",") if args.queues else [
         settings.queue.online_queue, settings.queue.bulk_queue,
     ]
@@ -115,8 +120,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
     client = Client()
     result = client.embed_detailed(
-        texts, dimensions=args.dimensions, normalize=not args.no_normalize,
-        precision=args.precision,
+        texts, model=args.model, dimensions=args.dimensions,
+        normalize=not args.no_normalize, precision=args.precision,
     )
     failed = 0
     if args.json:
@@ -202,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run a worker (needs EMBEDQ_BROKER_URL)")
     p.add_argument("--concurrency", type=int, default=0, help="task threads (default: settings)")
     p.add_argument("--queues", default="", help="comma-separated, in priority order")
+    p.add_argument("--model", default=None, metavar="NAME",
+                   help="the model to serve, one of EMBEDQ_MODELS (default: the default "
+                        "model), on its own queues")
     p.set_defaults(func=cmd_worker, loglevel_default="info")
 
     p = sub.add_parser("embed", help="embed texts (arguments, or one per stdin line)")
@@ -209,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--dimensions", type=int, default=None)
     p.add_argument("--no-normalize", action="store_true")
+    p.add_argument("--model", default=None, metavar="NAME",
+                   help="a served model or alias (`embedq models list`); default: the default")
     p.add_argument("--precision", default=None, metavar="TIER",
                    help="a served tier (EMBEDQ_TIERS, e.g. int8); default the first")
     p.set_defaults(func=cmd_embed)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from embedq.config.catalog import ModelEntry, for_model, served_entries
 from embedq.config.groups import (
     DEFAULT_MODEL,
     EMBEDDED_BROKER,
@@ -43,7 +44,8 @@ from embedq.config.parse import Variable, check_value, parse_value, variables
 from embedq.config.rules import check_across
 from embedq.errors import ConfigError
 
-__all__ = ["DEFAULT_MODEL", "EMBEDDED_BROKER", "VARIABLES", "Settings", "Variable"]
+__all__ = ["DEFAULT_MODEL", "EMBEDDED_BROKER", "VARIABLES", "ModelEntry", "Settings",
+           "Variable"]
 
 # Variables of embedq's that are not settings: the CLI's log level, the compose file's
 # Redis memory, and those of the test suite (by prefix).
@@ -65,6 +67,13 @@ class Settings:
     semantic: SemanticSettings = field(default_factory=SemanticSettings)
     jobs: JobSettings = field(default_factory=JobSettings)
     callbacks: CallbackSettings = field(default_factory=CallbackSettings)
+    # The deployment's settings one model's were derived from (`for_model`); None: these.
+    base: Settings | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def deployment(self) -> Settings:
+        """The deployment's settings: those every model's settings derive from."""
+        return self.base if self.base is not None else self
 
     @property
     def embedded(self) -> bool:
@@ -76,6 +85,22 @@ class Settings:
         if self.links.database_url:
             return self.links.database_url
         return f"sqlite:///{self.links.data_dir / 'embedq.db'}"
+
+    def served_models(self) -> tuple[ModelEntry, ...]:
+        """The served models (EMBEDQ_MODELS, else EMBEDQ_MODEL alone), the first listed
+        first (`embedq.config.catalog`)."""
+        return served_entries(self.deployment)
+
+    def for_model(self, name: str) -> Settings:
+        """The settings model `name` is served with (its source, revision, tiers and
+        queues); ConfigError naming the served models for another name."""
+        deployment = self.deployment
+        for entry in served_entries(deployment):
+            if entry.name == name:
+                return for_model(deployment, entry)
+        names = ", ".join(e.name for e in served_entries(deployment))
+        raise ConfigError(f"model {name!r} is not served: use one of {names} "
+                          "(EMBEDQ_MODELS lists the served models)")
 
     def unpinned_model(self) -> ConfigError | None:
         """The error for a model whose vectors can change under its name while

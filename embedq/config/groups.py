@@ -71,6 +71,10 @@ class ModelSettings:
     encoder: str = knob("sentence-transformers", choices=ENCODERS)
     model: str = DEFAULT_MODEL
     model_revision: str | None = None  # None: derived from the model's files
+    # Several served models, NAME=SOURCE[@REVISION][:TIERS] (config/catalog.py); None:
+    # EMBEDQ_MODEL alone. Aliases map other names (default, query) to listed models.
+    models: str | None = None
+    model_aliases: str = ""
     device: str | None = None  # None: cuda when present, else cpu (fp16: cuda only)
     backend: str = knob("torch", choices=("torch", "onnx"))
     model_threads: int = knob(0, min=0, max=1024)  # 0: torch's default, one per core

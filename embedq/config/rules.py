@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from embedq.config.catalog import check_models
 from embedq.config.groups import DEFAULT_MODEL, TIER_NAMES
 from embedq.errors import ConfigError
 
@@ -21,7 +22,7 @@ _WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 def check_across(s: Settings) -> None:
     """Raise ConfigError for the first combination of settings that cannot work."""
     _check_links(s)
-    _check_model(s)
+    check_models(s, _check_model)
     _check_cors_origins(s.api.cors_origins)
     _check_jobs(s)
     if s.callbacks.backoff_max_s < s.callbacks.backoff_s:

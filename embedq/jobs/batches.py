@@ -224,6 +224,7 @@ class BatchService:
             raise NotFound(f"file {file.id!r} is not produced by a batch")
         batch = self.get(file.batch_id)
         job = self.jobs.get(batch.job_id)
+        model = self.jobs.dispatcher.model_label(job)  # as the requests named it
         for line in self._lines(job.id):
             ok = all(v is not None for v in line.vectors)
             if ok == file.errors:
@@ -232,7 +233,7 @@ class BatchService:
             out: dict[str, Any] = {"id": f"batch_req_{req[:32]}", "custom_id": line.custom_id}
             if ok:
                 out["response"] = {"status_code": 200, "request_id": f"req_{req[32:]}",
-                                   "body": _body(line, job.model, batch.encoding_format,
+                                   "body": _body(line, model, batch.encoding_format,
                                                  usage)}
                 out["error"] = None
             else:

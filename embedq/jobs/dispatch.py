@@ -5,8 +5,9 @@ A running job has at most one wave on the broker: a chord of chunk tasks whose c
 finishes it when no chunk is pending. Bounding the wave bounds how many worker threads one
 job holds, so online messages always find a free thread. A wave is as wide as the workers
 consuming the job's queue now (CHUNKS_PER_WORKER each, at least `job_wave_chunks`), read
-from their heartbeats at every wave, and pending chunks are split in halves when too few
-are left to fill it: workers started while a job runs take part from its next wave on.
+from their heartbeats at every wave, and the last two waves' pending chunks are cut again
+into equal ones that fill whole waves: workers started while a job runs take part from its
+next wave on, and no worker idles behind a larger chunk.
 
 Every transition is compare-and-set on the job's generation (bumped per wave): a stale
 callback (an older wave, a duplicate) changes nothing. `tick` (run by `embedq beat`)
@@ -19,6 +20,7 @@ the rest (jobs/callbacks.py), whatever ended the job.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -29,6 +31,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 
 from embedq.config import Settings
 from embedq.coordination import HotStore
+from embedq.encoders.catalog import Catalog
 from embedq.errors import EmbedqError, Unavailable
 from embedq.jobs.callbacks import Callbacks
 from embedq.jobs.store import JobStore, Progress, utcnow
@@ -46,7 +49,7 @@ WorkerCount = Callable[[str], int]
 # finishes its chunk while another still runs has the next one (a chord waits for its
 # slowest chunk), and at least `job_wave_chunks`.
 CHUNKS_PER_WORKER = 2
-# A chunk is split for a wider wave only into halves of at least this many texts: below
+# Chunks are cut again for a wave only into chunks of at least this many texts: below
 # that, a chunk's own bookkeeping (a task, a row, a chord slot) outweighs its texts.
 MIN_CHUNK_TEXTS = 64
 
@@ -91,6 +94,19 @@ class Dispatcher:
         self.clock = clock
         self.callbacks = Callbacks(store, settings, self.describe, clock)
 
+    @functools.cached_property
+    def catalog(self) -> Catalog:
+        return Catalog(self.settings)
+
+    def model_label(self, job: Job) -> str:
+        """The job's model as clients name it: with EMBEDQ_MODELS its served name (and
+        tier), else the model its fingerprints name, as always."""
+        served = self.catalog.route(job.model, job.revision) if self.catalog.several else None
+        if served is None:
+            return job.model
+        tier = next(t for t, r in served.revisions.items() if r == job.revision)
+        return served.label(tier)
+
     def describe(self, job_id: str) -> dict[str, Any]:
         """The job as the API, `embedq jobs status`, event streams and callbacks show it."""
         job = self.store.get(job_id)
@@ -107,7 +123,8 @@ class Dispatcher:
             "object": "job",
             "status": job.status,
             "priority": job.priority,
-            "model": job.model,
+            "model": self.model_label(job),
+            "revision": job.revision,
             "source": job.source,
             "window": job.window,
             "timezone": job.timezone,
@@ -148,9 +165,12 @@ class Dispatcher:
         if self.inline:
             return 0  # this process runs its chunks itself (JobService.run_here)
         job = self.store.get(job_id)
-        queue = self.settings.queue.online_queue if job.priority == Priority.ONLINE else \
-            self.settings.queue.bulk_queue
-        chunks = self.store.next_wave(job_id, self.wave_width(queue), MIN_CHUNK_TEXTS)
+        # The queues of the job's model (with EMBEDQ_MODELS each model has its own).
+        served = self.catalog.route(job.model, job.revision)
+        queues = served.settings.queue if served is not None else self.settings.queue
+        queue = queues.online_queue if job.priority == Priority.ONLINE else queues.bulk_queue
+        chunks = self.store.next_wave(job_id, self.wave_width(queue), MIN_CHUNK_TEXTS,
+                                      self.settings.jobs.chunk_max_texts)
         if not chunks:
             self.finish(job_id, generation)
             return 0

@@ -138,16 +138,26 @@ def _add_embedding_tools(server: MCPServer, backends: _Backends) -> None:
                          ) -> dict[str, Any]:
         """Embed one text; returns its vector (float32 values as JSON numbers)."""
         vector = (await backends.embed(ctx, text, model, "text"))[0]
-        return {"model": backends.service.model, "dimensions": len(vector),
-                "embedding": vector}
+        return {"model": model or backends.service.catalog.default.name,
+                "dimensions": len(vector), "embedding": vector}
 
     @server.tool()
     async def embed_texts(ctx: Context[Any, Any], texts: list[str], model: str | None = None
                           ) -> dict[str, Any]:
         """Embed several texts; vectors come back in input order."""
         vectors = await backends.embed(ctx, texts, model, "texts")
-        return {"model": backends.service.model,
+        return {"model": model or backends.service.catalog.default.name,
                 "data": [{"index": i, "embedding": v} for i, v in enumerate(vectors)]}
+
+    @server.tool()
+    async def list_models(ctx: Context[Any, Any]) -> dict[str, Any]:
+        """The models served here, each with its tiers and revisions: send a name (or an
+        alias, or `name:tier`) as `model` to embed_text and embed_texts."""
+        backends.caller(ctx, "embed")
+        catalog = backends.service.catalog
+        return {"default": catalog.default.name, "aliases": catalog.aliases(),
+                "models": [{"name": m.name, "model": m.model, "tiers": list(m.tiers),
+                            "revisions": m.revisions} for m in catalog.models.values()]}
 
 
 def _add_cache_tools(server: MCPServer, backends: _Backends) -> None:

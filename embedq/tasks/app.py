@@ -122,6 +122,17 @@ def transports(settings: Settings) -> Transports:
     return Transports(broker_transport, transport, backend, backend_transport, redis_backend)
 
 
+def queue_names(settings: Settings) -> list[str]:
+    """The queues of these settings, then with EMBEDQ_MODELS every model's own."""
+    names = [settings.queue.online_queue, settings.queue.bulk_queue]
+    deployment = settings.deployment
+    if deployment.model.models is not None:
+        for entry in deployment.served_models():
+            own = deployment.for_model(entry.name).queue
+            names += [q for q in (own.online_queue, own.bulk_queue) if q not in names]
+    return names
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery settings for `settings` (a None value keeps Celery's default:
     `create_app` leaves it out); the links' options come from `transports`."""
@@ -149,7 +160,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_queue": settings.queue.online_queue,
         "task_default_exchange": exchange_name(settings.queue.online_queue),
         "task_default_routing_key": settings.queue.online_queue,
-        "task_queues": [queue(settings.queue.online_queue), queue(settings.queue.bulk_queue)],
+        "task_queues": [queue(name) for name in queue_names(settings)],
         "task_routes": {
             names.EMBED: {"queue": settings.queue.online_queue},
             names.BULK_CHUNK: {"queue": settings.queue.bulk_queue},

@@ -12,6 +12,7 @@ from embedq import stages
 from embedq.config import Settings
 from embedq.coordination.executor import Settled, Ticket
 from embedq.coordination.store import Hold, HotStore
+from embedq.encoders.catalog import Catalog
 from embedq.errors import EmbedqError, Unavailable
 from embedq.fingerprint import EncodeSpec
 from embedq.tasks.publish import plan_messages, publish_embed
@@ -26,11 +27,19 @@ class QueueExecutor:
     starts its worker there on first use)."""
 
     def __init__(self, app: Celery, settings: Settings, hot: HotStore,
-                 before_publish: Callable[[], None] | None = None) -> None:
+                 before_publish: Callable[[], None] | None = None,
+                 catalog: Catalog | None = None) -> None:
         self.app = app
         self.settings = settings
         self.hot = hot
         self.before_publish = before_publish
+        self.catalog = catalog if catalog is not None else Catalog(settings)
+
+    def queue_of(self, spec: EncodeSpec) -> str:
+        """The online queue of the model that computes `spec` (with EMBEDQ_MODELS each
+        model has its own), else the configured one."""
+        served = self.catalog.route(spec.model, spec.revision)
+        return served.online_queue if served is not None else self.settings.queue.online_queue
 
     @stages.timed("publish")
     def start(self, spec: EncodeSpec, pairs: list[tuple[str, str]], ticket: Ticket,
@@ -56,7 +65,7 @@ class QueueExecutor:
         give_up_at = min(deadline, time.monotonic() + self.settings.queue.publish_retry_s)
         while True:
             try:
-                publish_embed(self.app, spec, groups, self.settings.queue.online_queue,
+                publish_embed(self.app, spec, groups, self.queue_of(spec),
                               owner=ticket.owner, budget_s=give_up_at - time.monotonic())
                 log.info("leader start: queued %d fingerprints (first %s)", len(fps),
                          fps[0][:12])

@@ -67,7 +67,7 @@ def test_every_tool_over_stdio(cluster: Cluster, salt: str) -> None:
         return out
 
     out = asyncio.run(session())
-    assert out["tools"] == ["embed_text", "embed_texts", "job_status",
+    assert out["tools"] == ["embed_text", "embed_texts", "job_status", "list_models",
                             "semantic_cache_feedback", "semantic_cache_lookup",
                             "semantic_cache_store"]
     np.testing.assert_allclose(out["one"]["embedding"], expected(f"{salt} mcp one"),

@@ -73,7 +73,7 @@ def test_every_tool_over_streamable_http(cluster: Cluster, salt: str, tmp_path: 
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
-    assert out["tools"] == ["embed_text", "embed_texts", "job_status",
+    assert out["tools"] == ["embed_text", "embed_texts", "job_status", "list_models",
                             "semantic_cache_feedback", "semantic_cache_lookup",
                             "semantic_cache_store"]
     np.testing.assert_allclose(out["one"]["embedding"], expected(f"{salt} h1"),

@@ -65,22 +65,23 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
             call = await run_in_threadpool(_parse, request.headers.get("content-type"), body,
                                            state.settings)
         request.state.inputs = len(call.texts)  # for the audit line (auth.py)
-        # UnknownModel (404) names the served model; a `:int8` suffix picks the tier.
-        tier = state.service.tier_of(call.model)
-        dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,
+        # UnknownModel (404) names the served models; a `:int8` suffix picks the tier.
+        served, tier = state.service.resolve(call.model)
+        tokens = state.tokens_of(served)
+        dimensions = resolve_dimensions(call.dimensions, tokens.dimension,
                                         state.settings.model.dimensions)
-        raw_tokens = await count_tokens(state.tokens, call.texts)
-        truncated = _over_window(raw_tokens, state.tokens.window, state.settings.model.truncate)
+        raw_tokens = await count_tokens(tokens, call.texts)
+        truncated = _over_window(raw_tokens, tokens.window, state.settings.model.truncate)
         await refuse_when_overloaded(state)
         # Counted (audit line, the key's texts a day) once the request is known valid.
         outcomes = await embed_for_caller(request, state.batcher, call.texts, dimensions,
-                                          precision=tier)
+                                          precision=tier, model=served.name)
         if outcomes is None:
             return Response(status_code=CLIENT_CLOSED)
         raise_first_failure(outcomes)
         if truncated:
             state.metrics.truncated.inc(truncated)
-        body = await _render(state, call, outcomes, raw_tokens)
+        body = await _render(state, call, outcomes, raw_tokens, served.name, tokens.window)
         return Response(body, media_type="application/json",
                         headers={TRUNCATED_HEADER: str(truncated)})
 
@@ -149,11 +150,11 @@ def raise_first_failure(outcomes: list[Outcome]) -> None:
 
 
 async def _render(
-    state: ApiState, call: EmbeddingCall, outcomes: list[Outcome], raw_tokens: list[int]
+    state: ApiState, call: EmbeddingCall, outcomes: list[Outcome], raw_tokens: list[int],
+    default: str, window: int | None,
 ) -> bytes:
-    window = state.tokens.window
     used = sum(min(n, window) if window is not None else n for n in raw_tokens)
-    model = call.model or state.service.model  # echo what was asked, tier suffix included
+    model = call.model or default  # echo what was asked, tier suffix included
     if len(outcomes) <= _INLINE_VECTORS:
         return _json_body(outcomes, call.encoding_format, model, used)
     return await run_in_threadpool(_json_body, outcomes, call.encoding_format, model, used)

@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from embedq.api.auth import principal_of
 from embedq.api.errors import error_response
 from embedq.api.state import ApiState, get_state
+from embedq.encoders.catalog import ServedModel
 from embedq.errors import EmbedqError
 from embedq.workers.runtime import served_revisions
 
@@ -79,35 +80,46 @@ def readiness(state: ApiState) -> tuple[dict[str, str], list[str]]:
     except EmbedqError as exc:
         checks["workers"] = f"cannot list workers: {exc}"
         return checks, [*failed, "workers"]
-    # A worker that says which queues it consumes serves requests only if the online
-    # queue is one of them (one started with `--queues bulk` does not).
-    online = service.settings.queue.online_queue  # the queue its misses go to (embedded: its own)
-    serving = [w for w in workers.values() if w.get("model") == service.model
-               and _consumes(w, online)]
-    unserved = [f"{tier} ({service.model}@{revision})"
-                for tier, revision in service.revisions.items()
-                if not any(revision in served_revisions(w) for w in serving)]
-    if workers and not unserved:
-        checks["workers"] = f"{len(serving)} live"
+    served = list(service.catalog.models.values())
+    found = [_workers_for(m, workers, several=service.catalog.several) for m in served]
+    serving = sum(n for n, _ in found)
+    missing = [problem for _, problem in found if problem]
+    if workers and not missing:
+        checks["workers"] = f"{serving} live"
         return checks, failed
     if service.settings.queue.online_encode == "local":
         # Online misses are encoded here; only jobs (and queueing API processes) need one.
-        checks["workers"] = (f"{len(serving)} live; online misses are encoded in this "
+        checks["workers"] = (f"{serving} live; online misses are encoded in this "
                              "process (EMBEDQ_ONLINE_ENCODE=local), jobs wait for a worker")
         return checks, failed
-    if workers and not serving:
-        checks["workers"] = (
-            f"{len(workers)} live workers, none consuming the online queue {online!r} for "
-            f"{service.model}: start `embedq worker` (its --queues, when given, must "
-            "include the online queue) with the same EMBEDQ_MODEL and EMBEDQ_TIERS")
-    elif workers:
-        checks["workers"] = (
-            f"{len(workers)} live workers, none serving tier {', '.join(unserved)}: start a "
-            "worker with the same EMBEDQ_MODEL, revision and EMBEDQ_TIERS"
-        )
-    else:
-        checks["workers"] = "no live worker: start `embedq worker`"
+    checks["workers"] = "; ".join(missing) if workers else \
+        "no live worker: start `embedq worker`"
     return checks, [*failed, "workers"]
+
+
+def _workers_for(served: ServedModel, workers: dict[str, dict[str, Any]], *,
+                 several: bool) -> tuple[int, str]:
+    """(live workers serving `served` on its online queue, what is missing or "").
+
+    A worker that says which queues it consumes serves requests only if the model's
+    online queue is one of them (one started with `--queues bulk` does not)."""
+    online = served.online_queue  # the queue its misses go to (embedded: its own)
+    serving = [w for w in workers.values() if w.get("model") == served.model
+               and _consumes(w, online)]
+    unserved = [f"{tier} ({served.model}@{revision})"
+                for tier, revision in served.revisions.items()
+                if not any(revision in served_revisions(w) for w in serving)]
+    start = f"`embedq worker --model {served.name}`" if several else "`embedq worker`"
+    if not unserved:
+        return len(serving), ""
+    if not serving:
+        return 0, (
+            f"{len(workers)} live workers, none consuming the online queue {online!r} for "
+            f"{served.model}: start {start} (its --queues, when given, must "
+            "include the online queue) with the same EMBEDQ_MODEL and EMBEDQ_TIERS")
+    return len(serving), (
+        f"{len(workers)} live workers, none serving tier {', '.join(unserved)}: start a "
+        "worker with the same EMBEDQ_MODEL, revision and EMBEDQ_TIERS")
 
 
 def _consumes(worker: dict[str, Any], queue: str) -> bool:

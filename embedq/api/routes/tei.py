@@ -7,6 +7,9 @@ LangChain's HuggingFaceEndpointEmbeddings) work unchanged. /embed takes the same
 POST /v1/embeddings (token count, load shedding, the request batcher, the cache): the same
 text gets the same fingerprint, so either route answers the other's vectors from cache.
 
+TEI serves one model per URL: these routes serve the default model, unless a request
+names another served model (or an alias, `:tier` included) in the `X-Embedq-Model` header.
+
 Errors are TEI's `{"error": str, "error_type": str}` (tei_errors.py). Every route but
 /health needs the API key like the other routes.
 """
@@ -34,6 +37,7 @@ from embedq.api.routes.health import READY_RETRY_AFTER_S, readiness, sees_checks
 from embedq.api.routes.tei_errors import TeiRoute, tei_errors
 from embedq.api.schemas import parse_texts, read_json_body
 from embedq.api.state import ApiState, get_state
+from embedq.encoders.catalog import ServedModel
 from embedq.encoders.tokens import Token, TooManyTokens
 from embedq.errors import InputTooLarge, InvalidInput, MalformedRequest
 from embedq.limits import MAX_TOKENIZE_TOKENS, check_dimensions, over
@@ -43,6 +47,7 @@ from embedq.version import __version__
 # Past these sizes, tokenizing and writing JSON leave the event loop for a thread.
 _INLINE_CHARS = 20_000
 _INLINE_VECTORS = 32
+MODEL_HEADER = "x-embedq-model"  # another served model than the default (docs/http-api.md)
 
 
 # --- request parsing
@@ -163,13 +168,20 @@ class SimpleToken(BaseModel):
     stop: int | None
 
 
-def _info(state: ApiState) -> Info:
-    settings, tokens = state.settings, state.tokens
+def served_of(request: Request, state: ApiState) -> tuple[ServedModel, str]:
+    """The model and tier a TEI route serves: one model per URL, as TEI, the default
+    unless the request names another served model (or alias, `:tier` included) in
+    MODEL_HEADER; UnknownModel (404) for one not served."""
+    return state.service.resolve(request.headers.get(MODEL_HEADER))
+
+
+def _info(state: ApiState, served: ServedModel, tier: str) -> Info:
+    settings, tokens = state.settings, state.tokens_of(served)
     window = tokens.window
     return Info(
-        model_id=state.service.model,
-        served_model_name=state.service.model_name(settings.model.tiers[0]),
-        model_sha=state.service.revision,
+        model_id=served.model,
+        served_model_name=served.label(tier),
+        model_sha=served.revisions[tier],
         model_dtype="float32",
         model_type=ModelTypeInfo(embedding=EmbeddingModelInfo(
             pooling=tokens.pooling or "unknown")),
@@ -239,7 +251,8 @@ PATHS = ("/info", "/embed", "/", "/tokenize")
 @router.get("/info", response_model=Info, responses=tei_errors(401),
             summary="The served model and limits (TEI)")
 async def info(request: Request) -> Info:
-    return _info(get_state(request))
+    state = get_state(request)
+    return _info(state, *served_of(request, state))
 
 
 async def _embed(request: Request) -> Response:
@@ -247,13 +260,15 @@ async def _embed(request: Request) -> Response:
     payload = read_json_body(request.headers.get("content-type"), await request.body())
     call = parse_embed(payload, state)
     request.state.inputs = len(call.texts)  # for the audit line (auth.py)
-    dimensions = resolve_dimensions(call.dimensions, state.tokens.dimension,
+    served, tier = served_of(request, state)
+    tokens = state.tokens_of(served)
+    dimensions = resolve_dimensions(call.dimensions, tokens.dimension,
                                     state.settings.model.dimensions)
-    raw_tokens = await count_tokens(state.tokens, call.texts)
-    truncated = _check_window(call, raw_tokens, state.tokens.window, state.settings.model.truncate)
+    raw_tokens = await count_tokens(tokens, call.texts)
+    truncated = _check_window(call, raw_tokens, tokens.window, state.settings.model.truncate)
     await refuse_when_overloaded(state)
     outcomes = await embed_for_caller(request, state.batcher, call.texts, dimensions,
-                                      call.normalize)
+                                      call.normalize, precision=tier, model=served.name)
     if outcomes is None:
         return Response(status_code=CLIENT_CLOSED)
     raise_first_failure(outcomes)
