@@ -11,6 +11,7 @@
     gpu.py       `embedq bench gpu`: fp16 and fp32 on a CUDA GPU, the index at 1M entries
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
     pipeline.py  `embedq bench pipeline`: the pipeline with a free model against its storage
+    scale.py     `embedq bench scale`: workers and API replicas added, on an I/O-bound upstream
     cluster.py   the serve (and worker) a bench starts for itself, and stops
     stats.py     the percentile they all report with
 
@@ -76,6 +77,19 @@ def add_parser(sub: Any, handler: Any) -> None:
                    help="the report written (only after a run on a CUDA device)")
     add("pipeline", "the pipeline with a free model against its storage floor", n=5000,
         file=True)
+    _add_scale(add("scale", "throughput as workers and API replicas are added "
+                            "(I/O-bound upstream)", file=True))
+
+
+def _add_scale(c: Any) -> None:
+    c.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8],
+                   help="worker counts measured, the first the baseline")
+    c.add_argument("--per-worker", type=int, default=1600,
+                   help="texts of each run's job per worker (about 10 s a run)")
+    c.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4],
+                   help="API replica counts measured")
+    c.add_argument("--requests", type=int, default=1000,
+                   help="Zipf-drawn one-text requests of each replica run")
 
 
 def _adder(kinds: Any) -> Any:
@@ -131,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
         from embedq.bench import pipeline
 
         report = pipeline.run(args)
+    elif args.kind == "scale":
+        from embedq.bench import scale
+
+        report = scale.run(args)
     elif args.kind == "threshold":
         from embedq.bench import threshold
 

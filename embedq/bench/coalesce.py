@@ -71,7 +71,7 @@ def _body(text: str) -> dict[str, Any]:
     return {"model": "fake-embed", "input": [text]}
 
 
-def _upstream_env(port: int) -> dict[str, str]:
+def upstream_env(port: int) -> dict[str, str]:
     """This process's environment (EMBEDQ_* last) with embedq's encoder pointed at the
     fake upstream on `port`."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         upstream = processes.spawn_fake_upstream(port, latency_ms, 5, tmp / "upstream.log")
         try:
             processes.wait_http(f"http://127.0.0.1:{port}/stats")
-            report.update(_scenarios(_Upstream(port, _upstream_env(port), tmp), args, rng,
+            report.update(_scenarios(_Upstream(port, upstream_env(port), tmp), args, rng,
                                      latency_ms))
         finally:
             processes.stop(upstream)

@@ -21,6 +21,10 @@ class Encoder(ABC):
     revision: str
     dimension: int
     max_seq_length: int
+    # A call whose time hardly grows with its texts (a remote API: the round trip and its
+    # queue dominate). A batcher then never shrinks bulk batches for online texts: a
+    # smaller batch would not free the encoder sooner, it would only multiply the calls.
+    flat_cost: bool = False
 
     @abstractmethod
     def encode(self, texts: list[str]) -> Matrix:

@@ -30,6 +30,8 @@ RETRY_STATUSES = {429, 500, 502, 503, 504}
 
 
 class UpstreamEncoder(Encoder):
+    flat_cost = True
+
     def __init__(self, settings: Settings, dimension: int | None = None) -> None:
         if not settings.upstream.url:
             raise UpstreamError("EMBEDQ_UPSTREAM_URL is not set")

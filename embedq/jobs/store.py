@@ -8,6 +8,7 @@ close the same job, exactly one wins.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +37,38 @@ def _copy_items(session: Session, items: Sequence[dict[str, Any]]) -> None:
     columns = ", ".join(f'"{c}"' for c in ITEM_COLUMNS)
     copy_rows(raw, f"job_items ({columns})", ["text", "int4", "text", "text", "text"],
               (tuple(item[c] for c in ITEM_COLUMNS) for item in items))
+
+
+def even_cut(ranges: Sequence[tuple[int, int]], pieces: int) -> list[tuple[int, int]]:
+    """`ranges` (disjoint [start, stop) item ranges, in order) cut into about `pieces`
+    ranges of near-equal length, none crossing a gap: adjacent ranges are joined into
+    runs first, and each run gets pieces in proportion to its length (at least one, so a
+    run shorter than the others may make more than `pieces`)."""
+    runs: list[tuple[int, int]] = []
+    for a, b in ranges:
+        if runs and runs[-1][1] == a:
+            runs[-1] = (runs[-1][0], b)
+        else:
+            runs.append((a, b))
+    ranges = runs
+    total = sum(b - a for a, b in ranges)
+    lengths = [b - a for a, b in ranges]
+    shares = [max(1, pieces * n // total) for n in lengths]
+    # Pieces go where they shorten the longest piece, and come from where the shortest
+    # would grow least, until there are `pieces` (or every run has one).
+    while sum(shares) < pieces:
+        i = max(range(len(shares)), key=lambda j: lengths[j] / shares[j])
+        shares[i] += 1
+    while sum(shares) > pieces and max(shares) > 1:
+        i = min((j for j in range(len(shares)) if shares[j] > 1),
+                key=lambda j: lengths[j] / (shares[j] - 1))
+        shares[i] -= 1
+    out: list[tuple[int, int]] = []
+    for (a, b), k in zip(ranges, shares, strict=True):
+        k = min(k, b - a)
+        bounds = [a + (b - a) * i // k for i in range(k + 1)]
+        out.extend(itertools.pairwise(bounds))
+    return out
 
 
 def utcnow() -> datetime:
@@ -223,38 +256,51 @@ class JobStore:
                 ).order_by(JobChunk.chunk).limit(limit)
             ))
 
-    def next_wave(self, job_id: str, width: int, min_texts: int) -> list[int]:
-        """Up to `width` pending chunks for the next wave. When fewer are pending, the
-        largest pending ones are first split in halves (each half at least `min_texts`
-        items; the new halves get the job's next chunk numbers), so a job uses the
-        workers there are now. The job's row is locked meanwhile: of two dispatchers, the
-        second sees the first one's split. Pending chunks have no work started, so
-        splitting one moves nothing that ran."""
+    def next_wave(self, job_id: str, width: int, min_texts: int, max_texts: int
+                  ) -> list[int]:
+        """Up to `width` pending chunks for the next wave, in input order.
+
+        When at most two waves' worth of chunks are left (a small job, or a big one's
+        tail), the pending chunks are first cut again into equal ones, as many as fill
+        whole waves of `width` (each at most `max_texts` and at least `min_texts` texts):
+        a chord waits for its slowest chunk, so unequal chunks leave workers idle, and a
+        wave wider than the chunks left leaves them unused. Pending chunks have no work
+        started, so cutting them again moves nothing that ran; the job's row is locked
+        meanwhile, so of two dispatchers the second sees the first one's cut."""
         with self.db.session() as s:
             job = s.execute(select(Job).where(Job.id == job_id).with_for_update()).scalar_one()
             pending = list(s.scalars(
                 select(JobChunk).where(JobChunk.job_id == job_id,
                                        JobChunk.status == ChunkStatus.PENDING)
-                .order_by(JobChunk.chunk).limit(width)
+                .order_by(JobChunk.start)
             ))
-            added = 0
-            while pending and len(pending) < width:
-                big = max(pending, key=lambda c: c.stop - c.start)
-                texts = big.stop - big.start
-                if texts < 2 * min_texts:
-                    break
-                mid = big.start + texts // 2
-                half = JobChunk(job_id=job_id, chunk=job.chunks + added, start=mid,
-                                stop=big.stop, tokens=big.tokens * (big.stop - mid) // texts,
-                                status=ChunkStatus.PENDING)
-                big.tokens -= half.tokens
-                big.stop = mid
-                s.add(half)
-                pending.append(half)
-                added += 1
-            if added:
-                job.chunks += added
-            return sorted(c.chunk for c in pending)
+            if pending and len(pending) <= 2 * width:
+                pending = self._recut(s, job, pending, width, min_texts, max_texts)
+            return [c.chunk for c in pending[:width]]
+
+    def _recut(self, s: Session, job: Job, pending: list[JobChunk], width: int,
+               min_texts: int, max_texts: int) -> list[JobChunk]:
+        total = sum(c.stop - c.start for c in pending)
+        waves = -(-total // (width * max_texts))
+        pieces = max(1, min(width * waves, total // max(1, min_texts)))
+        cut = even_cut([(c.start, c.stop) for c in pending], pieces)
+        if cut == [(c.start, c.stop) for c in pending]:
+            return pending
+        tokens = {id(c): c.tokens for c in pending}
+        first = (s.scalar(select(func.max(JobChunk.chunk)).where(JobChunk.job_id == job.id))
+                 or 0) + 1
+        fresh: list[JobChunk] = []
+        for n, (start, stop) in enumerate(cut):
+            source = next(c for c in pending if c.start <= start < c.stop)
+            share = tokens[id(source)] * (stop - start) // (source.stop - source.start)
+            fresh.append(JobChunk(job_id=job.id, chunk=first + n, start=start, stop=stop,
+                                  tokens=share, status=ChunkStatus.PENDING))
+        for c in pending:
+            s.delete(c)
+        s.flush()
+        s.add_all(fresh)
+        job.chunks += len(fresh) - len(pending)
+        return fresh
 
     def chunk(self, job_id: str, chunk: int) -> JobChunk:
         with self.db.session() as s:

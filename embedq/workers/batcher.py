@@ -254,7 +254,10 @@ class Batcher:
 
     def bulk_budget(self) -> tuple[int, int]:
         """Padded tokens and texts of a bulk batch while online texts keep arriving: one
-        step (a layer, or the whole batch for an encoder without layers) ~ bulk_step_ms."""
+        step (a layer, or the whole batch for an encoder without layers) ~ bulk_step_ms.
+        An encoder whose calls cost the same whatever their size keeps the whole budget."""
+        if self.encoder.flat_cost:
+            return self.max_tokens, self.max_texts
         if self._cost is None:
             return max(1, self.max_tokens // BULK_SHRINK), max(1, self.max_texts // BULK_SHRINK)
         steps = self._steps + 1  # the layers, and the work before and after them

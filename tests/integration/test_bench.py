@@ -156,3 +156,30 @@ def test_a_bench_that_runs_a_job_starts_a_worker_even_when_the_api_encodes_local
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def test_bench_scale_measures_linearity_and_duplicates_across_replicas(
+    redis_url: str, pg_url: str
+) -> None:
+    """On Redis and Postgres with the fake upstream: a job per worker count, timed by the
+    job itself, and Zipf traffic through API replicas, counted by the upstream."""
+    env = support.cluster_env(redis_url, pg_url)
+    done = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "scale", "--workers", "1", "2",
+         "--per-worker", "160", "--replicas", "1", "2", "--requests", "120", "--json"],
+        env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    one, two = report["workers"]
+    assert (one["workers"], one["texts"], two["workers"], two["texts"]) == (1, 160, 2, 320)
+    assert two["linearity"] == round(two["texts_per_s"] / (2 * one["texts_per_s"]), 3)
+    for row in report["workers"]:
+        assert row["forward_passes"] == row["distinct_texts"] >= row["texts"]
+        assert row["probes"] > 0 and row["online_p99_ms"] > 0
+    assert [r["replicas"] for r in report["replicas"]] == [1, 2]
+    assert all(r["duplicates"] == 0 and r["forward_passes"] == r["distinct_texts"]
+               for r in report["replicas"])
+    health = report["health"]
+    assert health["workers_at"] == 2 and 0 <= health["health_index"] <= 2
+    assert "linearity at 2 workers" in done.stdout

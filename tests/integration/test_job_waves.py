@@ -1,6 +1,7 @@
 """A job uses the workers there are: each wave is as wide as the live workers on the
-job's queue (their heartbeats), and pending chunks are split in halves to fill it, so a
-worker started while a job waits or runs takes part in it."""
+job's queue (their heartbeats), and the last waves' pending chunks are cut again into
+equal ones that fill whole waves, so a worker started while a job waits or runs takes
+part in it and none idles behind a larger chunk."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from embedq.jobs.dispatch import CHUNKS_PER_WORKER, MIN_CHUNK_TEXTS, workers_on
 from embedq.jobs.service import JobService
+from embedq.jobs.store import even_cut
 from embedq.models import JobChunk
 from embedq.service import EmbeddingService
 from tests import support
@@ -42,25 +44,45 @@ def ranges(jobs: JobService, job_id: str) -> list[tuple[int, int, int]]:
         return [(c.start, c.stop, c.tokens) for c in rows]
 
 
-def test_too_few_pending_chunks_are_split_in_halves_covering_every_item(
-        jobs: JobService, salt: str) -> None:
-    texts = [f"{salt} item {i}" for i in range(800)]  # two chunks of 400
+def test_the_last_waves_chunks_are_cut_again_into_equal_ones(jobs: JobService,
+                                                              salt: str) -> None:
+    texts = [f"{salt} item {i}" for i in range(1000)]  # chunks of 400, 400 and 200
     job_id = jobs.submit(texts, start=False)
+    assert [(a, b) for a, b, _ in ranges(jobs, job_id)] == [(0, 400), (400, 800),
+                                                            (800, 1000)]
     tokens = sum(t for _, _, t in ranges(jobs, job_id))
-    wave = jobs.store.next_wave(job_id, 8, MIN_CHUNK_TEXTS)
-    assert len(wave) == 8
+    wave = jobs.store.next_wave(job_id, 4, MIN_CHUNK_TEXTS, 400)
+    assert len(wave) == 4
     after = ranges(jobs, job_id)
-    assert [(a, b) for a, b, _ in after] == [(i * 100, (i + 1) * 100) for i in range(8)]
-    assert sum(t for _, _, t in after) == tokens
-    assert jobs.store.get(job_id).chunks == 8
-    assert jobs.store.next_wave(job_id, 8, MIN_CHUNK_TEXTS) == wave  # nothing left to do
-    assert len(jobs.store.next_wave(job_id, 3, MIN_CHUNK_TEXTS)) == 3
+    assert [(a, b) for a, b, _ in after] == [(i * 250, (i + 1) * 250) for i in range(4)]
+    assert abs(sum(t for _, _, t in after) - tokens) <= len(after)  # shares rounded down
+    assert jobs.store.get(job_id).chunks == 4
+    assert jobs.store.next_wave(job_id, 4, MIN_CHUNK_TEXTS, 400) == wave  # already even
 
 
-def test_a_chunk_is_never_split_below_the_smallest_half(jobs: JobService, salt: str) -> None:
+def test_a_job_too_big_for_one_wave_is_cut_into_whole_waves(jobs: JobService,
+                                                            salt: str) -> None:
+    job_id = jobs.submit([f"{salt} item {i}" for i in range(1000)], start=False)
+    wave = jobs.store.next_wave(job_id, 2, MIN_CHUNK_TEXTS, 400)
+    # 1,000 texts in chunks of at most 400: two waves of two, 250 each.
+    assert [(a, b) for a, b, _ in ranges(jobs, job_id)] == [(i * 250, (i + 1) * 250)
+                                                            for i in range(4)]
+    assert len(wave) == 2
+
+
+def test_chunks_are_never_cut_below_the_smallest_size(jobs: JobService, salt: str) -> None:
     job_id = jobs.submit([f"{salt} small {i}" for i in range(2 * MIN_CHUNK_TEXTS - 1)],
                          start=False)
-    assert len(jobs.store.next_wave(job_id, 16, MIN_CHUNK_TEXTS)) == 1
+    assert len(jobs.store.next_wave(job_id, 16, MIN_CHUNK_TEXTS, 400)) == 1
+
+
+def test_an_even_cut_keeps_to_each_range_and_covers_it() -> None:
+    cut = even_cut([(0, 100), (150, 160)], 5)
+    assert cut[0][0] == 0 and cut[-1] == (150, 160)
+    assert all(b > a for a, b in cut)
+    covered = sum(b - a for a, b in cut)
+    assert covered == 110 and len(cut) == 5
+    assert max(b - a for a, b in cut[:4]) - min(b - a for a, b in cut[:4]) <= 1
 
 
 def bulk_chunks_run(log: Path) -> int:
@@ -84,7 +106,7 @@ def test_a_worker_started_before_the_next_wave_takes_part(env: dict[str, str],
         texts = [f"{salt} wide {i}" for i in range(800)]  # two chunks as submitted
         state = wait_for(jobs, jobs.submit(texts))
         assert state["status"] == "succeeded" and state["progress"]["done"] == 800
-        assert state["progress"]["chunks"] == 2 * CHUNKS_PER_WORKER  # split to fill it
+        assert state["progress"]["chunks"] == 2 * CHUNKS_PER_WORKER  # cut to fill it
         assert bulk_chunks_run(tmp_path / "one.log") >= 1
         assert bulk_chunks_run(tmp_path / "two.log") >= 1
     finally:

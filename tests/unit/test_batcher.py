@@ -170,6 +170,30 @@ class CostlyEncoder(RecordingEncoder):
         return super().encode(texts)
 
 
+class RemoteEncoder(CostlyEncoder):
+    """A call costs the same whatever its size, as a remote API's round trip does."""
+
+    flat_cost = True
+
+    def encode(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        time.sleep(0.02)
+        return RecordingEncoder.encode(self, texts)
+
+
+def test_a_flat_cost_encoder_keeps_whole_bulk_batches_while_online_is_recent() -> None:
+    enc = RemoteEncoder()
+    batcher = Batcher(enc, one_by_one(finish), wait_ms=1, max_tokens=10_000, max_texts=16,
+                      bulk_step_ms=1)
+    batcher.submit(items(["recent online text"], lane=ONLINE))
+    bulk = items([f"bulk {i}" for i in range(64)], lane=BULK)
+    batcher.submit(bulk)
+    wait([i.future for i in bulk], timeout=10)
+    assert batcher.bulk_budget() == (10_000, 16)
+    sizes = [len(b) for b in enc.batches if b[0].startswith("bulk")]
+    assert sum(sizes) == 64 and len(sizes) <= 5  # 16 a call, not one text a call
+    batcher.stop()
+
+
 def test_bulk_batches_follow_the_measured_cost_while_online_traffic_is_recent() -> None:
     enc = CostlyEncoder()
     batcher = Batcher(enc, one_by_one(finish), wait_ms=1, max_tokens=10_000, max_texts=64,

@@ -1,0 +1,248 @@
+"""`embedq bench scale`: how throughput grows with workers and with API replicas.
+
+The encoder is an I/O-bound upstream (embedq.testing.fake_upstream on loopback, LATENCY_MS
+a call, UPSTREAM_SLOTS calls at once), so what limits a worker is its upstream calls, not
+the two cores of a development machine: each worker may have one call in flight
+(EMBEDQ_UPSTREAM_CONCURRENCY=1) of at most BATCH_TEXTS texts.
+
+1. Workers: for k in --workers (1, 2, 4, 8), k `embedq worker` processes on queues of
+   their own and a bulk job of k x --per-worker distinct texts, submitted from this
+   process once every worker beats; texts/s from the job's own started/finished times.
+   Then a job of half as many texts, during which one online one-text miss every PROBE_S
+   measures the online p99 under load (apart, as probes take upstream slots).
+   Linearity at k: texts/s at k over k times texts/s at 1.
+2. Replicas: for r in --replicas (1, 2, 4), r `embedq serve` processes and 2 workers, 50
+   callers sending Zipf(1.1)-drawn one-text requests round robin over the replicas;
+   duplicates = texts the upstream computed more than once (its own count).
+3. Health index at the largest k: linearity x (1 - p99 tail growth) x (distinct texts /
+   forward passes), the tail growth being the online p99 at k over the p99 at 1, minus 1
+   (clipped to [0, 1]), the forward passes the texts the upstream computed in that run.
+
+Needs Redis and Postgres (EMBEDQ_BROKER_URL, EMBEDQ_REDIS_URL, EMBEDQ_DATABASE_URL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from embedq.bench.coalesce import upstream_env
+from embedq.bench.stats import percentile
+from embedq.config import Settings
+from embedq.corpus import load_texts
+from embedq.errors import ConfigError, Unavailable
+from embedq.jobs.dispatch import workers_on
+from embedq.jobs.service import JobService
+from embedq.models import JobStatus
+from embedq.service import EmbeddingService
+from embedq.testing import loadgen, processes
+
+LATENCY_MS = 100.0
+UPSTREAM_SLOTS = 256
+BATCH_TEXTS = 16
+PROBE_S = 0.25
+CALLERS = 50
+REPLICA_WORKERS = 2
+START_DEADLINE_S = 180.0
+
+
+class _Upstream:
+    def __init__(self, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.env = upstream_env(port)
+
+    def reset(self) -> None:
+        httpx.post(self.url + "/reset", timeout=10).raise_for_status()
+
+    def stats(self) -> dict[str, int]:
+        data: dict[str, int] = httpx.get(self.url + "/stats", timeout=10).json()
+        return data
+
+
+def _env(upstream: _Upstream, tag: str) -> dict[str, str]:
+    return {**upstream.env, "EMBEDQ_ONLINE_QUEUE": f"scale-{tag}",
+            "EMBEDQ_BULK_QUEUE": f"scale-bulk-{tag}", "EMBEDQ_UPSTREAM_CONCURRENCY": "1",
+            "EMBEDQ_BATCH_MAX_TEXTS": str(BATCH_TEXTS)}
+
+
+@contextlib.contextmanager
+def _workers(env: dict[str, str], k: int, tmp: Path, service: EmbeddingService
+             ) -> Iterator[None]:
+    """k workers on env's queues, yielded once every one of them beats."""
+    logs = [tmp / f"worker-{k}-{i}.log" for i in range(k)]
+    procs = [processes.spawn_worker(env, log) for log in logs]
+    try:
+        count, queue = workers_on(service.hot), service.settings.queue.bulk_queue
+        deadline = time.monotonic() + START_DEADLINE_S
+        while count(queue) < k:
+            exited = [log for p, log in zip(procs, logs, strict=True) if p.poll() is not None]
+            if exited or time.monotonic() > deadline:
+                tail = (exited or logs)[0].read_text(errors="replace")[-2000:]
+                raise Unavailable(f"{k} workers did not all start within "
+                                  f"{START_DEADLINE_S:.0f} s; a worker's log:\n{tail}")
+            time.sleep(0.2)
+        yield
+    finally:
+        for proc in procs:
+            processes.stop(proc)
+
+
+def _probe(service: EmbeddingService, tag: str, stop: threading.Event) -> list[float]:
+    latencies: list[float] = []
+    n = 0
+    while not stop.wait(PROBE_S):
+        started = time.perf_counter()
+        service.embed([f"{tag} online probe {n}"], timeout_s=30)
+        latencies.append((time.perf_counter() - started) * 1000)
+        n += 1
+    return latencies
+
+
+def _workers_run(upstream: _Upstream, k: int, texts: list[str], tmp: Path) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:8]
+    env = _env(upstream, tag)
+    service = EmbeddingService(Settings.from_env(
+        {key: v for key, v in env.items() if key.startswith("EMBEDQ_")}))
+    try:
+        jobs = JobService(service)
+        with _workers(env, k, tmp, service):
+            upstream.reset()
+            job = _wait(jobs, jobs.submit([f"{tag}-{i} {t}" for i, t in enumerate(texts)]))
+            stats = upstream.stats()
+            # The online p99 under load, from a second, shorter job: probes take upstream
+            # slots, so the throughput above is measured without them.
+            stop = threading.Event()
+            probes: list[float] = []
+            prober = threading.Thread(target=lambda: probes.extend(_probe(service, tag, stop)))
+            prober.start()
+            try:
+                _wait(jobs, jobs.submit([f"{tag}-load-{i} {t}"
+                                         for i, t in enumerate(texts[:len(texts) // 2])]))
+            finally:
+                stop.set()
+                prober.join()
+    finally:
+        service.close()
+    assert job.started_at is not None and job.finished_at is not None
+    seconds = (job.finished_at - job.started_at).total_seconds()
+    row = {"workers": k, "texts": len(texts), "job_s": round(seconds, 2),
+           "texts_per_s": round(len(texts) / seconds, 1), "chunks": job.chunks,
+           "online_p99_ms": round(percentile(probes, 99), 1) if probes else None,
+           "probes": len(probes), "forward_passes": stats["texts"],
+           "distinct_texts": stats["distinct_texts"]}
+    print(f"  {k} worker(s): {row['texts']} texts in {row['job_s']} s = "
+          f"{row['texts_per_s']} texts/s, {row['chunks']} chunks, upstream computed "
+          f"{row['forward_passes']} texts for {row['distinct_texts']} distinct; online "
+          f"p99 under load {row['online_p99_ms']} ms ({row['probes']} probes)")
+    return row
+
+
+def _wait(jobs: JobService, job_id: str) -> Any:
+    while True:
+        job = jobs.store.get(job_id)
+        if job.status in JobStatus.final():
+            if job.status != JobStatus.SUCCEEDED:
+                raise Unavailable(f"the bench job ended {job.status}: {job.error}")
+            return job
+        time.sleep(0.1)
+
+
+def _replicas_run(upstream: _Upstream, r: int, corpus: list[str], tmp: Path,
+                  requests: int) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:8]
+    env = _env(upstream, tag)
+    env["EMBEDQ_UPSTREAM_CONCURRENCY"] = "8"
+    ranks = np.random.default_rng(11).zipf(1.1, size=requests)
+    draws = [f"{tag} {corpus[(int(x) - 1) % len(corpus)]}" for x in ranks]
+    service = EmbeddingService(Settings.from_env(
+        {key: v for key, v in env.items() if key.startswith("EMBEDQ_")}))
+    ports = [processes.free_port() for _ in range(r)]
+    apis = [processes.spawn_api(env, port, tmp / f"api-{r}-{n}.log")
+            for n, port in enumerate(ports)]
+    try:
+        with _workers(env, REPLICA_WORKERS, tmp, service):
+            for port in ports:
+                processes.wait_http(f"http://127.0.0.1:{port}/readyz", START_DEADLINE_S)
+            upstream.reset()
+            urls = [f"http://127.0.0.1:{p}/v1/embeddings" for p in ports]
+            bodies = [{"model": "fake-embed", "input": [t]} for t in draws]
+            wall = asyncio.run(loadgen.fire(urls, bodies, CALLERS))
+            stats = upstream.stats()
+    finally:
+        for proc in apis:
+            processes.stop(proc)
+        service.close()
+    distinct = len(set(draws))
+    row = {"replicas": r, "requests": requests, "distinct_texts": distinct,
+           "forward_passes": stats["texts"], "duplicates": stats["texts"] - distinct,
+           "wall_s": round(wall, 2), "requests_per_s": round(requests / wall, 1)}
+    print(f"  {r} API replica(s): {requests} requests over {distinct} distinct texts, "
+          f"upstream computed {row['forward_passes']} ({row['duplicates']} duplicates), "
+          f"{row['requests_per_s']} requests/s")
+    return row
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    base = rows[0]
+    for row in rows:
+        row["linearity"] = round(row["texts_per_s"] / (row["workers"] / base["workers"]
+                                                       * base["texts_per_s"]), 3)
+    top = rows[-1]
+    growth = 0.0
+    if base["online_p99_ms"] and top["online_p99_ms"]:
+        growth = min(1.0, max(0.0, top["online_p99_ms"] / base["online_p99_ms"] - 1))
+    dedup = top["distinct_texts"] / max(1, top["forward_passes"])
+    return {"workers_at": top["workers"], "linearity": top["linearity"],
+            "p99_tail_growth": round(growth, 3), "distinct_per_pass": round(dedup, 4),
+            "health_index": round(top["linearity"] * (1 - growth) * dedup, 3)}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    settings = Settings.from_env()
+    if settings.embedded:
+        raise ConfigError("bench scale measures processes working together: set "
+                          "EMBEDQ_BROKER_URL, EMBEDQ_REDIS_URL and EMBEDQ_DATABASE_URL")
+    counts = sorted(set(args.workers))
+    if not counts or counts[0] < 1:
+        raise ConfigError("--workers takes worker counts of at least 1, e.g. 1 2 4 8")
+    corpus = list(dict.fromkeys(load_texts(5000, args.file)))
+    need = counts[-1] * args.per_worker
+    report: dict[str, Any] = {"upstream_latency_ms": LATENCY_MS, "batch_texts": BATCH_TEXTS,
+                              "per_worker": args.per_worker}
+    print(f"bench scale: upstream {LATENCY_MS:.0f} ms a call, one call of at most "
+          f"{BATCH_TEXTS} texts in flight per worker")
+    with tempfile.TemporaryDirectory(prefix="embedq-bench-scale-") as tmpdir:
+        tmp = Path(tmpdir)
+        port = processes.free_port()
+        proc = processes.spawn_fake_upstream(port, LATENCY_MS, UPSTREAM_SLOTS,
+                                             tmp / "upstream.log")
+        try:
+            processes.wait_http(f"http://127.0.0.1:{port}/stats")
+            upstream = _Upstream(port)
+            texts = [corpus[i % len(corpus)] for i in range(need)]
+            rows = [_workers_run(upstream, k, texts[:k * args.per_worker], tmp)
+                    for k in counts]
+            report["workers"] = rows
+            report["health"] = _summary(rows)
+            report["replicas"] = [_replicas_run(upstream, r, corpus, tmp, args.requests)
+                                  for r in sorted(set(args.replicas))]
+        finally:
+            processes.stop(proc)
+    h = report["health"]
+    print(f"linearity at {h['workers_at']} workers: {h['linearity']}; p99 tail growth "
+          f"{h['p99_tail_growth']}; distinct/passes {h['distinct_per_pass']}; health index "
+          f"{h['health_index']}")
+    for row in rows:
+        print(f"  {row['workers']} worker(s): linearity {row['linearity']}")
+    return report
