@@ -28,6 +28,7 @@ from embedq.encoders.catalog import Catalog
 from embedq.jobs.service import JobService
 from embedq.jobs.store import JobStore, utcnow
 from embedq.models import Database
+from embedq.models.alias import switched_aliases
 from embedq.models.vectors import open_vectors
 from embedq.service import EmbeddingService
 from embedq.tasks.app import create_app
@@ -48,7 +49,8 @@ class Deployment:
         self.db = db if db is not None else Database.from_settings(settings)
         self.durable = open_vectors(self.db, sync_commit=settings.links.vector_sync_commit)
         self.app = create_app(settings)
-        self.catalog = Catalog(settings)
+        # Aliases switched at run time (`embedq models switch`) reach it within 2 s.
+        self.catalog = Catalog(settings, switched=switched_aliases(settings, self.db))
         # Embedded: one worker per served model, by name (each model on its own queues).
         self._workers: dict[str, EmbeddedWorker] = {}
         self._local_runtime: WorkerRuntime | None = None

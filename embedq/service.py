@@ -43,6 +43,7 @@ from embedq.encoders.tiers import TIERS
 from embedq.errors import EmbeddingTimeout, EmbedqError, InvalidInput, UnknownModel
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
+from embedq.models.alias import switched_aliases
 from embedq.models.vectors import VectorStore, from_bytes, open_vectors
 from embedq.tasks.app import create_app
 from embedq.tasks.executor import QueueExecutor
@@ -109,7 +110,8 @@ class EmbeddingService:
         # identity per tier. `model`/`revision`/`revisions` name the first listed model
         # and its default tier; a spec's model and revision route its work to the
         # workers that serve it.
-        self.catalog = catalog if catalog is not None else Catalog(settings)
+        self.catalog = catalog if catalog is not None else Catalog(
+            settings, switched=switched_aliases(settings, self.db))
         first = next(iter(self.catalog.models.values()))
         self.model, self.revisions = first.model, first.revisions
         self.revision = first.revisions[first.default_tier]

@@ -33,7 +33,7 @@ FEATURE_COMMANDS = (
     "embedq.cli.cache",  # cache
     "embedq.cli.mcp",  # mcp
     "embedq.cli.model",  # model export
-    "embedq.cli.models",  # models list
+    "embedq.cli.models",  # models list, reembed, switch
     "embedq.cli.keys",  # keys
 )
 

@@ -1,9 +1,14 @@
-"""`embedq models list`: the served models (EMBEDQ_MODELS), their tiers, queues and aliases."""
+"""`embedq models list|reembed|switch`: the served models (EMBEDQ_MODELS) and upgrades.
+
+`reembed --from A --to B` submits every text A holds as a bulk job under B (embedq/jobs/
+reembed.py); `switch ALIAS B` points the alias at B for every process once B has them all.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from embedq.config import Settings
@@ -32,6 +37,42 @@ def cmd_models_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models_reembed(args: argparse.Namespace) -> int:
+    from embedq.deployment import Deployment
+    from embedq.jobs.reembed import reembed
+
+    deployment = Deployment.from_settings(Settings.from_env())
+    try:
+        jobs = deployment.jobs()
+        job_id = reembed(jobs, deployment.catalog, args.source, args.target, args.off_peak)
+        state: dict[str, Any] = jobs.describe(job_id)
+        print(f"job {job_id} submitted ({state['progress']['total']} texts of "
+              f"{args.source} under {args.target})", file=sys.stderr)
+        if args.wait or deployment.embedded:
+            from embedq.cli.progress import wait
+
+            state = wait(jobs, job_id)
+        print(json.dumps(state) if args.json else job_id)
+        return 0 if state["status"] not in {"failed", "cancelled"} else 1
+    finally:
+        deployment.close()
+
+
+def cmd_models_switch(args: argparse.Namespace) -> int:
+    from embedq.deployment import Deployment
+    from embedq.jobs.reembed import switch
+
+    deployment = Deployment.from_settings(Settings.from_env())
+    try:
+        old, found = switch(deployment.jobs(), deployment.durable, deployment.catalog,
+                            args.alias, args.target)
+    finally:
+        deployment.close()
+    print(f"{args.alias}: {old} -> {args.target} ({found.held} texts of {old} all have "
+          f"a vector under {args.target}); every process follows within 2 s")
+    return 0
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("models", help="the served models (EMBEDQ_MODELS) and their aliases")
     models_sub = p.add_subparsers(dest="models_command", required=True)
@@ -39,3 +80,19 @@ def add_parser(sub: Any) -> None:
                                     "queues, aliases")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=cmd_models_list)
+    again = models_sub.add_parser(
+        "reembed", help="embed every text model A holds (job items, semantic-cache "
+        "queries) under model B, as a bulk job (progress and resume as any job)")
+    again.add_argument("--from", dest="source", required=True, metavar="A")
+    again.add_argument("--to", dest="target", required=True, metavar="B")
+    again.add_argument("--off-peak", default=None, metavar="HH:MM-HH:MM",
+                       help="run the job only in this window (EMBEDQ_JOB_TIMEZONE)")
+    again.add_argument("--wait", action="store_true", help="show progress until it ends")
+    again.add_argument("--json", action="store_true")
+    again.set_defaults(func=cmd_models_reembed)
+    flip = models_sub.add_parser(
+        "switch", help="point an alias at model B for every process, once B has a vector "
+        "for every text the alias's model holds")
+    flip.add_argument("alias")
+    flip.add_argument("target", metavar="B")
+    flip.set_defaults(func=cmd_models_switch)

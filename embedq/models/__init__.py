@@ -1,5 +1,6 @@
 """SQLAlchemy 2 tables. "model" here means a table; ML models are encoders."""
 
+from embedq.models.alias import ModelAlias
 from embedq.models.api_key import DEFAULT_TENANT, ApiKey
 from embedq.models.base import Base
 from embedq.models.batch import Batch, File, FilePurpose
@@ -17,7 +18,8 @@ from embedq.models.states import ChunkStatus, JobStatus, Lane, Priority
 
 __all__ = [
     "DEFAULT_TENANT", "ApiKey", "Base", "Batch", "ChunkStatus", "Database", "Embedding",
-    "File", "FilePurpose", "Job", "JobChunk", "JobItem", "JobStatus", "Lane", "Priority",
+    "File", "FilePurpose", "Job", "JobChunk", "JobItem", "JobStatus", "Lane", "ModelAlias",
+    "Priority",
     "SemanticBudget", "SemanticChange", "SemanticEntry", "SemanticFeedback", "SemanticHit",
     "SemanticNamespace", "SemanticNegative",
     "map_db_errors", "normalize_url",
