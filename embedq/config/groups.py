@@ -56,6 +56,11 @@ class Links:
     db_statement_timeout_ms: int = knob(30_000, min=0, max=24 * 3_600_000)  # 0: none
     db_lock_timeout_ms: int = knob(10_000, min=0, max=24 * 3_600_000)  # 0: none
     db_keepalive_idle_s: int = knob(30, min=1, max=DAY_S)
+    # Connections each of a process's two Postgres pools (tables, vector rows) keeps open,
+    # and how many more it may open under load: a process holds at most
+    # 2 x (pool + overflow) (docs/operations.md, "Scaling out").
+    db_pool_size: int = knob(10, min=1, max=1000)
+    db_max_overflow: int = knob(20, min=0, max=1000)
     # Vector rows are committed without waiting for the WAL flush unless this is set
     # (`embedq.models.vectors`; docs/operations.md).
     vector_sync_commit: bool = False

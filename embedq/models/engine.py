@@ -39,17 +39,22 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class DbTimeouts:
-    """How long a Postgres link may stay silent; 0 turns a server-side timeout off."""
+    """How long a Postgres link may stay silent (0 turns a server-side timeout off), and
+    how many links a pool keeps open (`pool_size`) and opens beyond that under load."""
 
     connect_s: int = 5
     statement_ms: int = 30_000
     lock_ms: int = 10_000
     keepalive_idle_s: int = 30
+    pool_size: int = 10
+    max_overflow: int = 20
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DbTimeouts:
-        return cls(settings.links.db_connect_timeout_s, settings.links.db_statement_timeout_ms,
-                   settings.links.db_lock_timeout_ms, settings.links.db_keepalive_idle_s)
+        links = settings.links
+        return cls(links.db_connect_timeout_s, links.db_statement_timeout_ms,
+                   links.db_lock_timeout_ms, links.db_keepalive_idle_s, links.db_pool_size,
+                   links.db_max_overflow)
 
     @property
     def answer_deadline_s(self) -> float | None:
@@ -153,8 +158,8 @@ def make_engine(url: str, timeouts: DbTimeouts | None = None, *, pre_ping: bool 
     bounds = timeouts or DbTimeouts(statement_ms=0, lock_ms=0)
     engine = create_engine(
         url,
-        pool_size=10,
-        max_overflow=20,
+        pool_size=bounds.pool_size,
+        max_overflow=bounds.max_overflow,
         pool_pre_ping=pre_ping,
         pool_recycle=1800,
         connect_args=bounds.connect_args(server),

@@ -98,3 +98,20 @@ def test_publish_retries_fit_the_budget_on_a_redis_broker() -> None:
 def test_amqp_publishes_keep_celery_retries() -> None:
     app = create_app(cluster(broker_url="amqp://guest@127.0.0.1//"))
     assert retry_policy(app, 3.0) is None
+
+
+def test_the_pools_of_a_process_are_as_large_as_the_settings_say() -> None:
+    from embedq.config import Settings
+    from embedq.models import Database
+    from embedq.models.vectors import PostgresVectors, open_vectors
+
+    settings = Settings.from_env({
+        "EMBEDQ_BROKER_URL": REDIS, "EMBEDQ_REDIS_URL": REDIS,
+        "EMBEDQ_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+        "EMBEDQ_DB_POOL_SIZE": "3", "EMBEDQ_DB_MAX_OVERFLOW": "2",
+    })
+    db = Database.from_settings(settings)  # no connection is opened until one is used
+    vectors = open_vectors(db)
+    assert isinstance(vectors, PostgresVectors)
+    for engine in (db.engine, vectors.engine):
+        assert (engine.pool.size(), engine.pool._max_overflow) == (3, 2)  # type: ignore[attr-defined]
