@@ -264,6 +264,19 @@ class MemoryHotStore(HotStore):
                 del self._workers[worker_id]
             return {w: dict(info) for w, (_, info) in self._workers.items()}
 
+    def note_chunk_progress(self, job_id: str, chunk: int, done: int, ttl_s: int) -> None:
+        with self._mutex:
+            key = layout.chunk_progress(job_id)
+            got = self._get(key)
+            notes = dict(got) if isinstance(got, dict) else {}
+            notes[chunk] = done
+            self._set(key, notes, ttl_s)
+
+    def chunk_progress(self, job_id: str) -> dict[int, int]:
+        with self._mutex:
+            got = self._get(layout.chunk_progress(job_id))
+        return dict(got) if isinstance(got, dict) else {}
+
     def publish_hot_keys(self, process_id: str,
                          top: dict[str, list[tuple[str, float]]]) -> None:
         with self._mutex:

@@ -296,6 +296,19 @@ class RedisHotStore(HotStore):
             self._run("drop_stale", [layout.WORKERS], stale)
         return live
 
+    def note_chunk_progress(self, job_id: str, chunk: int, done: int, ttl_s: int) -> None:
+        key = layout.chunk_progress(job_id)
+        with map_redis_errors():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hset(key, str(chunk), done)
+            pipe.expire(key, ttl_s)
+            pipe.execute()
+
+    def chunk_progress(self, job_id: str) -> dict[int, int]:
+        with map_redis_errors():
+            raw = self.client.hgetall(layout.chunk_progress(job_id))
+        return {int(k): int(v) for k, v in raw.items()}
+
     def publish_hot_keys(self, process_id: str,
                          top: dict[str, list[tuple[str, float]]]) -> None:
         entry = json.dumps({"at": time.time(), "top": top})

@@ -209,6 +209,16 @@ class HotStore(ABC):
     @abstractmethod
     def histograms(self) -> dict[str, HistogramSnapshot]: ...
 
+    # --- a running job's progress between chunk rows
+    @abstractmethod
+    def note_chunk_progress(self, job_id: str, chunk: int, done: int, ttl_s: int) -> None:
+        """Items of a running chunk with a vector so far (the chunk row says it once the
+        chunk is done); kept `ttl_s` after the job's last note."""
+
+    @abstractmethod
+    def chunk_progress(self, job_id: str) -> dict[int, int]:
+        """What `note_chunk_progress` last said for each chunk of the job."""
+
     # --- hot keys
     @abstractmethod
     def publish_hot_keys(self, process_id: str,

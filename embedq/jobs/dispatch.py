@@ -45,6 +45,8 @@ log = logging.getLogger("embedq.jobs")
 Clock = Callable[[], datetime]
 # Workers consuming a queue now (their heartbeats), for a wave's width.
 WorkerCount = Callable[[str], int]
+# A job's running chunks -> items with a vector so far.
+ProgressNotes = Callable[[str], dict[int, int]]
 # A wave holds this many chunks per live worker on the job's queue, so a worker that
 # finishes its chunk while another still runs has the next one (a chord waits for its
 # slowest chunk), and at least `job_wave_chunks`.
@@ -81,13 +83,16 @@ def workers_on(hot: HotStore) -> WorkerCount:
 class Dispatcher:
     def __init__(self, store: JobStore, app: Celery, settings: Settings,
                  clock: Clock = utcnow, *, inline: bool = False,
-                 workers: WorkerCount | None = None) -> None:
+                 workers: WorkerCount | None = None,
+                 progress_notes: ProgressNotes | None = None) -> None:
         """`inline`: this process runs the chunks itself (the embedded deployment, whose
         in-memory result backend has no chord counter), so no wave is published.
         `workers`: how many workers consume a queue now; without it every wave is
-        `job_wave_chunks` wide."""
+        `job_wave_chunks` wide. `progress_notes`: what running chunks noted so far
+        (`HotStore.chunk_progress`), so a job's progress moves per slice."""
         self.inline = inline
         self.workers = workers
+        self.progress_notes = progress_notes
         self.store = store
         self.app = app
         self.settings = settings
@@ -110,7 +115,7 @@ class Dispatcher:
     def describe(self, job_id: str) -> dict[str, Any]:
         """The job as the API, `embedq jobs status`, event streams and callbacks show it."""
         job = self.store.get(job_id)
-        progress = self.store.progress(job)
+        progress = self.store.progress(job, self._running(job))
         waiting: str | None = None
         if job.status == JobStatus.QUEUED and job.loaded:
             try:
@@ -191,6 +196,16 @@ class Dispatcher:
                                     "it") from exc
         log.info("job %s wave %d: chunks %s on %s", job_id, generation, chunks, queue)
         return len(chunks)
+
+    def _running(self, job: Job) -> dict[int, int] | None:
+        """What the running chunks noted so far (None: not running, or unknown)."""
+        if job.status != JobStatus.RUNNING or self.progress_notes is None:
+            return None
+        try:
+            return self.progress_notes(job.id)
+        except EmbedqError as exc:
+            log.debug("chunk progress unknown: %s", exc)
+            return None
 
     def wave_width(self, queue: str) -> int:
         """Chunks in the next wave: CHUNKS_PER_WORKER per worker on `queue` now, at least

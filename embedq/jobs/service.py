@@ -81,7 +81,8 @@ class JobService:
         self.store = JobStore(service.db)
         self.dispatcher = Dispatcher(self.store, service.app, self.settings, clock,
                                      inline=run_chunk is not None,
-                                     workers=workers_on(service.hot))
+                                     workers=workers_on(service.hot),
+                                     progress_notes=service.hot.chunk_progress)
         self.clock = clock
         self.run_chunk = run_chunk
 

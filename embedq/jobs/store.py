@@ -188,7 +188,10 @@ class JobStore:
             raise not_found(job_id)
         return owner
 
-    def progress(self, job: Job) -> Progress:
+    def progress(self, job: Job, running: dict[int, int] | None = None) -> Progress:
+        """The job's counts from its chunk rows; with `running` (chunk -> items with a
+        vector so far, `HotStore.chunk_progress`), `done` also counts those of chunks
+        still pending, so it moves while a chunk runs (a done chunk's row counts alone)."""
         with self.db.session() as s:
             row = s.execute(
                 select(
@@ -200,7 +203,12 @@ class JobStore:
                     func.count().filter(JobChunk.status == ChunkStatus.DONE),
                 ).where(JobChunk.job_id == job.id)
             ).one()
+            under_way = list(s.scalars(select(JobChunk.chunk).where(
+                JobChunk.job_id == job.id, JobChunk.status == ChunkStatus.PENDING,
+                JobChunk.chunk.in_(list(running))))) if running else []
         done, cached, coalesced, failed, encoded, chunks_done = (int(v or 0) for v in row)
+        if running:
+            done = min(job.total, done + sum(running[c] for c in under_way))
         return Progress(job.total, done, cached, coalesced, failed, encoded, job.chunks,
                         chunks_done)
 

@@ -121,6 +121,7 @@ def register(app: Celery, runtime: WorkerRuntime) -> None:
 
     def dispatcher(task: Any) -> Dispatcher:
         return Dispatcher(JobStore(runtime.db), task.app, runtime.settings,
-                          workers=workers_on(runtime.hot))
+                          workers=workers_on(runtime.hot),
+                          progress_notes=runtime.hot.chunk_progress)
 
     del embed, bulk_chunk, close_job, jobs_tick  # registered on the app by the decorator

@@ -14,12 +14,15 @@ Vectors never leave the worker through the task: they are in the durable store.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from embedq import stages
 from embedq.coordination.outcomes import describe, read_outcomes
 from embedq.coordination.waiting import CHUNK
+from embedq.errors import EmbedqError
 from embedq.fingerprint import EncodeSpec
 from embedq.jobs.store import ChunkCounts, JobStore
 from embedq.models import ChunkStatus, JobStatus, Priority
@@ -35,6 +38,7 @@ log = logging.getLogger("embedq.worker.bulk")
 # the batcher still has every running chunk's slices to sort into full batches.
 SLICE_TEXTS = 256
 SLICES_IN_FLIGHT = 2
+PROGRESS_TTL_S = 3600  # a running job's per-slice notes outlive any one chunk
 
 
 def run_chunk(runtime: WorkerRuntime, store: JobStore, job_id: str, chunk_no: int
@@ -58,8 +62,12 @@ def run_chunk(runtime: WorkerRuntime, store: JobStore, job_id: str, chunk_no: in
     parts = [{fp: text_of[fp] for fp in fps[i:i + SLICE_TEXTS]}
              for i in range(0, len(fps), SLICE_TEXTS)]
 
+    progress = _Progress(runtime, job_id, chunk_no, items)
+
     def run(part: dict[str, str]) -> _Slice:
-        return _run_slice(runtime, spec, lane, owner, part)
+        ran = _run_slice(runtime, spec, lane, owner, part)
+        progress.add(ran)
+        return ran
 
     total = _Slice()
     if len(parts) <= 1:
@@ -75,6 +83,30 @@ def run_chunk(runtime: WorkerRuntime, store: JobStore, job_id: str, chunk_no: in
     if store.finish_chunk(job_id, chunk_no, counts):
         runtime.hot.incr({"job_items": len(items)})
     return counts.to_json()
+
+
+class _Progress:
+    """Tells the hot store, after each slice, how many of the chunk's items have a vector
+    so far: a job's progress moves per slice (a few model batches), not per chunk. A note
+    that cannot be written is skipped: the chunk row says it all once the chunk is done."""
+
+    def __init__(self, runtime: WorkerRuntime, job_id: str, chunk_no: int,
+                 items: list[tuple[str, str]]) -> None:
+        self.runtime, self.job_id, self.chunk_no = runtime, job_id, chunk_no
+        self.occurrences = Counter(fp for fp, _ in items)
+        self.done = 0
+        self._lock = threading.Lock()
+
+    def add(self, ran: _Slice) -> None:
+        got = ran.stored | ran.encoded | ran.lost
+        with self._lock:
+            self.done += sum(self.occurrences[fp] for fp in got if fp not in ran.failed)
+            done = self.done
+        try:
+            self.runtime.hot.note_chunk_progress(self.job_id, self.chunk_no, done,
+                                                 PROGRESS_TTL_S)
+        except EmbedqError as exc:
+            log.debug("chunk progress not noted: %s", exc)
 
 
 @dataclass

@@ -115,3 +115,40 @@ def test_a_worker_started_before_the_next_wave_takes_part(env: dict[str, str],
                 worker.stop()
     passes = support.ledger_counts(tmp_path / "ledger.txt")
     assert sum(passes.values()) == 800  # every text computed once, split or not
+
+
+def test_progress_moves_while_a_chunk_runs(redis_url: str, pg_url: str, tmp_path: Path,
+                                           salt: str) -> None:
+    """A chunk notes its items with a vector after each slice, so `done` moves before any
+    chunk row is done (a 2,000-text job once sat at 0% for 35 s, then jumped to 100%)."""
+    env = support.cluster_env(
+        redis_url, pg_url, ledger_path=tmp_path / "ledger.txt",
+        online_queue=f"online-progress-{tmp_path.name}",
+        bulk_queue=f"bulk-progress-{tmp_path.name}",
+        job_chunk_max_texts=1200, job_wave_chunks=1,
+    )
+    service = EmbeddingService(support.settings_from(env))
+    jobs = JobService(service)
+    worker = support.WorkerProcess(env, tmp_path / "worker.log").start()
+    try:
+        # Two chunks of 600 (two slots of one worker), three slices each; each chunk's
+        # last slice holds a text whose batch sleeps, so it ends seconds after the rest.
+        texts = [f"{salt} progress {i}" for i in range(1200)]
+        texts[599] += " [[sleep:4]]"
+        texts[1199] += " [[sleep:4]]"
+        job_id = jobs.submit(texts)
+        seen: list[dict[str, int]] = []
+
+        def moved() -> bool:
+            progress = jobs.describe(job_id)["progress"]
+            seen.append(progress)
+            return progress["chunks_done"] == 0 and progress["done"] >= 256
+
+        support.wait_until(moved, 60, "progress before any chunk was done", interval_s=0.05)
+        state = wait_for(jobs, job_id)
+        assert state["status"] == "succeeded" and state["progress"]["done"] == 1200
+        dones = [p["done"] for p in seen]
+        assert dones == sorted(dones) and max(dones) <= 1200
+    finally:
+        worker.stop()
+        service.close()
