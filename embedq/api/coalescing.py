@@ -44,6 +44,7 @@ class _Waiting:
     precision: str | None
     tenant: str | None  # as fingerprints carry it: None unless isolation is strict
     model: str | None  # the served model asked for (None: the default)
+    tokens: list[int] | None  # each text's token count, where the route counted them
     future: asyncio.Future[list[Outcome]] = field(repr=False)
 
 
@@ -79,14 +80,16 @@ class RequestCoalescer:
 
     async def embed(self, texts: list[str], dimensions: int | None,
                     normalize: bool | None = None, precision: str | None = None,
-                    tenant: str | None = None, model: str | None = None) -> list[Outcome]:
+                    tenant: str | None = None, model: str | None = None,
+                    tokens: list[int] | None = None) -> list[Outcome]:
         """Outcomes for `texts`, in order, computed together with concurrent requests
         (`normalize` None: the deployment's EMBEDQ_NORMALIZE; `precision`: the tier,
         None: the default; `tenant`: the caller's, for strict isolation; `model`: a
-        served model's name, None: the default)."""
+        served model's name, None: the default; `tokens`: each text's token count, so
+        misses are queued in messages of like length)."""
         assert self._inbox is not None, "RequestCoalescer.start() runs in the app's lifespan"
         waiting = _Waiting(texts, dimensions, normalize, precision,
-                           self.service.isolated(tenant), model,
+                           self.service.isolated(tenant), model, tokens,
                            asyncio.get_running_loop().create_future())
         self._inbox.put_nowait(waiting)
         return await waiting.future
@@ -127,6 +130,8 @@ class RequestCoalescer:
                                      str | None], group: list[_Waiting]) -> None:
         dimensions, normalize, precision, tenant, model = key
         texts = [t for item in group for t in item.texts]
+        counted = all(item.tokens is not None for item in group)
+        tokens = [n for item in group for n in (item.tokens or [])] if counted else None
         requests = RequestGroup([len(item.texts) for item in group])
         for k, item in enumerate(group):
             item.future.add_done_callback(_leave_when_cancelled(requests, k))
@@ -136,7 +141,7 @@ class RequestCoalescer:
                 self._executor, lambda: self.service.embed(texts, dimensions=dimensions,
                                            normalize=normalize, requests=len(group),
                                            precision=precision, tenant=tenant,
-                                           group=requests, model=model)
+                                           group=requests, model=model, tokens=tokens)
             )
         except Exception as exc:
             for item in group:

@@ -56,10 +56,12 @@ async def _disconnected(request: Request) -> None:
 async def embed_for_caller(request: Request, batcher: RequestCoalescer, texts: list[str],
                            dimensions: int | None, normalize: bool | None = None,
                            precision: str | None = None,
-                           model: str | None = None) -> list[Outcome] | None:
+                           model: str | None = None,
+                           tokens: list[int] | None = None) -> list[Outcome] | None:
     """Count the texts for the caller (audit line, its key's texts a day), then embed them
-    as its tenant: the outcomes, or None when the client disconnected first."""
+    as its tenant: the outcomes, or None when the client disconnected first. `tokens`:
+    each text's token count, already counted for the limits."""
     await admit_texts(request, len(texts))
     return await unless_disconnected(
         request, batcher.embed(texts, dimensions, normalize, precision,
-                               tenant=tenant_of(request), model=model))
+                               tenant=tenant_of(request), model=model, tokens=tokens))

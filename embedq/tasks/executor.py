@@ -15,7 +15,7 @@ from embedq.coordination.store import Hold, HotStore
 from embedq.encoders.catalog import Catalog
 from embedq.errors import EmbedqError, Unavailable
 from embedq.fingerprint import EncodeSpec
-from embedq.tasks.publish import plan_messages, publish_embed
+from embedq.tasks.publish import pack_messages, publish_embed
 
 log = logging.getLogger("embedq.service")
 
@@ -59,9 +59,7 @@ class QueueExecutor:
         if self.before_publish is not None:
             self.before_publish()
         fps = [fp for fp, _ in pairs]
-        text_of = dict(pairs)
-        groups = [[(fp, text_of[fp]) for fp in part]
-                  for part in plan_messages(fps, self.settings.queue.message_max_texts)]
+        groups = pack_messages(pairs, self.settings.queue.message_max_texts)
         give_up_at = min(deadline, time.monotonic() + self.settings.queue.publish_retry_s)
         while True:
             try:

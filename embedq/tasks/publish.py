@@ -30,9 +30,12 @@ def message_id(fps: list[str]) -> str:
     return "pack-" + hashlib.sha256("".join(fps).encode()).hexdigest()[:40]
 
 
-def plan_messages(fps: list[str], per_message: int) -> list[list[str]]:
+def pack_messages(pairs: list[tuple[str, str]], per_message: int
+                  ) -> list[list[tuple[str, str]]]:
+    """(fingerprint, text) pairs in messages of at most `per_message`, in their order
+    (the service hands them over shortest first: `embedq.service.shortest_first`)."""
     per_message = max(1, per_message)
-    return [fps[i : i + per_message] for i in range(0, len(fps), per_message)]
+    return [pairs[i : i + per_message] for i in range(0, len(pairs), per_message)]
 
 
 # Celery's own `task_publish_retry_policy`: a failed publish is retried on a new link.

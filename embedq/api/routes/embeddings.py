@@ -75,7 +75,8 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         await refuse_when_overloaded(state)
         # Counted (audit line, the key's texts a day) once the request is known valid.
         outcomes = await embed_for_caller(request, state.batcher, call.texts, dimensions,
-                                          precision=tier, model=served.name)
+                                          precision=tier, model=served.name,
+                                          tokens=raw_tokens)
         if outcomes is None:
             return Response(status_code=CLIENT_CLOSED)
         raise_first_failure(outcomes)

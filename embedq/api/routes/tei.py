@@ -268,7 +268,8 @@ async def _embed(request: Request) -> Response:
     truncated = _check_window(call, raw_tokens, tokens.window, state.settings.model.truncate)
     await refuse_when_overloaded(state)
     outcomes = await embed_for_caller(request, state.batcher, call.texts, dimensions,
-                                      call.normalize, precision=tier, model=served.name)
+                                      call.normalize, precision=tier, model=served.name,
+                                      tokens=raw_tokens)
     if outcomes is None:
         return Response(status_code=CLIENT_CLOSED)
     raise_first_failure(outcomes)
