@@ -73,7 +73,8 @@ class Client:
 
     def cache_lookup(self, namespace: str, query: str, **options: Any) -> LookupResult:
         """Entries meaning the same as `query`; options: threshold, k, filter, explain
-        (LookupResult.considered: every candidate, its score and why it was refused)."""
+        (LookupResult.considered: every candidate, its score, why it was refused and the
+        checks it passed)."""
         return self.semantic.lookup(namespace, query, **options)
 
     def cache_delete(self, namespace: str, entry_id: int | None = None) -> int:
@@ -84,7 +85,8 @@ class Client:
         return 1
 
     def cache_stats(self, namespace: str) -> dict[str, Any]:
-        """Entries, hits, misses, the index, and the threshold the namespace runs at."""
+        """Entries, hits, misses, the index, the threshold the namespace runs at, and its
+        served hits by feedback (`served`: correct, wrong, unverified)."""
         return self.semantic.stats(namespace)
 
     def cache_configure(self, namespace: str, *, max_false_hit_rate: float | None = None,

@@ -7,7 +7,8 @@ Two sources:
   - the cluster, read at scrape time by `ClusterCollector`: the hot store's counters
     (texts, cache hits by tier, coalesced, encoded texts, batches, failures...), the
     histograms workers record per batch (batch texts, batch tokens, encode seconds),
-    queue depth per queue, and jobs by status from the database.
+    queue depth per queue, jobs by status, and semantic-cache lookups and
+    served hits by feedback from the database.
 A part that cannot be read (a server down) is left out of that scrape, and counted in
 `embedq_scrape_errors_total{part}`; the rest is still answered.
 """
@@ -19,6 +20,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -35,6 +37,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from embedq.api.asgi import StatusRecorder
 from embedq.api.depth import QueueDepth
 from embedq.errors import EmbedqError
+from embedq.semantic.feedback import served_hits
 from embedq.service import EmbeddingService
 from embedq.workers.runtime import served_revisions
 
@@ -195,6 +198,16 @@ class ClusterCollector(Collector):
         family.add_metric(["hit"], int(hits))
         family.add_metric(["miss"], int(misses))
         yield family
+        if not db.has_tables("semantic_hits"):
+            return
+        served = GaugeMetricFamily(
+            "embedq_semantic_served_hits", "semantic-cache hits served within their feedback "
+            "window (EMBEDQ_SEMANTIC_FEEDBACK_TTL_S), all namespaces, by the feedback given "
+            "(none: unverified)", labels=["feedback"])
+        counts = served_hits(db, datetime.now(UTC))
+        for label, key in (("correct", "correct"), ("wrong", "wrong"), ("none", "unverified")):
+            served.add_metric([label], counts[key])
+        yield served
 
 
     def _hot_keys(self) -> Iterator[Metric]:

@@ -38,7 +38,8 @@ def add_parser(sub: Any) -> None:
     look.add_argument("-k", type=int, default=1)
     look.add_argument("--filter", default=None, help="a JSON object of metadata to match")
     look.add_argument("--explain", action="store_true",
-                      help="list every candidate considered, its score and why it was refused")
+                      help="list every candidate considered, its score, why it was "
+                           "refused and the checks it passed")
 
     rm = actions.add_parser("delete", help="delete one entry, or --all of a namespace")
     rm.add_argument("namespace")
@@ -46,7 +47,7 @@ def add_parser(sub: Any) -> None:
     rm.add_argument("--all", action="store_true", help="delete the whole namespace")
 
     st = actions.add_parser("stats", help="entries, hits, misses, index kind, last sync, "
-                            "the threshold it runs at")
+                            "the threshold it runs at, served hits by feedback")
     st.add_argument("namespace")
 
     cfg = actions.add_parser("config", help="set a namespace's error budget and base "

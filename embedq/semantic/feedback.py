@@ -2,7 +2,8 @@
 
     policy     a namespace's base threshold, max_false_hit_rate and derived threshold
     hits       every match a lookup serves gets a random id (32 hex digits) and a row
-               kept EMBEDQ_SEMANTIC_FEEDBACK_TTL_S, so feedback can name it
+               kept EMBEDQ_SEMANTIC_FEEDBACK_TTL_S, so feedback can name it; counted by
+               verdict (none yet: unverified) in stats and /metrics (served_hits)
     feedback   one verdict per hit, final: the same verdict again is an answer (recorded
                false), the other one is FeedbackConflict (HTTP 409)
     negatives  a wrong hit stores the asked query's vector against the entry
@@ -18,6 +19,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
@@ -157,6 +159,14 @@ class FeedbackStore:
         return {"correct": got.get(True, 0), "wrong": got.get(False, 0)}
 
     # --- served hits
+    def served(self, namespace: str, now: datetime, window_s: int) -> dict[str, Any]:
+        """The namespace's hits served in the last `window_s` (the feedback ttl), by
+        verdict (served_hits), and the share of them unverified (None: none served)."""
+        counts = served_hits(self.db, now, namespace)
+        total = sum(counts.values())
+        return {"window_s": window_s, **counts, "unverified_share": (
+            round(counts["unverified"] / total, 4) if total else None)}
+
     def record_hits(self, s: Session, namespace: str, space: str, query: str,
                     matches: Sequence[tuple[str, int, float]], threshold: float, ttl_s: int,
                     now: datetime) -> None:
@@ -250,6 +260,20 @@ class FeedbackStore:
         with self.db.session() as s:
             gone = s.execute(delete(SemanticHit).where(SemanticHit.expires_at <= now))
             return max(int(getattr(gone, "rowcount", 0) or 0), 0)
+
+
+def served_hits(db: Database, now: datetime, namespace: str | None = None) -> dict[str, int]:
+    """Served hits whose feedback window is still open (EMBEDQ_SEMANTIC_FEEDBACK_TTL_S):
+    `correct` and `wrong` by their verdict, `unverified` with none yet; the namespace's,
+    or every namespace's for None. A hit past its window is swept, judged or not."""
+    query = select(SemanticHit.correct, func.count()).where(SemanticHit.expires_at > now)
+    if namespace is not None:
+        query = query.where(SemanticHit.namespace == namespace)
+    with db.session() as s:
+        rows = s.execute(query.group_by(SemanticHit.correct)).all()
+    got = {correct: int(n) for correct, n in rows}
+    return {"correct": got.get(True, 0), "wrong": got.get(False, 0),
+            "unverified": got.get(None, 0)}
 
 
 def _well_formed(hit_id: str) -> bool:

@@ -32,6 +32,8 @@ def _closed(words: str) -> frozenset[str]:
     return frozenset(words.split())
 
 
+# The slots `conflict` checks, in its order.
+SLOTS = ("scope", "tense", "role")
 SCOPE = _closed("all every each any some only both several many few most none whole "
                 "entire just multiple various")
 _PAST = _closed("was were did had wasn't weren't didn't hadn't")

@@ -6,7 +6,8 @@ this module judges them one by one:
                  or the verifier (verify.py), or not matching the metadata filter;
   negative       marked wrong (feedback.py) for a query at least as close as the radius;
   within_bytes   the best matches whose JSON fits the lookup's byte limit.
-`Match`, `Considered` and `LookupResult` are the answer (`explain` lists every candidate).
+`Match`, `Considered` and `LookupResult` are the answer (`explain` lists every candidate,
+with the checks it passed in `checks`: a served match's say why it could be served).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from embedq.semantic.guard import contrast
 from embedq.semantic.index import Matrix
 from embedq.semantic.store import Entry
-from embedq.semantic.verify import Verifier
+from embedq.semantic.verify import Check, Verifier
 
 EXACT = 1.0
 
@@ -45,13 +46,17 @@ class Considered:
 
     `refused` is None for a match, else one of below_threshold, guard, verifier, negative
     (the entry was marked wrong for a query this close), filter, expired (the entry's row
-    is gone or past its ttl), beyond_k; `reason` says more."""
+    is gone or past its ttl), beyond_k; `reason` says more. `checks` (explain) are the
+    checks it went through in order, each passed or skipped (and why), the last one
+    failed for a refused candidate: threshold, live, guard, the verifier's band and slots
+    (verify.py), filter, negative."""
 
     id: int
     score: float
     query: str | None
     refused: str | None
     reason: str | None = None
+    checks: list[Check] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,27 +94,76 @@ class Asked:
 
 
 def refusal(query: str, entry: Entry | None, score: float, threshold: float,
-            filter: dict[str, Any] | None, *, guard: bool,
-            verifier: Verifier | None) -> tuple[str | None, str | None]:
+            filter: dict[str, Any] | None, *, guard: bool, verifier: Verifier | None,
+            trace: list[Check] | None = None) -> tuple[str | None, str | None]:
     """(why a candidate is refused, detail), or (None, None) for a match. `guard`: the
-    contrast guard is on (EMBEDQ_SEMANTIC_CONTRAST_GUARD); `verifier`: the verifier, if on."""
+    contrast guard is on (EMBEDQ_SEMANTIC_CONTRAST_GUARD); `verifier`: the verifier, if on.
+    `trace` (explain) gets a Check for each check passed, skipped or failed, in order."""
+    found = _refusal(query, entry, score, threshold, filter, guard, verifier, trace)
+    if trace is not None and found[0] in _FAILED_CHECK:
+        trace.append(Check(_FAILED_CHECK[found[0]], "fail", found[1]))
+    return found
+
+
+# The check a refusal names; the verifier's failing slot is added by `_judged`.
+_FAILED_CHECK = {"below_threshold": "threshold", "expired": "live", "guard": "guard",
+                 "filter": "filter"}
+
+
+def _refusal(query: str, entry: Entry | None, score: float, threshold: float,
+             filter: dict[str, Any] | None, guard: bool, verifier: Verifier | None,
+             trace: list[Check] | None) -> tuple[str | None, str | None]:
     if score < threshold:
         return "below_threshold", f"score {score:.4f} < threshold {threshold:.4f}"
+    if trace is not None:
+        trace.append(Check("threshold", "pass",
+                           f"score {score:.4f} >= threshold {threshold:.4f}"))
     if entry is None:
         return "expired", "the entry was deleted or is past its ttl"
+    if trace is not None:
+        trace.append(Check("live", "pass"))
     if threshold < EXACT and entry.query != query:
-        if guard:
-            why = contrast(query, entry.query)
-            if why is not None:
-                return "guard", why
-        if verifier is not None:
-            conflict = verifier.conflict(
-                query, entry.query, content=verifier.in_band(score, threshold))
-            if conflict is not None:
-                return "verifier", str(conflict)
+        refused = _judged(query, entry.query, score, threshold, guard, verifier, trace)
+        if refused is not None:
+            return refused
+    elif trace is not None:
+        same = "the same text" if entry.query == query else "an exact-text lookup"
+        trace += [Check("guard", "skipped", same), Check("verifier", "skipped", same)]
     if not matches_filter(entry, filter):
         return "filter", "the entry's metadata does not match the filter"
+    if trace is not None:
+        trace.append(Check("filter", "pass", None if filter else "no filter"))
     return None, None
+
+
+def _judged(query: str, stored: str, score: float, threshold: float, guard: bool,
+            verifier: Verifier | None, trace: list[Check] | None) -> tuple[str, str] | None:
+    """The contrast guard's or the verifier's refusal of a candidate that is another
+    text, or None."""
+    if guard:
+        why = contrast(query, stored)
+        if why is not None:
+            return "guard", why
+    if trace is not None:
+        trace.append(Check("guard", "pass") if guard else
+                     Check("guard", "skipped", "EMBEDQ_SEMANTIC_CONTRAST_GUARD=false"))
+    if verifier is None:
+        if trace is not None:
+            trace.append(Check("verifier", "skipped", "EMBEDQ_SEMANTIC_VERIFY=false"))
+        return None
+    in_band = verifier.in_band(score, threshold)
+    if trace is not None:
+        trace.append(Check(
+            "band", "pass" if in_band else "skipped",
+            f"score {score:.4f} {'<' if in_band else '>='} {threshold + verifier.band:.4f} "
+            f"(threshold + band): crossed, content and disjoint "
+            f"{'checked' if in_band else 'skipped'}"))
+    conflict = verifier.conflict(query, stored, content=in_band, trace=trace)
+    if conflict is None:
+        return None
+    if trace is not None:
+        trace.append(Check(conflict.check or conflict.slot, "fail", str(conflict)))
+    return "verifier", str(conflict)
 
 
 def negative(asked: Asked, negatives: list[bytes],

@@ -63,7 +63,7 @@ from embedq.semantic.lookup import (
 )
 from embedq.semantic.store import SHARED_NAMES, Entry, SemanticStore, TenantCaps, utcnow
 from embedq.semantic.sync import IndexSync, SyncConfig
-from embedq.semantic.verify import Verifier
+from embedq.semantic.verify import Check, Verifier
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_K = 100
@@ -226,7 +226,7 @@ class SemanticCache:
         The query is embedded for `tenant` (the caller; see `_vector`).
 
         With `explain`, the result also lists every candidate the index returned, with
-        its score and why it was refused (Considered)."""
+        its score, why it was refused, and the checks it passed (Considered.checks)."""
         check_namespace(namespace)
         query = self._query(query)
         self.service.hot_keys.offer("namespace", [namespace])
@@ -244,12 +244,16 @@ class SemanticCache:
         matches: list[Match] = []
         for entry_id, score in candidates:
             entry = rows.get(entry_id)
+            trace: list[Check] | None = [] if explain else None
             refused, reason = refusal(query, entry, score, threshold, filter,
                                       guard=self.settings.semantic.contrast_guard,
-                                      verifier=self.verifier)
+                                      verifier=self.verifier, trace=trace)
             if refused is None and entry_id in negatives:
                 refused, reason = negative(asked, negatives[entry_id],
                                            self.settings.semantic.negative_similarity)
+            if trace is not None and refused in (None, "negative"):
+                trace.append(Check("negative", "fail", reason) if refused else Check(
+                    "negative", "pass", None if entry_id in negatives else "no negatives"))
             if refused is None and len(matches) >= k:
                 refused = "beyond_k"
             if refused is None and entry is not None:
@@ -258,7 +262,7 @@ class SemanticCache:
             if explain:
                 considered.append(Considered(entry_id, round(score, 6),
                                              None if entry is None else entry.query,
-                                             refused, reason))
+                                             refused, reason, trace))
             elif len(matches) >= k:
                 break
         kept = within_bytes(matches, self.settings.semantic.max_lookup_bytes)
@@ -378,6 +382,8 @@ class SemanticCache:
         stats["model"] = self.model
         stats.update(self._policy_json(self.feedback.policy(namespace)))
         stats["feedback"] = self.feedback.counts(namespace)
+        stats["served"] = self.feedback.served(namespace, utcnow(),
+                                               self.settings.semantic.feedback_ttl_s)
         return stats
 
     def close(self, save: bool = True) -> None:

@@ -37,6 +37,12 @@ conflict:
              they score; rewordings that are paraphrases keep a counterpart ("asleep" /
              "sleep", "faster" / "quickly").
 
+With a `trace` (`explain`), `conflict` also lists each slot it checked as a `Check`:
+passed, or skipped with why (the grammar slots and `crossed` outside a minimal edit,
+MODEL_CHECKS above the band); `crossed` is the order slot's minimal-edit check. The first
+failing slot is the Conflict returned, so a refused candidate's trace ends before it.
+Without a trace nothing is collected.
+
 The lexical slots (number to time) cost microseconds. The content and disjoint slots cost
 one embedding call each of the pair's content words (served from the exact cache when seen
 before) and is checked in the band [threshold, threshold + band), which the default
@@ -59,6 +65,7 @@ from embedq.semantic.align import (
     substitutions,
     unaligned,
 )
+from embedq.semantic.grammar import SLOTS as GRAMMAR_SLOTS
 from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.guard import moved, words
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
@@ -70,6 +77,8 @@ def _closed(words: str) -> frozenset[str]:
 
 # The slots that ask the model (word embeddings); checked only in the band.
 MODEL_SLOTS = frozenset(("content", "disjoint"))
+# The checks run only in the band, in their order (`trace`).
+MODEL_CHECKS = ("crossed", "content", "disjoint")
 # Wide enough that every candidate at or above a threshold from 0.6 up is verified: the
 # content slot's word embeddings are cached, and minimal edits score up to 0.99.
 DEFAULT_BAND = 0.4
@@ -133,9 +142,30 @@ class Conflict:
     slot: str
     asked: str
     stored: str
+    check: str | None = None  # the check that found it, where not the slot (crossed)
 
     def __str__(self) -> str:
         return f"{self.slot}: {self.asked!r} vs {self.stored!r}"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check a candidate went through (`explain`): `result` is pass, fail or skipped;
+    `detail` says why it failed or was skipped (None for a plain pass)."""
+
+    name: str
+    result: str
+    detail: str | None = None
+
+
+def _passed(trace: list[Check] | None, *slots: str) -> None:
+    if trace is not None:
+        trace.extend(Check(slot, "pass") for slot in slots)
+
+
+def _skipped(trace: list[Check] | None, why: str, *slots: str) -> None:
+    if trace is not None:
+        trace.extend(Check(slot, "skipped", why) for slot in slots)
 
 
 def _negations(ws: list[str]) -> int:
@@ -190,40 +220,61 @@ class Verifier:
     def in_band(self, score: float, threshold: float) -> bool:
         return threshold <= score < threshold + self.band
 
-    def conflict(self, asked: str, stored: str, *, content: bool = True) -> Conflict | None:
+    def conflict(self, asked: str, stored: str, *, content: bool = True,
+                 trace: list[Check] | None = None) -> Conflict | None:
         """The first slot `asked` and `stored` disagree on, or None; the content slot only
-        with `content` (the score is in the band)."""
+        with `content` (the score is in the band). `trace` (explain) gets a Check for each
+        slot that passed or was skipped before that."""
         a, b = words(asked), words(stored)
         na, ns = numbers(a), numbers(b)
         if na != ns:
             return Conflict("number", " ".join(sorted(na - ns)), " ".join(sorted(ns - na)))
+        _passed(trace, "number")
         if _negations(a) != _negations(b):
             return Conflict("negation", " ".join(a), " ".join(b))
+        _passed(trace, "negation")
         sa, sb = list(map(_singular, a)), list(map(_singular, b))
         if sa != sb and sorted(sa) == sorted(sb) and not moved(sa, sb):
             return Conflict("order", " ".join(a), " ".join(b))
+        _passed(trace, "order")
         for x in set(a) - set(b):
             for y in set(b) - set(a):
                 if opposite(x, y):
                     return Conflict("direction", x, y)
+        _passed(trace, "direction")
         if _time_conflict(a, b):
             return Conflict("time", " ".join(sorted(_times(a) - _times(b))),
                             " ".join(sorted(_times(b) - _times(a))))
-        grammar = grammar_conflict(a, b) if minimal(a, b) else None
+        _passed(trace, "time")
+        edit = minimal(a, b)
+        grammar = grammar_conflict(a, b) if edit else None
         if grammar is not None:
+            _passed(trace, *GRAMMAR_SLOTS[:GRAMMAR_SLOTS.index(grammar[0])])
             return Conflict(*grammar)
+        if edit:
+            _passed(trace, *GRAMMAR_SLOTS)
+        else:
+            _skipped(trace, "not a minimal edit", *GRAMMAR_SLOTS)
         if not content:
+            _skipped(trace, "the score is above the band", *MODEL_CHECKS)
             return None
         content_a = [w for w in a if _is_content(w)]
         content_b = [w for w in b if _is_content(w)]
-        swapped = crossed(content_a, content_b) if minimal(a, b) else None
+        swapped = crossed(content_a, content_b) if edit else None
         if swapped is not None:
-            return Conflict("order", *swapped)
+            return Conflict("order", *swapped, check="crossed")
+        if edit:
+            _passed(trace, "crossed")
+        else:
+            _skipped(trace, "not a minimal edit", "crossed")
         subs = substitutions(a, b, _is_content)
         found = unaligned(subs, content_a, content_b, self.embed, self.min_word_similarity,
                           frames=(a, b))
         if found is not None:
             return Conflict("content", *found)
+        if trace is not None:
+            trace.append(Check("content", "pass", None if subs else "no content word replaced"))
         if disjoint(content_a, content_b, self.embed, self.min_word_similarity):
             return Conflict("disjoint", " ".join(content_a), " ".join(content_b))
+        _passed(trace, "disjoint")
         return None

@@ -9,7 +9,8 @@
     DELETE /v1/semantic-cache/{namespace}/{entry_id}    one entry (404 if absent)
     DELETE /v1/semantic-cache/{namespace}               the whole namespace
     GET    /v1/semantic-cache/{namespace}/stats         entries, hits, misses, index, sync,
-                                                        the threshold it runs at, feedback
+                                                        the threshold it runs at, feedback,
+                                                        served hits by verdict (unverified)
     PUT    /v1/semantic-cache/{namespace}/config        {"max_false_hit_rate"?, "threshold"?}
                                                         creates the namespace if new
     POST   /v1/semantic-cache/{namespace}/feedback      {"id": hit_id, "correct": bool}
@@ -85,8 +86,9 @@ class LookupRequest(BaseModel):
                    json_schema_extra={"minimum": 1, "maximum": MAX_K})
     filter: dict[str, Any] | None = Field(default=None, description="metadata to match")
     explain: bool = Field(default=False, description=(
-        "also list every candidate considered: its score and why it was refused "
-        "(below_threshold, guard, verifier, filter, expired, beyond_k)"))
+        "also list every candidate considered: its score, why it was refused "
+        "(below_threshold, guard, verifier, filter, expired, beyond_k) and the checks it "
+        "passed (checks: threshold, guard, each verifier slot...)"))
 
 
 class ConfigRequest(BaseModel):
