@@ -8,6 +8,7 @@
     coalesce.py  `embedq bench coalesce`: a slow upstream, with and without embedq
     semantic.py  `embedq bench semantic`: the semantic cache's index at size
     backends.py  `embedq bench backends`: torch against ONNX Runtime fp32 and int8
+    served.py    its `--through-serve`: the int8 tier through `embedq serve` against bare
     gpu.py       `embedq bench gpu`: fp16 and fp32 on a CUDA GPU, the index at 1M entries
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
     pipeline.py  `embedq bench pipeline`: the pipeline with a free model against its storage
@@ -65,7 +66,10 @@ def add_parser(sub: Any, handler: Any) -> None:
     t.add_argument("--lodo", nargs="?", default=None, const="", metavar="FILE",
                    help="leave-one-domain-out figures on FILE's domains instead of the "
                         "tune table (default tests/data/semantic_pairs.domains.jsonl)")
-    add("backends", "torch against ONNX Runtime fp32 and int8", n=5000, file=True)
+    k = add("backends", "torch against ONNX Runtime fp32 and int8", n=5000, file=True)
+    k.add_argument("--through-serve", action="store_true",
+                   help="instead: the int8 tier through embedq serve (embedded) against "
+                        "bare int8 encode on the same texts")
     g = add("gpu", "fp16 and fp32 on a CUDA GPU, the semantic index at 1M entries",
             file=True)
     g.add_argument("--queries", type=int, default=1000, help="lookups measured")
@@ -134,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
         from embedq.bench import semantic
 
         report = semantic.run(args)
+    elif args.kind == "backends" and args.through_serve:
+        from embedq.bench.served import through_serve
+        from embedq.corpus import load_texts
+
+        report = through_serve(load_texts(max(args.n, 1000), args.file, split="heldout"))
     elif args.kind == "backends":
         from embedq.bench.backends import bench_backends
 
