@@ -31,10 +31,26 @@ def env(redis_url: str, pg_url: str, tmp_path: Path) -> dict[str, str]:
     )
 
 
+class HeldJobs(JobService):
+    """Jobs submitted unstarted, cancelled afterwards: the database is the session's, and
+    a job left queued would be started by a later test's tick."""
+
+    held: list[str]
+
+    def hold(self, texts: list[str]) -> str:
+        job_id = self.submit(texts, start=False)
+        self.held.append(job_id)
+        return job_id
+
+
 @pytest.fixture
-def jobs(env: dict[str, str]) -> Iterator[JobService]:
+def jobs(env: dict[str, str]) -> Iterator[HeldJobs]:
     service = EmbeddingService(support.settings_from(env))
-    yield JobService(service)
+    held = HeldJobs(service)
+    held.held = []
+    yield held
+    for job_id in held.held:
+        held.cancel(job_id)
     service.close()
 
 
@@ -44,10 +60,10 @@ def ranges(jobs: JobService, job_id: str) -> list[tuple[int, int, int]]:
         return [(c.start, c.stop, c.tokens) for c in rows]
 
 
-def test_the_last_waves_chunks_are_cut_again_into_equal_ones(jobs: JobService,
+def test_the_last_waves_chunks_are_cut_again_into_equal_ones(jobs: HeldJobs,
                                                               salt: str) -> None:
     texts = [f"{salt} item {i}" for i in range(1000)]  # chunks of 400, 400 and 200
-    job_id = jobs.submit(texts, start=False)
+    job_id = jobs.hold(texts)
     assert [(a, b) for a, b, _ in ranges(jobs, job_id)] == [(0, 400), (400, 800),
                                                             (800, 1000)]
     tokens = sum(t for _, _, t in ranges(jobs, job_id))
@@ -60,9 +76,9 @@ def test_the_last_waves_chunks_are_cut_again_into_equal_ones(jobs: JobService,
     assert jobs.store.next_wave(job_id, 4, MIN_CHUNK_TEXTS, 400) == wave  # already even
 
 
-def test_a_job_too_big_for_one_wave_is_cut_into_whole_waves(jobs: JobService,
+def test_a_job_too_big_for_one_wave_is_cut_into_whole_waves(jobs: HeldJobs,
                                                             salt: str) -> None:
-    job_id = jobs.submit([f"{salt} item {i}" for i in range(1000)], start=False)
+    job_id = jobs.hold([f"{salt} item {i}" for i in range(1000)])
     wave = jobs.store.next_wave(job_id, 2, MIN_CHUNK_TEXTS, 400)
     # 1,000 texts in chunks of at most 400: two waves of two, 250 each.
     assert [(a, b) for a, b, _ in ranges(jobs, job_id)] == [(i * 250, (i + 1) * 250)
@@ -70,9 +86,8 @@ def test_a_job_too_big_for_one_wave_is_cut_into_whole_waves(jobs: JobService,
     assert len(wave) == 2
 
 
-def test_chunks_are_never_cut_below_the_smallest_size(jobs: JobService, salt: str) -> None:
-    job_id = jobs.submit([f"{salt} small {i}" for i in range(2 * MIN_CHUNK_TEXTS - 1)],
-                         start=False)
+def test_chunks_are_never_cut_below_the_smallest_size(jobs: HeldJobs, salt: str) -> None:
+    job_id = jobs.hold([f"{salt} small {i}" for i in range(2 * MIN_CHUNK_TEXTS - 1)])
     assert len(jobs.store.next_wave(job_id, 16, MIN_CHUNK_TEXTS, 400)) == 1
 
 

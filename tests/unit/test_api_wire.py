@@ -61,7 +61,7 @@ def test_nulls_mean_defaults_and_integral_floats_are_integers() -> None:
         ({}, InvalidInput, "input"),
         ({"input": []}, InvalidInput, "input"),
         ({"input": ["a", 1]}, InvalidInput, "input"),
-        ({"input": [[1, 2]]}, InvalidInput, "input"),
+        ({"input": [[1, 100300]]}, InvalidInput, "input"),  # not a cl100k_base id
         ({"input": ["a", ""]}, InvalidInput, "input"),
         ({"input": ["a"] * 4}, InputTooLarge, "input"),
         ({"input": "x" * 11}, InputTooLarge, "input"),
@@ -108,8 +108,10 @@ def test_json_content_types_with_parameters_are_read() -> None:
 
 def test_the_request_schema_states_the_limits() -> None:
     schema = request_schema(SETTINGS, 384)
-    text, array = schema["properties"]["input"]["anyOf"]
+    text, array, ids, id_lists = schema["properties"]["input"]["anyOf"]
     assert text["maxLength"] == 10 and array["maxItems"] == 3
+    assert ids["items"]["maximum"] == id_lists["items"]["items"]["maximum"] == 100255
+    assert id_lists["maxItems"] == 3
     assert schema["properties"]["dimensions"]["maximum"] == 384
 
 
