@@ -41,9 +41,11 @@ unit: $(STAMP) promtool
 
 # The suite runs each fault scenario once, the three that are long only for their size at
 # a smaller one (EMBEDQ_FAULTS_QUICK, tests/faults/conftest.py), and the API fuzz with
-# fewer examples than `make faults` (a random seed each run either way).
+# fewer examples than `make faults` (a random seed each run either way). The slowest
+# tests are listed at the end: the suite's budget is well under 15 minutes.
 test: $(STAMP) services lint promtool
-	EMBEDQ_FAULTS_QUICK=1 EMBEDQ_FUZZ_EXAMPLES=$${EMBEDQ_FUZZ_EXAMPLES:-20} $(BIN)/pytest -q tests
+	EMBEDQ_FAULTS_QUICK=1 EMBEDQ_FUZZ_EXAMPLES=$${EMBEDQ_FUZZ_EXAMPLES:-20} $(BIN)/pytest -q \
+	  --durations=25 tests
 
 # Hunting a flaky test: FILE (a module, or a test's id) N times in a row, the whole
 # selection once per round (pytest-repeat's session scope), stopping at the first failure.
