@@ -58,7 +58,9 @@ def fidelity(reference: npt.NDArray[np.float32], candidate: npt.NDArray[np.float
             "min_cosine": float(cos.min()), "top10_overlap": float(overlap)}
 
 
-def _sorted_encode(encoder: Any, texts: list[str]) -> tuple[Any, float]:
+def sorted_encode(encoder: Any, texts: list[str]) -> tuple[Any, float]:
+    """`texts` encoded in length-sorted batches of BATCH (as a bare user of the model
+    would, and as the batcher hands an encoder): (vectors in input order, seconds)."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     out = np.zeros((len(texts), encoder.dimension), dtype=np.float32)
     t0 = time.perf_counter()
@@ -94,7 +96,7 @@ def bench_backends(n: int, path: str | None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for label, encoder in encoders.items():
         encoder.warm_up()
-        vectors, seconds = _sorted_encode(encoder, texts)
+        vectors, seconds = sorted_encode(encoder, texts)
         rate = len(texts) / seconds
         rows.append({"backend": label, "texts_s": rate, **fidelity(reference, vectors)})
     # The baseline runs before and after the others; its better figure counts, so a load

@@ -21,13 +21,13 @@ from typing import Any
 
 import httpx
 
+from embedq.bench.backends import BATCH, sorted_encode
 from embedq.config import Settings
 from embedq.testing import processes
 
 REQUESTS = 4
 PER_REQUEST = 250
 ROUNDS = 5
-BATCH = 32
 
 
 def through_serve(texts: list[str]) -> dict[str, Any]:
@@ -82,9 +82,5 @@ def _served(client: httpx.Client, url: str, texts: list[str], salt: str) -> floa
 
 
 def _bare(encoder: Any, texts: list[str], salt: str) -> float:
-    salted = [f"{salt} {t}" for t in texts]
-    order = sorted(range(len(salted)), key=lambda i: len(salted[i]))
-    started = time.perf_counter()
-    for b in range(0, len(order), BATCH):
-        encoder.encode([salted[i] for i in order[b:b + BATCH]])
-    return len(texts) / (time.perf_counter() - started)
+    _, seconds = sorted_encode(encoder, [f"{salt} {t}" for t in texts])
+    return len(texts) / seconds

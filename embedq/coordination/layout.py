@@ -56,6 +56,7 @@ def histogram(name: str) -> str:
 # per process that published its heavy hitters (coordination/hot_keys.py).
 HOT_KEYS = f"{PREFIX}:hotkeys"
 
+
 def chunk_progress(job_id: str) -> str:
     """Hash: chunk number -> items of that running chunk with a vector so far."""
     return f"{PREFIX}:progress:{job_id}"
