@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from embedq.testing.redis_cluster import LocalRedisCluster
 from tests import support
 
 
@@ -20,6 +21,22 @@ def redis_url() -> str:
     support.check_redis()
     support.flush_redis()
     return support.REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRedisCluster]:
+    """A Redis Cluster of local redis-server processes (3 masters, 1 replica), for the
+    session; skipped without redis-server unless CI is set."""
+    try:
+        cluster = LocalRedisCluster(tmp_path_factory.mktemp("redis-cluster"))
+    except FileNotFoundError as exc:
+        support.require("redis-server (for a Redis Cluster)", exc)
+        raise
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -130,7 +130,7 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 60) -> WorkerProcess:
-        import redis
+        from embedq.coordination.redis_store import RedisHotStore
 
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         offset = self._log.tell()  # a log reused across starts holds an older "ready."
@@ -142,18 +142,22 @@ class WorkerProcess:
             start_new_session=True,
             cwd=ROOT,
         )
-        client = redis.Redis.from_url(self.env["EMBEDQ_REDIS_URL"])
+        hot = RedisHotStore(self.env["EMBEDQ_REDIS_URL"])  # one Redis or a cluster
         deadline = time.monotonic() + timeout_s
         marker = f"-{self.proc.pid}"
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited early:\n{self.log_path.read_text()[-3000:]}")
-            beats = [k.decode() for k in client.scan_iter(match="embedq:workers:*")]
-            # Celery logs "<name>@<host> ready." once its consumer has started.
-            log = self.log_path.read_bytes()[offset:]
-            if any(k.endswith(marker) for k in beats) and _CONSUMER_READY.search(log):
-                return self
-            time.sleep(0.1)
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"worker exited early:\n{self.log_path.read_text()[-3000:]}")
+                # Celery logs "<name>@<host> ready." once its consumer has started.
+                log = self.log_path.read_bytes()[offset:]
+                if (any(k.endswith(marker) for k in hot.live_workers())
+                        and _CONSUMER_READY.search(log)):
+                    return self
+                time.sleep(0.1)
+        finally:
+            hot.close()
         tail = self.log_path.read_text()[-3000:]
         raise RuntimeError(f"worker not ready in {timeout_s}s:\n{tail}")
 

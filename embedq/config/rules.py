@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from embedq.config.catalog import check_models
+from embedq.config.cluster_url import check_redis_url, is_cluster
 from embedq.config.groups import DEFAULT_MODEL, TIER_NAMES
 from embedq.errors import ConfigError
 
@@ -41,6 +42,21 @@ def _check_links(s: Settings) -> None:
         raise ConfigError(
             f"EMBEDQ_BROKER_URL={s.links.broker_url!r} needs EMBEDQ_REDIS_URL for the hot "
             "store and claims shared by all processes")
+    if s.links.redis_url:
+        check_redis_url(s.links.redis_url)
+    if is_cluster(s.links.broker_url):
+        raise ConfigError(
+            "EMBEDQ_BROKER_URL names a Redis Cluster, which Celery's Redis transport cannot "
+            "use: point the broker at one Redis (redis://) or RabbitMQ (amqp://), and the "
+            "coordination store (EMBEDQ_REDIS_URL) at the cluster")
+    if is_cluster(s.links.redis_url) and not s.links.broker_url.startswith(
+            ("redis://", "rediss://")):
+        raise ConfigError(
+            "EMBEDQ_REDIS_URL names a Redis Cluster, where Celery's result backend (the "
+            "chord counters that close bulk jobs) cannot live; with a cluster it lives on "
+            "the broker's Redis, so EMBEDQ_BROKER_URL must be one Redis (redis://), not "
+            f"{s.links.broker_url.split(':', 1)[0]}: use a redis:// broker, or a single "
+            "Redis for EMBEDQ_REDIS_URL with RabbitMQ")
 
 
 def _check_cors_origins(origins: tuple[str, ...]) -> None:

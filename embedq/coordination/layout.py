@@ -1,50 +1,75 @@
 """Every storage key name embedq uses in Redis (or the embedded store), in one place.
 
 Only the stores (and the tenants' rate limits and quotas, which are Redis scripts of their
-own) use these names: everything above them speaks in fingerprints."""
+own) use these names: everything above them speaks in fingerprints.
+
+On a Redis Cluster a script may only touch keys of one hash slot, so each fingerprint's
+keys (claim, run lease, vector, failure, interest, attempts) carry its bucket's hash tag,
+`embedq:{7}:claim:<fp>`, and so do the stats hash and "done" channel that the bucket's
+scripts write (`bucket_tag`). On one Redis the tag is empty: the names are those of a single
+Redis, unchanged (docs/redis.md).
+"""
 
 from __future__ import annotations
 
+import zlib
+
 PREFIX = "embedq"
+# Hash-tag buckets on a Redis Cluster: a batch costs one script call per bucket it
+# touches, so few enough that a batch stays a handful of calls per master, enough that
+# they spread over the masters and a failover moves a small share of the fingerprints.
+CLUSTER_BUCKETS = 16
 
 
-def vector(fp: str) -> str:
+def bucket(fp: str, buckets: int) -> int:
+    """The bucket of a fingerprint among `buckets` (0 when there is one)."""
+    return zlib.crc32(fp.encode()) % buckets if buckets > 1 else 0
+
+
+def bucket_tag(bucket_: int, buckets: int) -> str:
+    """The hash tag of a bucket's keys, with its separator: empty on one Redis."""
+    return f"{{{bucket_}}}:" if buckets > 1 else ""
+
+
+def vector(fp: str, tag: str = "") -> str:
     """Hot-store copy of a finished vector (float32 bytes)."""
-    return f"{PREFIX}:vec:{fp}"
+    return f"{PREFIX}:{tag}vec:{fp}"
 
 
-def failure(fp: str) -> str:
+def failure(fp: str, tag: str = "") -> str:
     """Why a fingerprint failed (JSON), kept briefly so every waiter learns it."""
-    return f"{PREFIX}:err:{fp}"
+    return f"{PREFIX}:{tag}err:{fp}"
 
 
-def claim(fp: str) -> str:
+def claim(fp: str, tag: str = "") -> str:
     """Dedup claim: held by whoever queued the computation, for at most claim_ttl_ms."""
-    return f"{PREFIX}:claim:{fp}"
+    return f"{PREFIX}:{tag}claim:{fp}"
 
 
-def held(hold: str, fp: str) -> str:
+def held(hold: str, fp: str, tag: str = "") -> str:
     """A claim or a run lease (`Hold`'s value: claim, run)."""
-    return f"{PREFIX}:{hold}:{fp}"
+    return f"{PREFIX}:{tag}{hold}:{fp}"
 
 
-def run_lease(fp: str) -> str:
+def run_lease(fp: str, tag: str = "") -> str:
     """Held by the worker executing a fingerprint; a duplicate delivery waits on it."""
-    return f"{PREFIX}:run:{fp}"
+    return f"{PREFIX}:{tag}run:{fp}"
 
 
-def interest(fp: str) -> str:
+def interest(fp: str, tag: str = "") -> str:
     """Callers still waiting for a fingerprint (sorted set: caller id scored by the epoch ms
     its wait ends); work nobody waits for any more is not encoded."""
-    return f"{PREFIX}:want:{fp}"
+    return f"{PREFIX}:{tag}want:{fp}"
 
 
-def attempts(fp: str) -> str:
+def attempts(fp: str, tag: str = "") -> str:
     """How many times a worker started encoding a fingerprint (dead-letter count)."""
-    return f"{PREFIX}:attempts:{fp}"
+    return f"{PREFIX}:{tag}attempts:{fp}"
 
 
-STATS = f"{PREFIX}:stats"
+def stats(tag: str = "") -> str:
+    """The counters hash (`store.COUNTERS`); on a cluster one per bucket, summed on read."""
+    return f"{PREFIX}:{tag}stats"
 
 
 def histogram(name: str) -> str:
@@ -62,7 +87,12 @@ def chunk_progress(job_id: str) -> str:
     return f"{PREFIX}:progress:{job_id}"
 
 
-DONE_CHANNEL = f"{PREFIX}:done"
+def done_channel(tag: str = "") -> str:
+    """Where finished fingerprints are announced (comma-separated); on a cluster one
+    sharded channel per bucket (SPUBLISH reaches only the master of its slot)."""
+    return f"{PREFIX}:{tag}done"
+
+
 # Hash: worker id -> JSON {"until": epoch s, "info": heartbeat}; a heartbeat past its
 # `until` is dead (readers drop it).
 WORKERS = f"{PREFIX}:workers"

@@ -17,9 +17,10 @@ from typing import Any
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError as RedisOutOfMemoryError  # type: ignore[attr-defined]
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from embedq.config.cluster_url import is_cluster, parse_cluster_url
 from embedq.errors import BrokerOutOfMemory, BrokerUnavailable
 
 OUT_OF_MEMORY = (
@@ -80,6 +81,9 @@ def map_redis_errors() -> Iterator[None]:
         raise BrokerOutOfMemory(OUT_OF_MEMORY) from exc
     except RedisError as exc:
         raise BrokerUnavailable(f"Redis refused the command: {exc}") from exc
+    except RedisClusterException as exc:  # redis-py's cluster errors are not RedisErrors
+        raise BrokerUnavailable(f"the Redis Cluster could not serve the command ({exc}); "
+                                "retry shortly") from exc
 
 
 def redis_link_options(socket_timeout_s: float, connect_timeout_s: float) -> dict[str, Any]:
@@ -95,6 +99,13 @@ def redis_link_options(socket_timeout_s: float, connect_timeout_s: float) -> dic
 
 def bounded_client(url: str, socket_timeout_s: float, connect_timeout_s: float,
                    max_connections: int = POOL_MAX_CONNECTIONS) -> Any:
+    if is_cluster(url):
+        return cluster_client(url, socket_timeout_s, connect_timeout_s, max_connections)
+    return single_client(url, socket_timeout_s, connect_timeout_s, max_connections)
+
+
+def single_client(url: str, socket_timeout_s: float, connect_timeout_s: float,
+                  max_connections: int = POOL_MAX_CONNECTIONS) -> Any:
     """A redis-py client whose every call is bounded: a link that goes silent fails a
     command after `socket_timeout_s` instead of hanging it; keepalives and a ping before
     reusing a connection idle past the socket timeout find dead ones. At most
@@ -106,3 +117,20 @@ def bounded_client(url: str, socket_timeout_s: float, connect_timeout_s: float,
     client: Any = redis.Redis(connection_pool=pool)
     client.auto_close_connection_pool = True  # close() disconnects the pool too
     return client
+
+
+def cluster_client(url: str, socket_timeout_s: float, connect_timeout_s: float,
+                   max_connections: int = POOL_MAX_CONNECTIONS) -> Any:
+    """A redis-py RedisCluster on the nodes of a `redis+cluster://` URL, bounded like
+    `single_client` (`max_connections` per master). It learns the slot layout from the
+    first node that answers, follows MOVED replies, and after a failover asks again."""
+    from redis.cluster import ClusterNode, RedisCluster
+
+    parsed = parse_cluster_url(url)
+    options = redis_link_options(socket_timeout_s, connect_timeout_s)
+    options.pop("retry_on_timeout")
+    with map_redis_errors():
+        return RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in parsed.nodes],
+            username=parsed.username, password=parsed.password,
+            max_connections=max_connections, require_full_coverage=True, **options)

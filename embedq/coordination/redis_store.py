@@ -1,34 +1,39 @@
 """The hot store on Redis: one round trip per call (MGET, a pipeline or a Lua script from
 `lua/`), pub/sub for "done". Calls over many fingerprints are scripts: one command
 whatever the key count, so the client does not build and parse thousands of replies while
-it holds the GIL that online work needs."""
+it holds the GIL that online work needs.
+
+On a Redis Cluster (`redis+cluster://`) each call is one command per bucket of hash slots
+(`buckets`), pipelined: about one round trip to each master. The counters are one hash
+per bucket, summed on read; "done" goes out on each bucket's sharded channel.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
+import random
 import threading
-import time
 from importlib import resources
 from typing import Any
 
 from redis.exceptions import RedisError
 
 from embedq import stages
+from embedq.config.cluster_url import is_cluster
 from embedq.coordination import layout
-from embedq.coordination.hot_keys import live_hot_keys
+from embedq.coordination.buckets import Buckets
 from embedq.coordination.redis_link import (
     POOL_MAX_CONNECTIONS,
     bounded_client,
     map_redis_errors,
 )
+from embedq.coordination.redis_shared import SharedKeys
 from embedq.coordination.store import (
     COUNTERS,
-    HISTOGRAMS,
     BatchRecord,
     Claimed,
-    HistogramSnapshot,
     Hold,
     HotStore,
     Interest,
@@ -50,7 +55,7 @@ SCRIPTS = ("claim", "lease", "release_if_owner", "extend", "count_attempts",
            "drop_unwanted", "incr_many", "wanted", "drop_stale")
 
 
-class RedisHotStore(HotStore):
+class RedisHotStore(SharedKeys, HotStore):
     remote = True
 
     def __init__(self, url: str, socket_timeout_s: float = 10.0,
@@ -63,10 +68,15 @@ class RedisHotStore(HotStore):
         self.url = url
         self.client: Any = bounded_client(url, socket_timeout_s, connect_timeout_s,
                                           max_connections)
+        self.cluster = is_cluster(url)
+        self.buckets = Buckets(self.client, layout.CLUSTER_BUCKETS if self.cluster else 1)
+        # This process's counters go to one bucket's stats hash, drawn once: the writes
+        # of many processes spread over the masters.
+        self._home = self.buckets.tags[random.randrange(self.buckets.count)]
         self._scripts = {name: self.client.register_script(lua(name)) for name in SCRIPTS}
         # Sent whole inside pipelines (a registered script there costs a SCRIPT EXISTS
         # round trip of its own); each is a few hundred bytes.
-        self._bodies = {name: lua(name) for name in ("incr_many",)}
+        self._bodies = {name: lua(name) for name in SCRIPTS}
         self._listener_thread: threading.Thread | None = None
         self._closing = threading.Event()
 
@@ -74,21 +84,27 @@ class RedisHotStore(HotStore):
         with map_redis_errors():
             return self._scripts[script](keys=keys_, args=args)
 
+    def _run_each(self, script: str, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """One script call per bucket: one call on one Redis, pipelined on a cluster."""
+        if len(calls) == 1:
+            return [self._run(script, *calls[0])]
+        with map_redis_errors():
+            return self.buckets.eval_each(self._bodies[script], calls)
+
+    def _mget(self, fps: list[str], *names: Any) -> list[list[Any]]:
+        with map_redis_errors():
+            return self.buckets.mget(fps, *names)
+
     # --- hot vectors and outcomes
     def vectors(self, fps: list[str]) -> list[bytes | None]:
-        if not fps:
-            return []
-        with map_redis_errors():
-            return list(self.client.mget([layout.vector(fp) for fp in fps]))
+        return self._mget(fps, layout.vector)[0] if fps else []
 
     def settled(self, fps: list[str]) -> Settled:
         out = Settled({}, {}, [])
         if not fps:
             return out
-        with map_redis_errors():
-            raw = self.client.mget([layout.vector(fp) for fp in fps]
-                                   + [layout.failure(fp) for fp in fps])
-        for fp, vec, err in zip(fps, raw[:len(fps)], raw[len(fps):], strict=True):
+        vecs, errs = self._mget(fps, layout.vector, layout.failure)
+        for fp, vec, err in zip(fps, vecs, errs, strict=True):
             if vec is not None:
                 out.vectors[fp] = vec
             elif err is not None:
@@ -105,20 +121,21 @@ class RedisHotStore(HotStore):
         durable store once the claim is freed, as any waiter for an orphan does."""
         with map_redis_errors():
             wanted = self._wanted(list(batch.wanted)) if batch.wanted else []
+            tag = self.buckets.tag
             pipe = self.client.pipeline(transaction=False)
             for vectors, ttl_s in batch.vectors:
                 for fp, blob in vectors.items():
-                    pipe.set(layout.vector(fp), blob, ex=ttl_s)
+                    pipe.set(layout.vector(fp, tag(fp)), blob, ex=ttl_s)
             for fp in wanted:
-                pipe.set(layout.vector(fp), batch.wanted[fp], ex=batch.wanted_ttl_s)
+                pipe.set(layout.vector(fp, tag(fp)), batch.wanted[fp], ex=batch.wanted_ttl_s)
             for fp, info in batch.failures.items():
-                pipe.set(layout.failure(fp), json.dumps(info), ex=batch.failure_ttl_s)
-            if batch.forget_attempts:
-                pipe.delete(*[layout.attempts(fp) for fp in batch.forget_attempts])
-            if batch.free_claims:
-                pipe.delete(*[layout.claim(fp) for fp in batch.free_claims])
-            if batch.done:
-                pipe.publish(layout.DONE_CHANNEL, ",".join(batch.done))
+                pipe.set(layout.failure(fp, tag(fp)), json.dumps(info),
+                         ex=batch.failure_ttl_s)
+            for key_of, fps in ((layout.attempts, batch.forget_attempts),
+                                (layout.claim, batch.free_claims)):
+                for bucket, idx in self.buckets.groups(fps).items() if fps else ():
+                    pipe.execute_command("DEL", *[key_of(fps[i], bucket) for i in idx])
+            self._queue_done(pipe, batch.done)
             self._queue_incr(pipe, batch.counts)
             for observed in batch.observations:
                 for name, value in observed.items():
@@ -130,15 +147,29 @@ class RedisHotStore(HotStore):
                 pipe.execute()
 
     def _wanted(self, fps: list[str]) -> list[str]:
-        found = self._scripts["wanted"](keys=[layout.interest(fp) for fp in fps], args=[])
-        return [fps[int(i) - 1] for i in found]
+        groups = self.buckets.groups(fps)
+        found = self._run_each("wanted", [([layout.interest(fps[i], tag) for i in idx], [])
+                                          for tag, idx in groups.items()])
+        return [fps[idx[int(i) - 1]] for idx, got in zip(groups.values(), found, strict=True)
+                for i in got]
+
+    def _queue_done(self, pipe: Any, fps: list[str]) -> None:
+        if not fps:
+            return
+        if self.buckets.count == 1:
+            pipe.publish(layout.done_channel(), ",".join(fps))
+            return
+        for tag, idx in self.buckets.groups(fps).items():
+            pipe.execute_command("SPUBLISH", layout.done_channel(tag),
+                                 ",".join(fps[i] for i in idx))
 
     def _queue_incr(self, pipe: Any, counts: dict[str, int]) -> None:
         # EVAL, not the registered script: a pipeline holding one first asks SCRIPT
         # EXISTS, a round trip of its own, and this body is a few dozen bytes.
         flat = [x for kv in counts.items() if kv[1] for x in kv]
         if flat:
-            pipe.eval(self._bodies["incr_many"], 1, layout.STATS, *flat)
+            pipe.execute_command("EVAL", self._bodies["incr_many"], 1, layout.stats(self._home),
+                                 *flat)
 
     # --- claims and run leases
     def claim(self, fps: list[str], owner: str, ttl_ms: int,
@@ -148,13 +179,21 @@ class RedisHotStore(HotStore):
                  for caller in callers]
         if not fps and not pairs:
             return Claimed([], [])
-        won = self._run(
-            "claim",
-            [*(layout.claim(fp) for fp in fps), *(layout.interest(fp) for fp, _ in pairs),
-             *(layout.failure(fp) for fp in fps)],
-            [owner, ttl_ms, len(fps), interest.ttl_ms if interest else 1,
-             *(caller for _, caller in pairs)])
-        flags = [bool(r) for r in won]
+        tag = self.buckets.tag
+        by_tag: dict[str, tuple[list[int], list[tuple[str, str]]]] = {}
+        for i, fp in enumerate(fps):
+            by_tag.setdefault(tag(fp), ([], []))[0].append(i)
+        for fp, caller in pairs:
+            by_tag.setdefault(tag(fp), ([], []))[1].append((fp, caller))
+        calls = [([*(layout.claim(fps[i], t) for i in idx),
+                   *(layout.interest(fp, t) for fp, _ in mine),
+                   *(layout.failure(fps[i], t) for i in idx)],
+                  [owner, ttl_ms, len(idx), interest.ttl_ms if interest else 1,
+                   *(caller for _, caller in mine)]) for t, (idx, mine) in by_tag.items()]
+        flags = [False] * len(fps)
+        for (idx, _), won in zip(by_tag.values(), self._run_each("claim", calls), strict=True):
+            for i, r in zip(idx, won, strict=True):
+                flags[i] = bool(r)
         return Claimed([fp for fp, ok in zip(fps, flags, strict=True) if ok],
                        [fp for fp, ok in zip(fps, flags, strict=True) if not ok])
 
@@ -162,9 +201,15 @@ class RedisHotStore(HotStore):
         out = Leased({}, {}, [])
         if not fps:
             return out
-        got = self._run("lease", [*(layout.run_lease(fp) for fp in fps),
-                                  *(layout.vector(fp) for fp in fps),
-                                  *(layout.attempts(fp) for fp in fps)], [owner, ttl_ms])
+        groups = self.buckets.groups(fps)
+        replies = self._run_each("lease", [
+            ([*(layout.run_lease(fps[i], t) for i in idx), *(layout.vector(fps[i], t) for i in idx),
+              *(layout.attempts(fps[i], t) for i in idx)], [owner, ttl_ms])
+            for t, idx in groups.items()])
+        got: list[Any] = [None] * len(fps)
+        for idx, reply in zip(groups.values(), replies, strict=True):
+            for i, g in zip(idx, reply, strict=True):
+                got[i] = g
         for fp, g in zip(fps, got, strict=True):
             if isinstance(g, bytes):
                 out.stored[fp] = g
@@ -177,30 +222,40 @@ class RedisHotStore(HotStore):
     def holders(self, hold: Hold, fps: list[str]) -> list[str | None]:
         if not fps:
             return []
-        with map_redis_errors():
-            raw = self.client.mget([layout.held(hold, fp) for fp in fps])
+        raw = self._mget(fps, lambda fp, t: layout.held(hold, fp, t))[0]
         return [r.decode() if r else None for r in raw]
 
     def release(self, hold: Hold, fps: list[str], owner: str | None = None) -> None:
         if not fps:
             return
-        names = [layout.held(hold, fp) for fp in fps]
+        groups = self.buckets.groups(fps)
+        names = [[layout.held(hold, fps[i], t) for i in idx] for t, idx in groups.items()]
         if owner is not None:
-            self._run("release_if_owner", names, [owner])
+            self._run_each("release_if_owner", [(group, [owner]) for group in names])
             return
         with map_redis_errors():
-            self.client.delete(*names)
+            pipe = self.client.pipeline(transaction=False)
+            for group in names:
+                pipe.execute_command("DEL", *group)
+            pipe.execute()
 
     def extend_leases(self, fps: list[str], ttl_ms: int) -> None:
         if fps:
-            self._run("extend", [layout.run_lease(fp) for fp in fps], [ttl_ms])
+            self._run_each("extend", [([layout.run_lease(fps[i], t) for i in idx], [ttl_ms])
+                                      for t, idx in self.buckets.groups(fps).items()])
 
     # --- attempts
     def count_attempts(self, fps: list[str], ttl_s: int) -> list[int]:
         if not fps:
             return []
-        return [int(n) for n in self._run("count_attempts",
-                                          [layout.attempts(fp) for fp in fps], [ttl_s])]
+        groups = self.buckets.groups(fps)
+        replies = self._run_each("count_attempts", [
+            ([layout.attempts(fps[i], t) for i in idx], [ttl_s]) for t, idx in groups.items()])
+        counts = [0] * len(fps)
+        for idx, reply in zip(groups.values(), replies, strict=True):
+            for i, n in zip(idx, reply, strict=True):
+                counts[i] = int(n)
+        return counts
 
     def forget_attempts(self, fps: list[str]) -> None:
         if fps:
@@ -209,8 +264,7 @@ class RedisHotStore(HotStore):
     def attempts(self, fps: list[str]) -> list[int]:
         if not fps:
             return []
-        with map_redis_errors():
-            return [int(r or 0) for r in self.client.mget([layout.attempts(fp) for fp in fps])]
+        return [int(r or 0) for r in self._mget(fps, layout.attempts)[0]]
 
     # --- interest
     def unwant(self, callers: dict[str, list[str]]) -> None:
@@ -219,109 +273,44 @@ class RedisHotStore(HotStore):
         with map_redis_errors():
             pipe = self.client.pipeline(transaction=False)
             for fp, ids in callers.items():
-                pipe.zrem(layout.interest(fp), *ids)
+                pipe.zrem(layout.interest(fp, self.buckets.tag(fp)), *ids)
             pipe.execute()
 
     def drop_unwanted(self, owners: list[tuple[str, str]]) -> list[str]:
         if not owners:
             return []
-        names = [layout.STATS]
-        for fp, _ in owners:
-            names += [layout.interest(fp), layout.claim(fp)]
-        flags = self._run("drop_unwanted", names, [owner for _, owner in owners])
+        groups = self.buckets.groups([fp for fp, _ in owners])
+        calls = []
+        for t, idx in groups.items():
+            names = [layout.stats(t)]
+            for i in idx:
+                names += [layout.interest(owners[i][0], t), layout.claim(owners[i][0], t)]
+            calls.append((names, [owners[i][1] for i in idx]))
+        flags = [0] * len(owners)
+        for idx, reply in zip(groups.values(), self._run_each("drop_unwanted", calls),
+                              strict=True):
+            for i, f in zip(idx, reply, strict=True):
+                flags[i] = f
         return list(dict.fromkeys(fp for (fp, _), f in zip(owners, flags, strict=True) if f))
 
     # --- counters
     def incr(self, counts: dict[str, int]) -> None:
         flat = [x for kv in counts.items() if kv[1] for x in kv]
         if flat:
-            self._run("incr_many", [layout.STATS], flat)
+            self._run("incr_many", [layout.stats(self._home)], flat)
 
     def counters(self) -> dict[str, int]:
+        """The stats hash; on a cluster each bucket's, summed."""
         with map_redis_errors():
-            raw = self.client.hgetall(layout.STATS)
+            pipe = self.client.pipeline(transaction=False)
+            for tag in self.buckets.tags:
+                pipe.hgetall(layout.stats(tag))
+            hashes = pipe.execute()
         out = {name: 0 for name in COUNTERS}
-        out.update({k.decode(): int(v) for k, v in raw.items()})
+        for raw in hashes:
+            for k, v in raw.items():
+                out[k.decode()] = out.get(k.decode(), 0) + int(v)
         return out
-
-    def histograms(self) -> dict[str, HistogramSnapshot]:
-        names = list(HISTOGRAMS)
-        with map_redis_errors():
-            pipe = self.client.pipeline(transaction=False)
-            for name in names:
-                pipe.hgetall(layout.histogram(name))
-            raw = pipe.execute()
-        out = {}
-        for name, fields in zip(names, raw, strict=True):
-            if not fields:
-                continue
-            got = {k.decode(): v for k, v in fields.items()}
-            bounds = HISTOGRAMS[name]
-            buckets = tuple(int(got.get(str(i), 0)) for i in range(len(bounds) + 1))
-            out[name] = HistogramSnapshot(
-                bounds, buckets, float(got.get("sum", 0)), int(got.get("count", 0)))
-        return out
-
-    # --- liveness
-    def heartbeat(self, worker_id: str, info: dict[str, object], ttl_s: int) -> None:
-        beat = json.dumps({"until": time.time() + ttl_s, "info": info})
-        with map_redis_errors():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hset(layout.WORKERS, worker_id, beat)
-            # The key per worker that readers before the hash scanned for: kept while a
-            # rolling upgrade may still run them (docs/redis.md, "Key changes").
-            pipe.set(f"{layout.WORKERS}:{worker_id}", json.dumps(info), ex=max(1, ttl_s))
-            pipe.execute()
-
-    def forget_worker(self, worker_id: str) -> None:
-        with map_redis_errors():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hdel(layout.WORKERS, worker_id)
-            pipe.delete(f"{layout.WORKERS}:{worker_id}")
-            pipe.execute()
-
-    def live_workers(self) -> dict[str, dict[str, object]]:
-        """One HGETALL (a SCAN for per-worker keys walked the whole keyspace, millions
-        of vectors included); expired heartbeats are dropped from the hash as read."""
-        with map_redis_errors():
-            raw = self.client.hgetall(layout.WORKERS)
-        now, live, stale = time.time(), {}, []
-        for field, value in raw.items():
-            beat = json.loads(value)
-            if beat["until"] > now:
-                live[field.decode()] = beat["info"]
-            else:
-                stale += [field, value]
-        if stale:
-            self._run("drop_stale", [layout.WORKERS], stale)
-        return live
-
-    def note_chunk_progress(self, job_id: str, chunk: int, done: int, ttl_s: int) -> None:
-        key = layout.chunk_progress(job_id)
-        with map_redis_errors():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hset(key, str(chunk), done)
-            pipe.expire(key, ttl_s)
-            pipe.execute()
-
-    def chunk_progress(self, job_id: str) -> dict[int, int]:
-        with map_redis_errors():
-            raw = self.client.hgetall(layout.chunk_progress(job_id))
-        return {int(k): int(v) for k, v in raw.items()}
-
-    def publish_hot_keys(self, process_id: str,
-                         top: dict[str, list[tuple[str, float]]]) -> None:
-        entry = json.dumps({"at": time.time(), "top": top})
-        with map_redis_errors():
-            self.client.hset(layout.HOT_KEYS, process_id, entry)
-
-    def hot_keys(self) -> dict[str, list[tuple[str, float]]]:
-        with map_redis_errors():
-            raw = {k.decode(): v for k, v in self.client.hgetall(layout.HOT_KEYS).items()}
-        live, stale = live_hot_keys({k: json.loads(v) for k, v in raw.items()})
-        if stale:
-            self._run("drop_stale", [layout.HOT_KEYS], [x for k in stale for x in (k, raw[k])])
-        return live
 
     def ping(self) -> None:
         with map_redis_errors():
@@ -342,10 +331,10 @@ class RedisHotStore(HotStore):
         while not self._closing.is_set():
             pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(layout.DONE_CHANNEL)
+                read = self._subscribe_done(pubsub)
                 while not self._closing.is_set():
-                    msg = pubsub.get_message(timeout=1.0)
-                    if msg and msg.get("type") == "message":
+                    msg = read()
+                    if msg and msg.get("type") in ("message", "smessage"):
                         with stages.timed("notify"):
                             self._dispatch(msg["data"].decode().split(","))
             except Exception as exc:  # the listener outlives any failure; waiters poll
@@ -359,6 +348,16 @@ class RedisHotStore(HotStore):
             finally:
                 with contextlib.suppress(Exception):
                     pubsub.close()
+
+    def _subscribe_done(self, pubsub: Any) -> Any:
+        """Subscribe to "done"; the function that reads the next notification (or None).
+        On a cluster: every bucket's sharded channel, each on its master; redis-py polls
+        the masters in turn, so each poll waits briefly."""
+        if self.buckets.count == 1:
+            pubsub.subscribe(layout.done_channel())
+            return lambda: pubsub.get_message(timeout=1.0)
+        pubsub.ssubscribe(*[layout.done_channel(tag) for tag in self.buckets.tags])
+        return lambda: pubsub.get_sharded_message(timeout=0.02)
 
     def close(self) -> None:
         self._closing.set()

@@ -248,7 +248,8 @@ class HotStore(ABC):
 
     # --- notifications
     def subscribe(self, listener: Listener) -> None:
-        """Call `listener(fps)` for every batch of fingerprints announced as done."""
+        """Call `listener(fps)` with the fingerprints of every batch announced as done
+        (in parts on a Redis Cluster: one per bucket of hash slots)."""
         with self._lock:
             self._listeners.append(listener)
         self._start_listening()

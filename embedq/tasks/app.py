@@ -28,6 +28,7 @@ from celery import Celery
 from kombu.entity import Exchange, Queue
 
 from embedq.config import Settings
+from embedq.config.cluster_url import is_cluster
 from embedq.tasks import names, redis_transport
 
 # kombu sends BRPOP with a 1 s server-side timeout on a socket that carries this timeout
@@ -107,7 +108,10 @@ def transports(settings: Settings) -> Transports:
         backend = "cache+memory://"
         transport["polling_interval"] = 0.005  # the memory transport polls; Redis blocks
     else:
-        backend = settings.links.redis_url
+        # Celery's result backend cannot use a Redis Cluster: with one (a cluster is
+        # accepted only with a redis:// broker, config.rules) results go to the broker.
+        backend = (settings.links.broker_url if is_cluster(settings.links.redis_url)
+                   else settings.links.redis_url)
         links = link_timeouts(settings)
         if settings.links.broker_url.startswith(("redis://", "rediss://")):
             transport.update(links)

@@ -1,4 +1,4 @@
-"""Fixtures for unit tests that run one body against both hot stores."""
+"""Fixtures for unit tests that run one body against every hot store."""
 
 from __future__ import annotations
 
@@ -11,15 +11,27 @@ from embedq.coordination.store import HotStore
 from tests import support
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 def store(request: pytest.FixtureRequest) -> Iterator[HotStore]:
+    """The same body against the in-process store, one Redis, and a Redis Cluster."""
+    yield from open_store(request)
+
+
+def open_store(request: pytest.FixtureRequest) -> Iterator[HotStore]:
+    """The hot store `request.param` names (memory, redis, cluster), closed after."""
     if request.param == "memory":
         yield MemoryHotStore()
         return
-    support.check_redis()
     from embedq.coordination.redis_store import RedisHotStore
 
-    support.flush_redis(support.REDIS_URL)
-    redis_store = RedisHotStore(support.REDIS_URL)
+    if request.param == "cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        url = cluster.url
+    else:
+        support.check_redis()
+        support.flush_redis(support.REDIS_URL)
+        url = support.REDIS_URL
+    redis_store = RedisHotStore(url)
     yield redis_store
     redis_store.close()

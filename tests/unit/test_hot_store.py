@@ -113,7 +113,8 @@ def test_done_notifications_reach_subscribers(store: HotStore) -> None:
         # Published until heard: the Redis listener subscribes in its own thread, and
         # other processes' notifications on the same channel are not ours.
         heard(store, ["f1", "f2"], seen)
-        return ["f1", "f2"] in got
+        # A batch may arrive in parts (on a cluster, one per bucket of hash slots).
+        return {"f1", "f2"} <= {fp for part in got for fp in part}
 
     support.wait_until(ours_heard, 5, "a done notification reaching the subscriber")
 
@@ -133,8 +134,8 @@ def test_a_recorded_batch_stores_forgets_frees_notifies_and_counts(store: HotSto
     def listener(fps: list[str]) -> None:
         if "rb-probe" in fps:
             listening.set()
-        if "rb-online" in fps:
-            got.append(fps)
+        got.append(fps)
+        if {"rb-bad", "rb-bulk", "rb-online"} <= {fp for part in got for fp in part}:
             seen.set()
 
     store.subscribe(listener)
@@ -159,7 +160,7 @@ def test_a_recorded_batch_stores_forgets_frees_notifies_and_counts(store: HotSto
     after = store.counters()
     assert (after["encoded"], after["failed"]) == (before["encoded"] + 2, before["failed"] + 1)
     assert store.histograms()["batch_texts"].count >= 1
-    assert seen.wait(5) and got[-1] == ["rb-bad", "rb-bulk", "rb-online"]
+    assert seen.wait(5)  # each announced fingerprint heard, in one part or several
     time.sleep(1.2)  # outlive the bulk vector's 1 s ttl: the expiry is what this checks
     assert store.vectors(["rb-online", "rb-bulk"]) == [b"\x01", None]  # each its ttl
 

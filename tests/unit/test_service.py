@@ -18,6 +18,7 @@ from embedq.coordination.executor import Ticket
 from embedq.coordination.interest import RequestGroup
 from embedq.coordination.memory import MemoryHotStore
 from embedq.coordination.outcomes import publish_vectors
+from embedq.coordination.redis_store import RedisHotStore
 from embedq.coordination.store import Hold, HotStore
 from embedq.coordination.waiting import REQUEST
 from embedq.deployment import Deployment
@@ -28,6 +29,7 @@ from embedq.service import EmbeddingService
 from embedq.tasks.executor import QueueExecutor
 from embedq.workers.local import LocalExecutor
 from tests import support
+from tests.unit.conftest import open_store
 
 
 class Here:
@@ -51,6 +53,13 @@ class Here:
 
     def passes(self, text: str) -> int:
         return support.ledger_counts(self.ledger).get(support.text_digest(text), 0)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Iterator[HotStore]:
+    """The service's paths on two stores: the store's own contract runs on the cluster
+    too (test_hot_store), and these would only repeat it at a second a test."""
+    yield from open_store(request)
 
 
 @pytest.fixture(params=["queue", "local"])
@@ -96,7 +105,10 @@ def test_a_vector_only_the_durable_store_holds_is_found_there(here: Here, salt: 
     assert fp in here.service.durable.get_many([fp])
     store = here.service.hot
     if store.remote:
-        support.flush_redis()  # the hot copies (and claims) gone; the database keeps all
+        # The hot copies (and claims) gone, on one Redis or every master of a cluster;
+        # the database keeps all.
+        assert isinstance(store, RedisHotStore)
+        store.client.flushdb()
     fresh = Here(store if store.remote else MemoryHotStore(), "queue", here.ledger.parent)
     try:
         got = fresh.service.embed([text], timeout_s=30)
