@@ -15,7 +15,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from embedq.coordination import layout
 from embedq.errors import BrokerUnavailable, DailyLimitReached
@@ -72,7 +72,7 @@ class TextQuota:
         assert self._charge is not None
         try:
             admitted, used = self._charge(keys=[key], args=[texts, limit, ttl_s])
-        except RedisError as exc:
+        except (RedisError, RedisClusterException) as exc:
             raise BrokerUnavailable(f"the daily text limit cannot be checked: Redis is "
                                     f"unreachable ({exc.__class__.__name__}); retry "
                                     "shortly") from exc

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from embedq.coordination import layout
 from embedq.errors import BrokerUnavailable, RateLimited
@@ -63,7 +63,7 @@ class RateLimiter:
         assert self._take is not None
         try:
             return float(self._take(keys=[layout.rate_bucket(limiter_id)], args=[rate, burst]))
-        except RedisError as exc:
+        except (RedisError, RedisClusterException) as exc:
             raise BrokerUnavailable(f"the rate limit cannot be checked: Redis is unreachable "
                                     f"({exc.__class__.__name__}); retry shortly") from exc
 

@@ -1,0 +1,89 @@
+"""The coordination store on a Redis Cluster: the URL, the key layout, and the other users
+of the coordination Redis (rate limits, daily quotas). The store's contract itself runs
+on the cluster with the other stores (test_hot_store)."""
+
+from __future__ import annotations
+
+import pytest
+
+from embedq.config import Settings
+from embedq.config.cluster_url import parse_cluster_url
+from embedq.coordination import layout
+from embedq.coordination.redis_store import RedisHotStore
+from embedq.coordination.store import Interest
+from embedq.errors import ConfigError, DailyLimitReached, RateLimited
+from embedq.tasks.app import celery_config
+from embedq.tenants.principal import Principal
+from embedq.tenants.quota import TextQuota
+from embedq.tenants.ratelimit import RateLimiter
+from embedq.testing.redis_cluster import LocalRedisCluster
+
+BROKER = "redis://127.0.0.1:6379/0"
+
+
+def test_a_cluster_url_lists_its_nodes_and_credentials() -> None:
+    got = parse_cluster_url("redis+cluster://app:s%40cret@10.0.0.1:7000,[::1]:7001,redis-c:7002")
+    assert got.nodes == (("10.0.0.1", 7000), ("::1", 7001), ("redis-c", 7002))
+    assert (got.username, got.password) == ("app", "s@cret")
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("redis+cluster://10.0.0.1", "is not host:port"),
+    ("redis+cluster://10.0.0.1:7000,", "is not host:port"),
+    ("redis+cluster://10.0.0.1:70000", "a port 1-65535"),
+    ("redis+cluster://10.0.0.1:7000/2", "only database 0"),
+    ("http://10.0.0.1:7000", "is not a Redis URL"),
+])
+def test_a_wrong_redis_url_is_refused_saying_how_to_write_it(url: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        Settings.from_env({"EMBEDQ_BROKER_URL": BROKER, "EMBEDQ_REDIS_URL": url})
+
+
+def test_celery_stays_off_the_cluster() -> None:
+    cluster = "redis+cluster://10.0.0.1:7000,10.0.0.2:7000"
+    settings = Settings.from_env({"EMBEDQ_BROKER_URL": BROKER, "EMBEDQ_REDIS_URL": cluster})
+    assert celery_config(settings)["result_backend"] == BROKER  # chord counters
+    with pytest.raises(ConfigError, match="Celery's Redis transport cannot use"):
+        Settings.from_env({"EMBEDQ_BROKER_URL": cluster, "EMBEDQ_REDIS_URL": cluster})
+    with pytest.raises(ConfigError, match="use a redis:// broker"):
+        Settings.from_env({"EMBEDQ_BROKER_URL": "amqp://guest@127.0.0.1//",
+                           "EMBEDQ_REDIS_URL": cluster})
+
+
+def test_a_fingerprints_keys_share_one_slot_and_buckets_spread_over_the_masters(
+        redis_cluster: LocalRedisCluster) -> None:
+    store = RedisHotStore(redis_cluster.url)
+    try:
+        fp = "ab" * 32
+        tag = store.buckets.tag(fp)
+        names = [layout.vector(fp, tag), layout.failure(fp, tag), layout.claim(fp, tag),
+                 layout.run_lease(fp, tag), layout.interest(fp, tag), layout.attempts(fp, tag),
+                 layout.stats(tag), layout.done_channel(tag)]
+        slots = {store.client.keyslot(name) for name in names}
+        assert len(slots) == 1
+        owners = {store.client.get_node_from_key(layout.stats(t)).name
+                  for t in store.buckets.tags}
+        assert len(owners) == len(redis_cluster.master_ports)
+        # A call over many fingerprints is one script per bucket, never CROSSSLOT.
+        fps = [f"{i:064x}" for i in range(300)]
+        claimed = store.claim(fps, "me", 5000, Interest({f: ["c"] for f in fps}, 5000))
+        assert claimed.won == fps
+    finally:
+        store.close()
+
+
+def test_rate_limits_and_daily_quotas_count_on_the_cluster(
+        redis_cluster: LocalRedisCluster) -> None:
+    store = RedisHotStore(redis_cluster.url)
+    try:
+        who = Principal("t", "k", frozenset(), key_id="cluster-key", rate_per_s=1,
+                        texts_per_day=3)
+        limiter, quota = RateLimiter(store.client), TextQuota(store.client)
+        limiter.check(who)
+        with pytest.raises(RateLimited):
+            limiter.check(who)
+        quota.charge(who, 3)
+        with pytest.raises(DailyLimitReached):
+            quota.charge(who, 1)
+    finally:
+        store.close()
