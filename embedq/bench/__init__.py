@@ -13,6 +13,7 @@
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
     pipeline.py  `embedq bench pipeline`: the pipeline with a free model against its storage
     scale.py     `embedq bench scale`: workers and API replicas added, on an I/O-bound upstream
+    scale_cluster.py  `embedq bench scale --cluster`: coordination on a Redis Cluster
     cluster.py   the serve (and worker) a bench starts for itself, and stops
     stats.py     the percentile they all report with
 
@@ -94,6 +95,13 @@ def _add_scale(c: Any) -> None:
                    help="API replica counts measured")
     c.add_argument("--requests", type=int, default=1000,
                    help="Zipf-drawn one-text requests of each replica run")
+    c.add_argument("--cluster", action="store_true",
+                   help="instead: coordination on a Redis Cluster of 3 masters against one "
+                        "Redis (both started here on loopback; needs redis-server)")
+    c.add_argument("--fingerprints", type=int, nargs="+", default=[64, 1000],
+                   help="with --cluster: fingerprints per call measured")
+    c.add_argument("--rounds", type=int, default=30,
+                   help="with --cluster: rounds of each call on each store (median)")
 
 
 def _adder(kinds: Any) -> Any:
@@ -154,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
         from embedq.bench import pipeline
 
         report = pipeline.run(args)
+    elif args.kind == "scale" and args.cluster:
+        from embedq.bench import scale_cluster
+
+        report = scale_cluster.run(args)
     elif args.kind == "scale":
         from embedq.bench import scale
 

@@ -25,6 +25,7 @@ import httpx
 
 from embedq.bench.jobs import live_workers_serving
 from embedq.config import Settings
+from embedq.coordination.redis_link import bounded_client
 from embedq.errors import ConfigError, EmbedqError, Unavailable
 from embedq.testing import processes
 
@@ -52,6 +53,7 @@ def preflight(settings: Settings) -> None:
     """Redis, the broker and Postgres reachable, the tables there: else a message naming
     what is missing and what to do, within seconds (every probe has a timeout)."""
     import redis
+    from redis.exceptions import RedisClusterException
 
     from embedq.models import Database
 
@@ -64,10 +66,9 @@ def preflight(settings: Settings) -> None:
     if settings.links.broker_url.startswith(("redis://", "rediss://")):
         links["EMBEDQ_BROKER_URL"] = settings.links.broker_url
     for name, url in links.items():
-        try:
-            redis.Redis.from_url(url, socket_connect_timeout=PREFLIGHT_TIMEOUT_S,
-                                 socket_timeout=PREFLIGHT_TIMEOUT_S).ping()
-        except redis.RedisError as exc:
+        try:  # one Redis, or a Redis Cluster for EMBEDQ_REDIS_URL
+            bounded_client(url, PREFLIGHT_TIMEOUT_S, PREFLIGHT_TIMEOUT_S).ping()
+        except (redis.RedisError, RedisClusterException, EmbedqError) as exc:
             raise Unavailable(
                 f"Redis at {_where(url)} ({name}) is not reachable ({exc}): start Redis "
                 f"there, or point {name} at a running one"

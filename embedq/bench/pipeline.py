@@ -37,7 +37,9 @@ from typing import Any
 from embedq.bench.cluster import cluster, preflight
 from embedq.bench.http import CLIENTS, _phase
 from embedq.config import Settings
+from embedq.config.cluster_url import is_cluster
 from embedq.corpus import load_texts
+from embedq.errors import ConfigError
 from embedq.stages import PREFIX, STAGES
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -47,6 +49,11 @@ FLOOR_TTL_S = 300
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_STAGE_TIMING": "true"})
     settings = Settings.from_env()
+    if is_cluster(settings.links.redis_url):
+        raise ConfigError(
+            "bench pipeline weighs the pipeline against one Redis's floor and CPU: point "
+            "EMBEDQ_REDIS_URL at a single Redis (redis://); `embedq bench scale --cluster` "
+            "measures a Redis Cluster")
     preflight(settings)
     salt = uuid.uuid4().hex[:8]
     texts = [f"{salt} {i} {t}" for i, t in enumerate(load_texts(args.n, args.file,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from embedq.bench.scale_cluster import measure
 from embedq.config import Settings
 from embedq.config.cluster_url import parse_cluster_url
 from embedq.coordination import layout
@@ -17,6 +18,7 @@ from embedq.tenants.principal import Principal
 from embedq.tenants.quota import TextQuota
 from embedq.tenants.ratelimit import RateLimiter
 from embedq.testing.redis_cluster import LocalRedisCluster
+from tests import support
 
 BROKER = "redis://127.0.0.1:6379/0"
 
@@ -87,3 +89,13 @@ def test_rate_limits_and_daily_quotas_count_on_the_cluster(
             quota.charge(who, 1)
     finally:
         store.close()
+
+
+def test_the_cluster_bench_times_both_stores_without_crossslot(
+        redis_cluster: LocalRedisCluster) -> None:
+    support.check_redis()
+    report = measure(support.REDIS_URL, redis_cluster.url, [8, 40], rounds=1)
+    assert [row["fingerprints"] for row in report["sizes"]] == [8, 40]
+    assert all(row[call]["single_ms"] > 0 and row[call]["cluster_ms"] > 0
+               for row in report["sizes"] for call in ("claim", "batch"))
+    assert report["crossslot_errors"] == 0
