@@ -14,7 +14,8 @@ Every process that computes or waits for a vector goes through this package:
 - the **executor** seam decides where a claimed miss is encoded (`executor`).
 
 The hot store (`store`: the interface; `memory`, `redis_store`: the two stores) holds
-all of it; key names (`keys`) and Lua scripts (`lua/`) stay inside the stores.
+all of it; key names (`layout`) and Lua scripts (`lua/`) stay inside the stores. On a
+Redis Cluster the Redis store splits each call by the hash slot of its keys (`buckets`).
 """
 
 from __future__ import annotations
