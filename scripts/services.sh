@@ -4,6 +4,14 @@
 set -u
 up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# The Redis Cluster tests start redis-server processes of their own (tests/conftest.py,
+# `redis_cluster`), so the binaries must be here even where Redis itself runs elsewhere.
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+  { (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq redis-server >/dev/null; } \
+    || echo "redis-server: not installed (the Redis Cluster tests skip, or fail in CI)"
+fi
+
 if ! up 6379 && command -v redis-server >/dev/null; then
   mkdir -p /var/lib/redis /var/log/redis
   redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
