@@ -15,6 +15,7 @@ import json
 import logging
 import random
 import threading
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -78,6 +79,7 @@ class RedisHotStore(SharedKeys, HotStore):
         # round trip of its own); each is a few hundred bytes.
         self._bodies = {name: lua(name) for name in SCRIPTS}
         self._listener_thread: threading.Thread | None = None
+        self._listen_tags: set[str] = set()  # the buckets whose "done" is listened to
         self._closing = threading.Event()
 
     def _run(self, script: str, keys_: list[str], args: list[Any]) -> Any:
@@ -317,8 +319,11 @@ class RedisHotStore(SharedKeys, HotStore):
             self.client.ping()
 
     # --- notifications
-    def _start_listening(self) -> None:
+    def _start_listening(self, fps: list[str] | None) -> None:
+        tags = (set(self.buckets.tags) if fps is None or self.buckets.count == 1
+                else {self.buckets.tag(fp) for fp in fps})
         with self._lock:
+            self._listen_tags |= tags
             if self._listener_thread is not None:
                 return
             self._listener_thread = threading.Thread(
@@ -349,15 +354,24 @@ class RedisHotStore(SharedKeys, HotStore):
                 with contextlib.suppress(Exception):
                     pubsub.close()
 
-    def _subscribe_done(self, pubsub: Any) -> Any:
+    def _subscribe_done(self, pubsub: Any) -> Callable[[], Any]:
         """Subscribe to "done"; the function that reads the next notification (or None).
-        On a cluster: every bucket's sharded channel, each on its master; redis-py polls
-        the masters in turn, so each poll waits briefly."""
+        On a cluster: the sharded channel of each bucket some listener waits on, each on
+        its master, subscribed here as buckets are added (this thread owns the
+        connection); redis-py polls the masters in turn, so each poll waits briefly."""
         if self.buckets.count == 1:
             pubsub.subscribe(layout.done_channel())
             return lambda: pubsub.get_message(timeout=1.0)
-        pubsub.ssubscribe(*[layout.done_channel(tag) for tag in self.buckets.tags])
-        return lambda: pubsub.get_sharded_message(timeout=0.02)
+        heard: set[str] = set()
+
+        def read() -> Any:
+            with self._lock:
+                new = self._listen_tags - heard
+            if new:
+                pubsub.ssubscribe(*[layout.done_channel(tag) for tag in sorted(new)])
+                heard.update(new)
+            return pubsub.get_sharded_message(timeout=0.02)
+        return read
 
     def close(self) -> None:
         self._closing.set()

@@ -247,15 +247,20 @@ class HotStore(ABC):
     def ping(self) -> None: ...
 
     # --- notifications
-    def subscribe(self, listener: Listener) -> None:
+    def subscribe(self, listener: Listener, fps: list[str] | None = None) -> None:
         """Call `listener(fps)` with the fingerprints of every batch announced as done
-        (in parts on a Redis Cluster: one per bucket of hash slots)."""
+        (in parts on a Redis Cluster: one per bucket of hash slots). Given `fps`, only
+        their buckets' announcements are due (a Redis Cluster has a sharded channel per
+        bucket; the other stores deliver all); a listener subscribed again adds the
+        buckets of the new `fps`."""
         with self._lock:
-            self._listeners.append(listener)
-        self._start_listening()
+            if listener not in self._listeners:
+                self._listeners.append(listener)
+        self._start_listening(fps)
 
-    def _start_listening(self) -> None:  # noqa: B027 - optional hook
-        """Start delivering notifications to listeners (Redis: a pub/sub thread)."""
+    def _start_listening(self, fps: list[str] | None) -> None:  # noqa: B027 - optional hook
+        """Start delivering notifications to listeners (Redis: a pub/sub thread), of
+        every bucket (`fps` None) or at least of those of `fps`."""
 
     def _dispatch(self, fps: list[str]) -> None:
         for listener in list(self._listeners):

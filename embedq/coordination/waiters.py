@@ -2,7 +2,8 @@
 
 One subscription to the hot store's "done" notifications per process wakes exactly the
 waiters whose fingerprints finished; waiters also poll, so a lost notification (a Redis
-restart) only costs latency.
+restart) only costs latency. A lazy registry subscribes for the fingerprints registered,
+so on a Redis Cluster a worker listens only to the buckets it waits on.
 """
 
 from __future__ import annotations
@@ -20,23 +21,20 @@ class Waiters:
         self._hot = hot
         self._events: dict[str, set[threading.Event]] = {}
         self._lock = threading.Lock()
-        self._subscribed = False
+        self._eager = eager
         if eager:
-            self._subscribe()
-
-    def _subscribe(self) -> None:
-        self._subscribed = True
-        self._hot.subscribe(self.notify)
+            self._hot.subscribe(self.notify)  # every bucket
 
     def register(self, fps: Iterable[str], event: threading.Event) -> None:
-        """Wake `event` when any of `fps` is done. A lazy subscription starts here: a
-        process that never waits (a worker without redeliveries) does not read every
-        "done" notification of the cluster."""
+        """Wake `event` when any of `fps` is done. A lazy subscription starts (or grows)
+        here: a process that never waits (a worker without redeliveries) does not read
+        every "done" notification of the cluster."""
+        fps = list(fps)
         with self._lock:
-            if not self._subscribed:
-                self._subscribe()
             for fp in fps:
                 self._events.setdefault(fp, set()).add(event)
+        if not self._eager:
+            self._hot.subscribe(self.notify, fps)
 
     def unregister(self, fps: Iterable[str], event: threading.Event) -> None:
         with self._lock:

@@ -4,6 +4,8 @@ on the cluster with the other stores (test_hot_store)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from embedq.bench.scale_cluster import measure
@@ -11,7 +13,8 @@ from embedq.config import Settings
 from embedq.config.cluster_url import parse_cluster_url
 from embedq.coordination import layout
 from embedq.coordination.redis_store import RedisHotStore
-from embedq.coordination.store import Interest
+from embedq.coordination.store import BatchRecord, Interest
+from embedq.coordination.waiters import Waiters
 from embedq.errors import ConfigError, DailyLimitReached, RateLimited
 from embedq.tasks.app import celery_config
 from embedq.tenants.principal import Principal
@@ -99,3 +102,32 @@ def test_the_cluster_bench_times_both_stores_without_crossslot(
     assert all(row[call]["single_ms"] > 0 and row[call]["cluster_ms"] > 0
                for row in report["sizes"] for call in ("claim", "batch"))
     assert report["crossslot_errors"] == 0
+
+
+def test_a_lazy_listener_subscribes_to_the_buckets_it_waits_on(
+        redis_cluster: LocalRedisCluster) -> None:
+    """A worker waiting on some fingerprints reads only their buckets' "done" channels."""
+    store = RedisHotStore(redis_cluster.url)
+    try:
+        mine = "aa" * 32
+        other = next(f"{i:064x}" for i in range(100)
+                     if store.buckets.tag(f"{i:064x}") != store.buckets.tag(mine))
+        heard: list[str] = []
+        waiters = Waiters(store, eager=False)
+        event = threading.Event()
+        waiters.register([mine], event)
+        store.subscribe(heard.extend, [mine])
+
+        def subscribers(fp: str) -> int:
+            channel = layout.done_channel(store.buckets.tag(fp))
+            node = store.client.get_node_from_key(channel)
+            got = redis_cluster.cli(node.port, "PUBSUB", "SHARDNUMSUB", channel).split()
+            return int(got[1])
+
+        support.wait_until(lambda: subscribers(mine) == 1, 5, "the bucket's subscription")
+        assert subscribers(other) == 0
+        store.record_batch(BatchRecord(done=[other, mine]))
+        assert event.wait(5)
+        assert mine in heard and other not in heard
+    finally:
+        store.close()
