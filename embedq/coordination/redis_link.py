@@ -122,8 +122,9 @@ def single_client(url: str, socket_timeout_s: float, connect_timeout_s: float,
 def cluster_client(url: str, socket_timeout_s: float, connect_timeout_s: float,
                    max_connections: int = POOL_MAX_CONNECTIONS) -> Any:
     """A redis-py RedisCluster on the nodes of a `redis+cluster://` URL, bounded like
-    `single_client` (`max_connections` per master). It learns the slot layout from the
-    first node that answers, follows MOVED replies, and after a failover asks again."""
+    `single_client`: `max_connections` to each node, a caller past them waiting as long as
+    for a reply. It learns the slot layout from the first node that answers, follows
+    MOVED replies, and after a failover asks again."""
     from redis.cluster import ClusterNode, RedisCluster
 
     parsed = parse_cluster_url(url)
@@ -133,4 +134,6 @@ def cluster_client(url: str, socket_timeout_s: float, connect_timeout_s: float,
         return RedisCluster(
             startup_nodes=[ClusterNode(host, port) for host, port in parsed.nodes],
             username=parsed.username, password=parsed.password,
-            max_connections=max_connections, require_full_coverage=True, **options)
+            max_connections=max_connections, connection_pool_class=redis.BlockingConnectionPool,
+            timeout=socket_timeout_s, queue_class=_WaitingQueue, require_full_coverage=True,
+            **options)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import redis
 
 from embedq.bench.scale_cluster import measure
 from embedq.config import Settings
@@ -73,6 +74,20 @@ def test_a_fingerprints_keys_share_one_slot_and_buckets_spread_over_the_masters(
         fps = [f"{i:064x}" for i in range(300)]
         claimed = store.claim(fps, "me", 5000, Interest({f: ["c"] for f in fps}, 5000))
         assert claimed.won == fps
+    finally:
+        store.close()
+
+
+def test_each_node_has_a_bounded_pool_whose_callers_wait(
+        redis_cluster: LocalRedisCluster) -> None:
+    store = RedisHotStore(redis_cluster.url, socket_timeout_s=3, max_connections=7)
+    try:
+        store.ping()
+        pools = [node.redis_connection.connection_pool
+                 for node in store.client.get_primaries()]
+        assert len(pools) == len(redis_cluster.master_ports)
+        assert all(isinstance(p, redis.BlockingConnectionPool) and p.max_connections == 7
+                   and p.timeout == 3 for p in pools)
     finally:
         store.close()
 
