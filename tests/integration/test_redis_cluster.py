@@ -41,6 +41,7 @@ def on_cluster(redis_url: str, pg_url: str, redis_cluster: LocalRedisCluster,
         yield service, ledger
     finally:
         service.close()
+        service.hot.close()  # its done-listener, before the cluster stops
         worker.stop()
 
 
