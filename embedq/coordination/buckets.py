@@ -9,7 +9,7 @@ Redis there is one bucket, whose tag is empty: one call, as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from embedq.coordination import layout
@@ -49,6 +49,16 @@ class Buckets:
             for k in range(len(names)):
                 for j, i in enumerate(idx):
                     out[k][i] = got[k * len(idx) + j]
+        return out
+
+    @staticmethod
+    def scatter(groups: Iterable[list[int]], replies: list[Any], size: int) -> list[Any]:
+        """Per-bucket replies (one item per index of its group) back in the order of the
+        `size` fingerprints the groups were cut from."""
+        out: list[Any] = [None] * size
+        for idx, reply in zip(groups, replies, strict=True):
+            for i, item in zip(idx, reply, strict=True):
+                out[i] = item
         return out
 
     def eval_each(self, body: str, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:

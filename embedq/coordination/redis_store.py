@@ -192,10 +192,8 @@ class RedisHotStore(SharedKeys, HotStore):
                    *(layout.failure(fps[i], t) for i in idx)],
                   [owner, ttl_ms, len(idx), interest.ttl_ms if interest else 1,
                    *(caller for _, caller in mine)]) for t, (idx, mine) in by_tag.items()]
-        flags = [False] * len(fps)
-        for (idx, _), won in zip(by_tag.values(), self._run_each("claim", calls), strict=True):
-            for i, r in zip(idx, won, strict=True):
-                flags[i] = bool(r)
+        flags = [bool(r) for r in self.buckets.scatter(
+            [idx for idx, _ in by_tag.values()], self._run_each("claim", calls), len(fps))]
         return Claimed([fp for fp, ok in zip(fps, flags, strict=True) if ok],
                        [fp for fp, ok in zip(fps, flags, strict=True) if not ok])
 
@@ -208,11 +206,8 @@ class RedisHotStore(SharedKeys, HotStore):
             ([*(layout.run_lease(fps[i], t) for i in idx), *(layout.vector(fps[i], t) for i in idx),
               *(layout.attempts(fps[i], t) for i in idx)], [owner, ttl_ms])
             for t, idx in groups.items()])
-        got: list[Any] = [None] * len(fps)
-        for idx, reply in zip(groups.values(), replies, strict=True):
-            for i, g in zip(idx, reply, strict=True):
-                got[i] = g
-        for fp, g in zip(fps, got, strict=True):
+        for fp, g in zip(fps, self.buckets.scatter(groups.values(), replies, len(fps)),
+                         strict=True):
             if isinstance(g, bytes):
                 out.stored[fp] = g
             elif g is None:
@@ -253,11 +248,7 @@ class RedisHotStore(SharedKeys, HotStore):
         groups = self.buckets.groups(fps)
         replies = self._run_each("count_attempts", [
             ([layout.attempts(fps[i], t) for i in idx], [ttl_s]) for t, idx in groups.items()])
-        counts = [0] * len(fps)
-        for idx, reply in zip(groups.values(), replies, strict=True):
-            for i, n in zip(idx, reply, strict=True):
-                counts[i] = int(n)
-        return counts
+        return [int(n) for n in self.buckets.scatter(groups.values(), replies, len(fps))]
 
     def forget_attempts(self, fps: list[str]) -> None:
         if fps:
@@ -288,11 +279,8 @@ class RedisHotStore(SharedKeys, HotStore):
             for i in idx:
                 names += [layout.interest(owners[i][0], t), layout.claim(owners[i][0], t)]
             calls.append((names, [owners[i][1] for i in idx]))
-        flags = [0] * len(owners)
-        for idx, reply in zip(groups.values(), self._run_each("drop_unwanted", calls),
-                              strict=True):
-            for i, f in zip(idx, reply, strict=True):
-                flags[i] = f
+        flags = self.buckets.scatter(groups.values(), self._run_each("drop_unwanted", calls),
+                                     len(owners))
         return list(dict.fromkeys(fp for (fp, _), f in zip(owners, flags, strict=True) if f))
 
     # --- counters
