@@ -15,9 +15,14 @@ from queue import Empty, LifoQueue
 from typing import Any
 
 import redis
+from redis.exceptions import (
+    AskError,
+    ClusterCrossSlotError,
+    RedisClusterException,
+    RedisError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError as RedisOutOfMemoryError  # type: ignore[attr-defined]
-from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from embedq.config.cluster_url import is_cluster, parse_cluster_url
@@ -79,9 +84,21 @@ def map_redis_errors() -> Iterator[None]:
         raise BrokerUnavailable(f"Redis is unreachable ({exc}); retry shortly") from exc
     except RedisOutOfMemoryError as exc:
         raise BrokerOutOfMemory(OUT_OF_MEMORY) from exc
+    except (AskError, ClusterCrossSlotError) as exc:  # MOVED is an AskError
+        # Only a client for one Redis sees these: the cluster client follows MOVED and
+        # never sends keys of two slots.
+        raise BrokerUnavailable(
+            f"EMBEDQ_REDIS_URL names one Redis, but that server is a node of a Redis "
+            f"Cluster (it answered {exc}): write EMBEDQ_REDIS_URL as "
+            "redis+cluster://host:port[,host:port...] (docs/redis.md, Redis Cluster)") from exc
     except RedisError as exc:
         raise BrokerUnavailable(f"Redis refused the command: {exc}") from exc
     except RedisClusterException as exc:  # redis-py's cluster errors are not RedisErrors
+        if "cluster mode is not enabled" in str(exc).lower():
+            raise BrokerUnavailable(
+                "EMBEDQ_REDIS_URL names a Redis Cluster (redis+cluster://), but the server "
+                "there runs without cluster mode: write redis://host:port/db for one "
+                "Redis") from exc
         raise BrokerUnavailable(f"the Redis Cluster could not serve the command ({exc}); "
                                 "retry shortly") from exc
 

@@ -16,7 +16,7 @@ from embedq.coordination import layout
 from embedq.coordination.redis_store import RedisHotStore
 from embedq.coordination.store import BatchRecord, Interest
 from embedq.coordination.waiters import Waiters
-from embedq.errors import ConfigError, DailyLimitReached, RateLimited
+from embedq.errors import BrokerUnavailable, ConfigError, DailyLimitReached, RateLimited
 from embedq.tasks.app import celery_config
 from embedq.tenants.principal import Principal
 from embedq.tenants.quota import TextQuota
@@ -76,6 +76,17 @@ def test_a_fingerprints_keys_share_one_slot_and_buckets_spread_over_the_masters(
         assert claimed.won == fps
     finally:
         store.close()
+
+
+def test_a_url_of_the_wrong_kind_says_which_to_write(redis_cluster: LocalRedisCluster) -> None:
+    node = RedisHotStore(f"redis://127.0.0.1:{redis_cluster.master_ports[0]}/0")
+    with pytest.raises(BrokerUnavailable, match=r"node of a Redis Cluster.*redis\+cluster://"):
+        node.claim([f"fp{i}" for i in range(40)], "me", 1000)
+    node.close()
+    support.check_redis()
+    single = support.REDIS_URL.split("//", 1)[1].split("/", 1)[0]
+    with pytest.raises(BrokerUnavailable, match="without cluster mode: write redis://"):
+        RedisHotStore(f"redis+cluster://{single}")
 
 
 def test_each_node_has_a_bounded_pool_whose_callers_wait(
