@@ -129,11 +129,16 @@ def _differs(row: SemanticEntry, twin: SemanticEntry) -> bool:
 Switch = Callable[[ServedModel, ServedModel, Callable[[Session], None]], Carried]
 
 
-def carrier(service: Embedder, settle_s: float = ALIAS_TTL_S + 1.0) -> Switch:
+def settle() -> None:
+    """Wait until every process has read a switch (each rereads within ALIAS_TTL_S)."""
+    time.sleep(ALIAS_TTL_S + 1.0)
+
+
+def carrier(service: Embedder, wait: Callable[[], None] = settle) -> Switch:
     """The switch's step for `embedq.jobs.reembed.switch`: carry the semantic cache from
     the old model's space into the new one's and commit `flip` (the alias) with it, in the
-    module docstring's three steps, step 3 `settle_s` after the switch. The result's
-    `read` counts the entries live at the switch and those put in the `settle_s` after."""
+    module docstring's three steps, step 3 after `wait`. The result's `read` counts the
+    entries live at the switch and those put during `wait`."""
 
     def run(old: ServedModel, new: ServedModel, flip: Callable[[Session], None]) -> Carried:
         store = SemanticStore(service.db)
@@ -162,7 +167,7 @@ def carrier(service: Embedder, settle_s: float = ALIAS_TTL_S + 1.0) -> Switch:
             final = step(s, 0)
             flip(s)
             switched_at = int(s.scalar(select(func.max(SemanticEntry.id))) or 0)
-        time.sleep(settle_s)
+        wait()
         with store.writing() as s:
             late = step(s, switched_at, update=False)
         return Carried(early.added + final.added + late.added, early.updated + final.updated,

@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,8 @@ def test_switching_default_carries_the_semantic_cache(
     payload, metadata and expiry, found by a paraphrase through a cache made before the
     switch (it follows the alias), a fresh process and HTTP; an entry deleted before the
     switch stays deleted, one put after the job is carried once re-embedded, and nothing
-    is carried or computed twice."""
+    is carried or computed twice. Switching back carries the other way: payloads replaced
+    under `new`, and an entry a process still on `new` put right after the switch."""
     from starlette.testclient import TestClient
 
     from embedq.api.app import create_app
@@ -113,9 +114,11 @@ def test_switching_default_carries_the_semantic_cache(
 
     jobs, service = deployment.jobs(), deployment.service
 
-    def switch_default() -> Switched[Carried]:
-        return switch(jobs, deployment.durable, deployment.catalog, "default", "new",
-                      carry=carrier(service))
+    def switch_default(to: str = "new", wait: Callable[[], None] = lambda: None
+                       ) -> Switched[Carried]:
+        return switch(jobs, deployment.durable, deployment.catalog, "default", to,
+                      carry=carrier(service, wait))
+
     cache = SemanticCache(service)
     try:
         ids = {q: cache.put(ns, q, {"answer": q}, metadata={"ns": ns}, ttl_s=86_400)
@@ -168,10 +171,25 @@ def test_switching_default_carries_the_semantic_cache(
         # An id from before the switch deletes the pair it names, in both spaces.
         cache.delete("kb", ids["What are your opening hours?"])
         assert not cache.lookup("kb", "When are you open?").hit
+
+        # Back to old: new's payloads, and a put by a process not yet switched back.
+        def late_put() -> None:
+            cache.store.put(
+                namespace="faq", model=new.model, space=cache.space,
+                query="Is there a student discount?", payload={"answer": "10%"},
+                vector=service.embed(["Is there a student discount?"], model="new")
+                .vectors()[0].tobytes(),
+                metadata={}, ttl_s=None, sliding=False, max_entries=100, max_namespaces=100)
+
+        back = switch_default("old", late_put).carried
+        assert back is not None and (back.read, back.added, back.updated) == (4, 1, 1)
+        support.wait_until(lambda: cache.view().name == "old", 10, "the switch back")
+        assert cache.lookup("faq", "Is there a student discount?").matches[0].payload == {
+            "answer": "10%"}
     finally:
         cache.close(save=False)
 
-    # A process started after the switch: the HTTP API (and Client, MCP: the same cache).
+    # A process started after the switches: the HTTP API (Client and MCP: the same cache).
     with TestClient(create_app(support.settings_from(env))) as http:
         got = http.post("/v1/semantic-cache/kb/lookup",
                         json={"query": "I forgot my password, how do I reset it?"}).json()
