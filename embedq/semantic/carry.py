@@ -35,12 +35,14 @@ the job's texts and refuses while any is missing) is embedded through the new mo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, select
+from sqlalchemy import update as sa_update
 from sqlalchemy.orm import Session
 
 from embedq.encoders.catalog import ServedModel
@@ -70,19 +72,38 @@ class Carried:
                        self.read + other.read, max(self.last_id, other.last_id))
 
 
+# What a counterpart copies (the vector aside), and what makes it out of date: compared
+# as the database's text (the same serializer wrote both sides), so a page of entries that
+# are up to date decodes no JSON.
+FIELDS = ("namespace", "query", "query_sha256", "payload", "meta", "created_at",
+          "expires_at", "ttl_s", "sliding", "hit_count", "last_hit_at")
+KEPT = ("payload", "meta", "ttl_s", "sliding", "expires_at")
+
+
+def _kept() -> list[Any]:
+    return [cast(getattr(SemanticEntry, f), Text) if f in ("payload", "meta")
+            else getattr(SemanticEntry, f) for f in KEPT]
+
+
 def carry(s: Session, *, source: str, target: str, model: str, vectors: Vectors,
           now: datetime, after_id: int = 0, pages: int | None = None,
           update: bool = True) -> Carried:
     """Give each live entry of space `source` with an id above `after_id` its counterpart
     in space `target` (entries named with fingerprint model `model`), within `s`; at most
-    `pages` pages (None: all). Returns what was done; `last_id` resumes a paged run."""
+    `pages` pages (None: all). Returns what was done; `last_id` resumes a paged run.
+
+    No vector is read, and counterparts are looked up by the unique key (namespace,
+    space, query digest), a namespace of the page at a time: each page costs the same
+    however many entries the target space holds (a join left to the planner was
+    quadratic on tables whose statistics predate step 1's copies)."""
     done = Carried(last_id=after_id)
     while pages is None or pages > 0:
-        rows = list(s.scalars(
-            select(SemanticEntry)
+        rows = s.execute(
+            select(SemanticEntry.id, SemanticEntry.namespace, SemanticEntry.query_sha256,
+                   *_kept())
             .where(SemanticEntry.space == source, SemanticEntry.id > done.last_id,
-                   (SemanticEntry.expires_at.is_(None)) | (SemanticEntry.expires_at > now))
-            .order_by(SemanticEntry.id).limit(PAGE)))
+                   SemanticEntry.expires_at.is_(None) | (SemanticEntry.expires_at > now))
+            .order_by(SemanticEntry.id).limit(PAGE)).all()
         if not rows:
             break
         done = done + _page(s, rows, target, model, vectors, update)
@@ -92,38 +113,35 @@ def carry(s: Session, *, source: str, target: str, model: str, vectors: Vectors,
     return done
 
 
-def _page(s: Session, rows: list[SemanticEntry], target: str, model: str,
-          vectors: Vectors, update: bool) -> Carried:
-    existing = {(r.namespace, r.query_sha256): r for r in s.scalars(
-        select(SemanticEntry).where(SemanticEntry.space == target,
-                                    SemanticEntry.query_sha256.in_(
-                                        {r.query_sha256 for r in rows})))}
-    missing = [r for r in rows if (r.namespace, r.query_sha256) not in existing]
-    updated = 0
-    if update:
-        for row in rows:
-            twin = existing.get((row.namespace, row.query_sha256))
-            if twin is not None and _differs(row, twin):
-                twin.payload, twin.meta = row.payload, dict(row.meta or {})
-                twin.ttl_s, twin.sliding, twin.expires_at = row.ttl_s, row.sliding, row.expires_at
-                updated += 1
-    added = [SemanticEntry(
-        namespace=r.namespace, model=model, space=target, query=r.query,
-        query_sha256=r.query_sha256, vector=vector, payload=r.payload,
-        meta=dict(r.meta or {}), created_at=r.created_at, expires_at=r.expires_at,
-        ttl_s=r.ttl_s, sliding=r.sliding, hit_count=r.hit_count, last_hit_at=r.last_hit_at,
-    ) for r, vector in zip(missing, vectors([r.query for r in missing]) if missing else [],
-                           strict=True)]
+def _page(s: Session, rows: Sequence[Any], target: str, model: str, vectors: Vectors,
+          update: bool) -> Carried:
+    twins: dict[tuple[str, str], Any] = {}
+    for namespace in {r.namespace for r in rows}:
+        digests = [r.query_sha256 for r in rows if r.namespace == namespace]
+        twins.update(((namespace, t.query_sha256), t) for t in s.execute(
+            select(SemanticEntry.id, SemanticEntry.query_sha256, *_kept())
+            .where(SemanticEntry.namespace == namespace, SemanticEntry.space == target,
+                   SemanticEntry.query_sha256.in_(digests))))
+    stale = {r.id: twin.id for r in rows
+             if (twin := twins.get((r.namespace, r.query_sha256))) is not None
+             and tuple(r[3:]) != tuple(twin[2:])} if update else {}
+    missing = [r.id for r in rows if (r.namespace, r.query_sha256) not in twins]
+    full = {r.id: r for r in s.execute(
+        select(SemanticEntry.id, *(getattr(SemanticEntry, f) for f in FIELDS))
+        .where(SemanticEntry.id.in_([*stale, *missing])))} if stale or missing else {}
+    if stale:  # by primary key, one statement
+        s.execute(sa_update(SemanticEntry), [
+            {"id": twin_id, **{f: getattr(full[i], f) for f in KEPT}}
+            for i, twin_id in stale.items()])
+    added = [SemanticEntry(model=model, space=target, vector=vector,
+                           **{f: getattr(full[i], f) for f in FIELDS})
+             for i, vector in zip(missing, vectors([full[i].query for i in missing])
+                                  if missing else [], strict=True)]
     s.add_all(added)
     s.flush()
     s.add_all(SemanticChange(entry_id=e.id, namespace=e.namespace, space=target, op="put")
               for e in added)
-    return Carried(len(added), updated, len(rows), rows[-1].id)
-
-
-def _differs(row: SemanticEntry, twin: SemanticEntry) -> bool:
-    return (row.payload, row.meta or {}, row.ttl_s, row.sliding, row.expires_at) != (
-        twin.payload, twin.meta or {}, twin.ttl_s, twin.sliding, twin.expires_at)
+    return Carried(len(added), len(stale), len(rows), rows[-1].id)
 
 
 Switch = Callable[[ServedModel, ServedModel, Callable[[Session], None]], Carried]

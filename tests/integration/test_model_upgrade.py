@@ -175,7 +175,8 @@ def test_switching_default_carries_the_semantic_cache(
         # Back to old: new's payloads, and a put by a process not yet switched back.
         def late_put() -> None:
             cache.store.put(
-                namespace="faq", model=new.model, space=cache.space,
+                namespace="faq", model=new.model,
+                space=space_of(new.model, new.revision, new.dimensions),
                 query="Is there a student discount?", payload={"answer": "10%"},
                 vector=service.embed(["Is there a student discount?"], model="new")
                 .vectors()[0].tobytes(),
