@@ -103,3 +103,11 @@ def canonical_encoding(spec: EncodeSpec, digest: str) -> bytes:
 def fingerprint(spec: EncodeSpec, text: str) -> str:
     """The fingerprint of embedding `text` under `spec` (64 hex characters)."""
     return hashlib.sha256(canonical_encoding(spec, text_digest(text))).hexdigest()
+
+
+def space_of(model: str, revision: str, dimensions: int | None) -> str:
+    """The vector space a semantic-cache entry lives in: entries of two spaces are never
+    compared."""
+    body = json.dumps({"model": model, "revision": revision, "dimensions": dimensions},
+                      sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:32]

@@ -1,7 +1,8 @@
 """`embedq models list|reembed|switch`: the served models (EMBEDQ_MODELS) and upgrades.
 
 `reembed --from A --to B` submits every text A holds as a bulk job under B (embedq/jobs/
-reembed.py); `switch ALIAS B` points the alias at B for every process once B has them all.
+reembed.py); `switch ALIAS B` points the alias at B for every process once B has them all
+(for `default`, with the semantic cache carried into B's space: embedq/semantic/carry.py).
 """
 
 from __future__ import annotations
@@ -61,15 +62,21 @@ def cmd_models_reembed(args: argparse.Namespace) -> int:
 def cmd_models_switch(args: argparse.Namespace) -> int:
     from embedq.deployment import Deployment
     from embedq.jobs.reembed import switch
+    from embedq.semantic.carry import carrier
 
     deployment = Deployment.from_settings(Settings.from_env())
     try:
-        old, found = switch(deployment.jobs(), deployment.durable, deployment.catalog,
-                            args.alias, args.target)
+        done = switch(deployment.jobs(), deployment.durable, deployment.catalog,
+                      args.alias, args.target, carry=carrier(deployment.service))
     finally:
         deployment.close()
-    print(f"{args.alias}: {old} -> {args.target} ({found.held} texts of {old} all have "
-          f"a vector under {args.target}); every process follows within 2 s")
+    print(f"{args.alias}: {done.old} -> {args.target} ({done.coverage.held} texts of "
+          f"{done.old} all have a vector under {args.target}); every process follows "
+          "within 2 s")
+    if done.carried is not None:
+        print(f"semantic cache: {done.carried.read} live entries of {done.old}, "
+              f"{done.carried.added} carried into {args.target}'s space, "
+              f"{done.carried.updated} updated")
     return 0
 
 
@@ -92,7 +99,8 @@ def add_parser(sub: Any) -> None:
     again.set_defaults(func=cmd_models_reembed)
     flip = models_sub.add_parser(
         "switch", help="point an alias at model B for every process, once B has a vector "
-        "for every text the alias's model holds")
+        "for every text the alias's model holds; switching `default` carries the semantic "
+        "cache into B's space with it")
     flip.add_argument("alias")
     flip.add_argument("target", metavar="B")
     flip.set_defaults(func=cmd_models_switch)

@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime
 
 from sqlalchemy import DateTime, String, select
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from embedq.config import Settings
 from embedq.errors import EmbedqError
@@ -22,6 +22,8 @@ from embedq.models.base import Base
 from embedq.models.engine import Database
 
 log = logging.getLogger("embedq.models")
+
+ALIAS_TTL_S = 2.0  # how long a process keeps its reading of the switched aliases
 
 
 class ModelAlias(Base):
@@ -44,20 +46,25 @@ def read_aliases(db: Database) -> dict[str, str]:
 def switch_alias(db: Database, alias: str, model: str, source: str, revision: str) -> None:
     """Point `alias` at `model` in one committed statement (insert or update)."""
     with db.session() as s:  # one transaction, committed on leaving
-        row = s.get(ModelAlias, alias, with_for_update=True)
-        now = datetime.now(UTC)
-        if row is None:
-            s.add(ModelAlias(alias=alias, model=model, source=source, revision=revision,
-                             switched_at=now))
-        else:
-            row.model, row.source, row.revision, row.switched_at = model, source, revision, now
+        write_alias(s, alias, model, source, revision)
+
+
+def write_alias(s: Session, alias: str, model: str, source: str, revision: str) -> None:
+    """Point `alias` at `model` within `s`, committed with what else `s` writes."""
+    row = s.get(ModelAlias, alias, with_for_update=True)
+    now = datetime.now(UTC)
+    if row is None:
+        s.add(ModelAlias(alias=alias, model=model, source=source, revision=revision,
+                         switched_at=now))
+    else:
+        row.model, row.source, row.revision, row.switched_at = model, source, revision, now
 
 
 class AliasCache:
     """The switched aliases, read at most every `ttl_s`; a database without the table
     (not yet migrated) or out of reach keeps the last reading (at first: none)."""
 
-    def __init__(self, db: Database, ttl_s: float = 2.0) -> None:
+    def __init__(self, db: Database, ttl_s: float = ALIAS_TTL_S) -> None:
         self.db = db
         self.ttl_s = ttl_s
         self._value: dict[str, str] = {}

@@ -6,6 +6,7 @@
     store.py     the tables: entries, the change log, namespace counters
     changes.py   the change log's reads: changes after a watermark, consistent snapshots
     sync.py      IndexSync: load, follow the change log by watermark, compact, rebuild
+    carry.py     carry entries into another model's space (`embedq models switch default`)
     snapshot.py  index snapshots on disk under Settings.data_dir
     commands.py  `embedq cache put|lookup|delete|stats`
 """

@@ -16,6 +16,7 @@ A lookup runs at the threshold it names, else the namespace's (its base, else th
 default, raised by the budget's rule); the budget's threshold is a floor for both.
 A threshold of 1.0 means "this exact text" and is answered from the table by the text's
 digest, without embedding. The table is the source of truth; indexes are views (sync.py).
+The cache serves the default model's space, following a switch of `default` (spaces.py).
 
 Bounds, so no caller can make one request (or the table) unboundedly large:
   ttl_s      at most MAX_TTL_S (ten years); past that the expiry overflows datetime
@@ -33,24 +34,22 @@ Bounds, so no caller can make one request (or the table) unboundedly large:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from embedq.config import Settings
-from embedq.coordination.hot_keys import HotKeys
 from embedq.errors import InputTooLarge, InvalidInput, NotFound
-from embedq.fingerprint import EncodeSpec
+from embedq.fingerprint import space_of
 from embedq.limits import check_input_chars, check_json, check_text
-from embedq.models import DEFAULT_TENANT, Database
+from embedq.models import DEFAULT_TENANT
 from embedq.semantic.feedback import FeedbackStore, Policy, new_hit_id
-from embedq.semantic.index import Hit, IndexConfig, Matrix, unit_rows
+from embedq.semantic.index import Hit, Matrix, unit_rows
 from embedq.semantic.lookup import (
     EXACT,
     Asked,
@@ -61,8 +60,9 @@ from embedq.semantic.lookup import (
     refusal,
     within_bytes,
 )
+from embedq.semantic.spaces import Embedder, EmbedResult, Space, Spaces
 from embedq.semantic.store import SHARED_NAMES, Entry, SemanticStore, TenantCaps, utcnow
-from embedq.semantic.sync import IndexSync, SyncConfig
+from embedq.semantic.sync import IndexSync
 from embedq.semantic.verify import Check, Verifier
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -75,13 +75,6 @@ __all__ = [
     "LookupResult", "Match", "SemanticCache", "check_namespace", "check_threshold",
     "space_of",
 ]
-
-
-def space_of(model: str, revision: str, dimensions: int | None) -> str:
-    """The vector space an entry lives in: entries of two spaces are never compared."""
-    body = json.dumps({"model": model, "revision": revision, "dimensions": dimensions},
-                      sort_keys=True)
-    return hashlib.sha256(body.encode()).hexdigest()[:32]
 
 
 def check_namespace(namespace: str) -> str:
@@ -104,27 +97,9 @@ def check_threshold(threshold: Any) -> float:
     return float(threshold)
 
 
-class EmbedResult(Protocol):
-    """An embedding result: `EmbeddingService.embed` returns one."""
-
-    def vectors(self) -> list[npt.NDArray[np.float32]]: ...
-
-
-class Embedder(Protocol):
-    """The embedding pipeline the cache embeds its queries with (`EmbeddingService`):
-    passed in, so the cache store imports nothing above it."""
-
-    settings: Settings
-    db: Database
-    hot_keys: HotKeys  # lookups count their namespace here (`embedq stats`, /metrics)
-
-    def spec(self) -> EncodeSpec: ...
-
-    def embed(self, texts: list[str], *, tenant: str | None = None) -> EmbedResult: ...
-
-
 class SemanticCache:
-    """One per process: owns the indexes of the service's model space and their sync."""
+    """One per process: owns the indexes of the default model's space (following a
+    switch of the `default` alias) and their sync."""
 
     def __init__(self, service: Embedder, settings: Settings | None = None, *,
                  start: bool = True) -> None:
@@ -132,29 +107,33 @@ class SemanticCache:
         self.settings = settings or service.settings
         s = self.settings.semantic  # ranges and choices were checked with the settings
         self.default_threshold = s.threshold
-        spec = service.spec()
-        self.model = spec.model
-        self.space = space_of(spec.model, spec.revision, spec.dimensions)
         self.store = SemanticStore(service.db)
         self.feedback = FeedbackStore(service.db, default_threshold=self.default_threshold,
                                       window=s.feedback_window)
-        self.sync = IndexSync(
-            self.store, self.space, self.settings.links.data_dir,
-            IndexConfig(kind=s.index, flat_max=s.flat_max, ivf_list_size=s.ivf_list_size,
-                        nprobe=s.nprobe, use_gpu=s.gpu),
-            SyncConfig(interval_s=s.sync_interval_s, sweep_interval_s=s.sweep_interval_s,
-                       snapshot_interval_s=s.snapshot_interval_s,
-                       compact_deletes=s.compact_deletes,
-                       change_retention_s=s.change_retention_s),
-            sweeps=[self.feedback.sweep],
-        )
+        self.spaces = Spaces(service, self.settings, self.store, [self.feedback.sweep],
+                             start)
         self.verifier = (Verifier(self._embed_spans, band=s.verify_band)
                          if s.verify else None)
-        if start:
-            self.sync.start()
+
+    def view(self) -> Space:
+        """The space of the model the `default` alias names now."""
+        return self.spaces.view()
+
+    # The space's parts, as they are now (tests and `embedq cache stats` read them).
+    @property
+    def model(self) -> str:
+        return self.view().model
+
+    @property
+    def space(self) -> str:
+        return self.view().space
+
+    @property
+    def sync(self) -> IndexSync:
+        return self.view().sync
 
     def _embed_spans(self, texts: list[str]) -> list[npt.NDArray[np.float32]]:
-        return self.service.embed(texts).vectors()
+        return self.service.embed(texts, model=self.spaces.current.name).vectors()
 
     # --- input checks
     def _query(self, query: Any) -> str:
@@ -176,10 +155,12 @@ class SemanticCache:
                 "(EMBEDQ_SEMANTIC_MAX_PAYLOAD_BYTES): store a reference instead", name,
             )
 
-    def _vector(self, query: str, tenant: str | None = None) -> Matrix:
-        """The query's vector, fingerprinted for `tenant` (strict isolation: the
-        tenant's own exact cache; shared: everyone's)."""
-        vector = self.service.embed([query], tenant=tenant).vectors()[0]
+    def _vector(self, query: str, tenant: str | None = None, view: Space | None = None
+                ) -> Matrix:
+        """The query's vector in `view`'s space, fingerprinted for `tenant` (strict
+        isolation: the tenant's own exact cache; shared: everyone's)."""
+        view = view or self.view()
+        vector = self.service.embed([query], model=view.name, tenant=tenant).vectors()[0]
         return unit_rows(vector.reshape(1, -1))
 
     # --- the calls
@@ -203,9 +184,10 @@ class SemanticCache:
                 f"ttl_s {ttl_s!r} must be a positive integer of seconds, at most {MAX_TTL_S} "
                 "(ten years): omit it for an entry that never expires", "ttl_s",
             )
-        vector = self._vector(query, tenant)
+        view = self.view()
+        vector = self._vector(query, tenant, view)
         result = self.store.put(
-            namespace=namespace, model=self.model, space=self.space, query=query,
+            namespace=namespace, model=view.model, space=view.space, query=query,
             vector=np.ascontiguousarray(vector, dtype="<f4").tobytes(), payload=payload,
             metadata=metadata, ttl_s=ttl_s,
             sliding=self.settings.semantic.sliding_ttl if sliding is None else bool(sliding),
@@ -214,7 +196,7 @@ class SemanticCache:
             caps=TenantCaps(self.settings.tenants.max_namespaces,
                             self.settings.tenants.max_entries),
         )
-        self.sync.catch_up()  # this process reads its own writes at once
+        view.sync.catch_up()  # this process reads its own writes at once
         return result.id
 
     def lookup(
@@ -238,8 +220,9 @@ class SemanticCache:
         check_json(filter, "filter")
         now = utcnow()
         considered: list[Considered] = []
-        asked = Asked(query, lambda text: self._vector(text, tenant))
-        candidates, rows = self._candidates(namespace, asked, threshold, k, filter, now)
+        view = self.view()
+        asked = Asked(query, lambda text: self._vector(text, tenant, view))
+        candidates, rows = self._candidates(view, namespace, asked, threshold, k, filter, now)
         negatives = self.feedback.negatives(rows)
         matches: list[Match] = []
         for entry_id, score in candidates:
@@ -268,7 +251,7 @@ class SemanticCache:
         kept = within_bytes(matches, self.settings.semantic.max_lookup_bytes)
         served = [(m.hit_id or "", m.id, m.score) for m in kept]
         self.store.record_lookup(namespace, [m.id for m in kept], now, also=lambda s: (
-            self.feedback.record_hits(s, namespace, self.space, query, served, threshold,
+            self.feedback.record_hits(s, namespace, view.space, query, served, threshold,
                                       self.settings.semantic.feedback_ttl_s, now)))
         return LookupResult(bool(kept), kept, threshold, truncated=len(kept) < len(matches),
                             considered=considered if explain else None)
@@ -285,19 +268,19 @@ class SemanticCache:
         return threshold
 
     def _candidates(
-        self, namespace: str, asked: Asked, threshold: float, k: int,
+        self, view: Space, namespace: str, asked: Asked, threshold: float, k: int,
         filter: dict[str, Any] | None, now: datetime,
     ) -> tuple[list[Hit], dict[int, Entry]]:
         """(entry id, score) best first, and the live rows of those at the threshold: at
         EXACT the entry with the asked text, read by its digest (no embedding), else the
         index's nearest (more of them when a filter may refuse some)."""
         if threshold >= EXACT:
-            entry = self.store.exact_entry(namespace, self.space, asked.query, now)
+            entry = self.store.exact_entry(namespace, view.space, asked.query, now)
             candidates = [(entry.id, 1.0)] if entry is not None else []
             rows = {entry.id: entry} if entry is not None else {}
         else:
             fetch = k + 4 if not filter else max(4 * k, 32)
-            candidates = self.sync.search(namespace, asked.vector(), fetch)
+            candidates = view.sync.search(namespace, asked.vector(), fetch)
             rows = self.store.live_entries([i for i, s in candidates if s >= threshold], now)
         return candidates, rows
 
@@ -343,10 +326,13 @@ class SemanticCache:
         if not isinstance(correct, bool):
             raise InvalidInput("correct must be true or false", "correct")
 
+        view = self.view()
+
         def negative(hit: Any) -> bytes | None:
-            if hit.space != self.space:  # served by another model: its vector cannot apply
+            if hit.space != view.space:  # served by another model: its vector cannot apply
                 return None
-            return np.ascontiguousarray(self._vector(hit.query, tenant), dtype="<f4").tobytes()
+            return np.ascontiguousarray(self._vector(hit.query, tenant, view),
+                                        dtype="<f4").tobytes()
 
         done = self.feedback.apply(namespace, hit_id, correct, negative, utcnow())
         return {"id": hit_id, "namespace": namespace, "entry_id": done.hit.entry_id,
@@ -377,9 +363,10 @@ class SemanticCache:
 
     def stats(self, namespace: str) -> dict[str, Any]:
         check_namespace(namespace)
-        stats = self.store.stats(namespace, utcnow())
-        stats.update(self.sync.describe(namespace))
-        stats["model"] = self.model
+        view = self.view()
+        stats = self.store.stats(namespace, utcnow(), view.space)
+        stats.update(view.sync.describe(namespace))
+        stats["model"] = view.model
         stats.update(self._policy_json(self.feedback.policy(namespace)))
         stats["feedback"] = self.feedback.counts(namespace)
         stats["served"] = self.feedback.served(namespace, utcnow(),
@@ -387,4 +374,4 @@ class SemanticCache:
         return stats
 
     def close(self, save: bool = True) -> None:
-        self.sync.close(save=save)
+        self.spaces.close(save=save)

@@ -173,7 +173,7 @@ class SemanticStore(ChangeLogReads):
             if caps is not None:
                 self._check_caps(s, namespace, tenant, caps, new_namespace=owner is None,
                                  adds_entry=owner is None or self._count(
-                                     s, namespace) < max_entries, now=now)
+                                     s, namespace, space) < max_entries, now=now, space=space)
             self.ensure_namespace(s, namespace, max_namespaces, tenant)
             row = SemanticEntry(
                 namespace=namespace, model=model, space=space, query=query,
@@ -184,7 +184,7 @@ class SemanticStore(ChangeLogReads):
             s.add(row)
             s.flush()
             self._log(s, "put", [(row.id, namespace, space)])
-            evicted = self._evict(s, namespace, max_entries, now)
+            evicted = self._evict(s, namespace, space, max_entries, now)
             return PutResult(row.id, True, evicted)
 
     def writing(self) -> contextlib.AbstractContextManager[Session]:
@@ -216,13 +216,16 @@ class SemanticStore(ChangeLogReads):
             )
         s.add(SemanticNamespace(namespace=namespace, tenant=tenant, hits=0, misses=0))
 
-    def _count(self, s: Session, namespace: str) -> int:
-        return s.scalar(select(func.count()).where(SemanticEntry.namespace == namespace)) or 0
+    def _count(self, s: Session, namespace: str, space: str) -> int:
+        return s.scalar(select(func.count()).where(SemanticEntry.namespace == namespace,
+                                                   SemanticEntry.space == space)) or 0
 
     def _check_caps(self, s: Session, namespace: str, tenant: str, caps: TenantCaps, *,
-                    new_namespace: bool, adds_entry: bool, now: datetime) -> None:
+                    new_namespace: bool, adds_entry: bool, now: datetime,
+                    space: str = "") -> None:
         """LimitReached when one more entry (in a new namespace: one more namespace) would
-        pass the tenant's caps; only the tenant's own namespaces and entries count."""
+        pass the tenant's caps; only the tenant's own namespaces, and its entries in
+        `space` (another model's copies, carry.py, count for that model), count."""
         if new_namespace:
             owned = s.scalar(select(func.count()).select_from(SemanticNamespace)
                              .where(SemanticNamespace.tenant == tenant)) or 0
@@ -239,7 +242,8 @@ class SemanticStore(ChangeLogReads):
         live = s.scalar(
             select(func.count()).select_from(SemanticEntry)
             .join(SemanticNamespace, SemanticNamespace.namespace == SemanticEntry.namespace)
-            .where(SemanticNamespace.tenant == tenant, _live(now))) or 0
+            .where(SemanticNamespace.tenant == tenant, SemanticEntry.space == space,
+                   _live(now))) or 0
         if live >= caps.entries:
             raise LimitReached(
                 f"tenant {tenant!r} keeps {live} live semantic-cache entries, its limit "
@@ -247,16 +251,18 @@ class SemanticStore(ChangeLogReads):
                 "no longer used, put with a ttl_s so entries expire, or have the operator "
                 "raise EMBEDQ_TENANT_MAX_ENTRIES", "query", setting="EMBEDQ_TENANT_MAX_ENTRIES")
 
-    def _evict(self, s: Session, namespace: str, max_entries: int, now: datetime) -> list[int]:
-        """Keep the namespace at `max_entries`: expired first, then least recently hit."""
-        excess = self._count(s, namespace) - max_entries
+    def _evict(self, s: Session, namespace: str, space: str, max_entries: int,
+               now: datetime) -> list[int]:
+        """Keep the namespace at `max_entries` in `space`: expired first, then least
+        recently hit."""
+        excess = self._count(s, namespace, space) - max_entries
         if excess <= 0:
             return []
         expired_first = case((_live(now), 1), else_=0)
         recency = func.coalesce(SemanticEntry.last_hit_at, SemanticEntry.created_at)
         victims = s.execute(
             select(SemanticEntry.id, SemanticEntry.space)
-            .where(SemanticEntry.namespace == namespace)
+            .where(SemanticEntry.namespace == namespace, SemanticEntry.space == space)
             .order_by(expired_first, recency, SemanticEntry.id)
             .limit(excess)
         ).all()
@@ -276,15 +282,20 @@ class SemanticStore(ChangeLogReads):
             SemanticNamespace.namespace == namespace)) in (tenant, None)
 
     def delete_entry(self, namespace: str, entry_id: int, tenant: str | None = None) -> bool:
-        """False when there is no such entry (in `tenant`'s namespace, when given)."""
+        """False when there is no such entry (in `tenant`'s namespace, when given). Its
+        counterparts in other models' spaces (same namespace and query: carry.py) go too,
+        so an id from before `embedq models switch` deletes what it names everywhere."""
         with self._writing() as s:
             if not self._owned(s, namespace, tenant):
                 return False
             row = s.get(SemanticEntry, entry_id)
             if row is None or row.namespace != namespace:
                 return False
-            s.delete(row)
-            self._log(s, "delete", [(row.id, namespace, row.space)])
+            rows = s.execute(select(SemanticEntry.id, SemanticEntry.space).where(
+                SemanticEntry.namespace == namespace,
+                SemanticEntry.query_sha256 == row.query_sha256)).all()
+            s.execute(delete(SemanticEntry).where(SemanticEntry.id.in_([r.id for r in rows])))
+            self._log(s, "delete", [(r.id, namespace, r.space) for r in rows])
             return True
 
     def drop_namespace(self, namespace: str, tenant: str | None = None) -> int:
@@ -372,11 +383,14 @@ class SemanticStore(ChangeLogReads):
             )):
                 row.expires_at = now + timedelta(seconds=row.ttl_s or 0)
 
-    def stats(self, namespace: str, now: datetime) -> dict[str, Any]:
+    def stats(self, namespace: str, now: datetime, space: str | None = None
+              ) -> dict[str, Any]:
         with self.db.session() as s:
             known = s.get(SemanticNamespace, namespace)
-            entries = s.scalar(select(func.count()).where(
-                SemanticEntry.namespace == namespace, _live(now))) or 0
+            where = [SemanticEntry.namespace == namespace, _live(now)]
+            if space is not None:
+                where.append(SemanticEntry.space == space)
+            entries = s.scalar(select(func.count()).where(*where)) or 0
             return {
                 "namespace": namespace,
                 "exists": known is not None,
