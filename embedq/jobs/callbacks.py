@@ -33,7 +33,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,6 +44,7 @@ from sqlalchemy import or_, select, update
 from embedq.config import Settings
 from embedq.errors import InvalidInput, Unavailable
 from embedq.jobs.store import JobStore, utcnow
+from embedq.jobs.windows import as_utc
 from embedq.models import Job, JobStatus
 from embedq.models.job import CallbackState
 from embedq.version import __version__
@@ -168,14 +169,14 @@ class Callbacks:
         job = self.store.get(job_id)
         if (job.callback_state != CallbackState.PENDING or not job.callback_url
                 or job.status not in JobStatus.final()
-                or (job.callback_next_at is not None and _aware(job.callback_next_at) > now)):
+                or (job.callback_next_at is not None and as_utc(job.callback_next_at) > now)):
             return None
         lease = timedelta(seconds=2 * self.settings.callbacks.timeout_s + 5)
         attempt = job.callback_attempts + 1
         if not self._update(job_id, job.callback_attempts, callback_attempts=attempt,
                             callback_next_at=now + lease):
             return None  # another process took this attempt
-        started = _aware(job.finished_at) if job.finished_at is not None else now
+        started = as_utc(job.finished_at) if job.finished_at is not None else now
         try:
             check_url(job.callback_url, self.settings)
         except InvalidInput as exc:  # the allow list changed since the job was submitted
@@ -228,6 +229,3 @@ class Callbacks:
             ).values(**values))
         return bool(getattr(result, "rowcount", 0))
 
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Celery, chord, group
@@ -35,7 +35,7 @@ from embedq.encoders.catalog import Catalog
 from embedq.errors import EmbedqError, Unavailable
 from embedq.jobs.callbacks import Callbacks
 from embedq.jobs.store import JobStore, Progress, utcnow
-from embedq.jobs.windows import Window, may_run
+from embedq.jobs.windows import Window, as_utc, may_run
 from embedq.models import Job, JobStatus, Priority
 from embedq.tasks import names
 from embedq.tasks.publish import broker_error
@@ -291,7 +291,7 @@ class Dispatcher:
         elif not self.due(job, now)[0]:
             counts["paused"] += self.store.transition(
                 job.id, [JobStatus.RUNNING], job.generation, status=JobStatus.QUEUED)
-        elif job.progress_at is None or _aware(job.progress_at) + stall <= now:
+        elif job.progress_at is None or as_utc(job.progress_at) + stall <= now:
             log.warning("job %s made no progress for %.0f s: dispatching again",
                         job.id, self.settings.jobs.stall_s)
             if self.store.transition(job.id, [JobStatus.RUNNING], job.generation,
@@ -320,6 +320,3 @@ class Dispatcher:
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
 
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -66,7 +66,7 @@ class Window:
         return f"{self.start:%H:%M}-{self.end:%H:%M}"
 
     def is_open(self, now: datetime) -> bool:
-        local = _aware(now).astimezone(self.tz).time().replace(tzinfo=None)
+        local = as_utc(now).astimezone(self.tz).time().replace(tzinfo=None)
         if self.start < self.end:
             return self.start <= local < self.end
         return local >= self.start or local < self.end  # across midnight
@@ -76,7 +76,7 @@ class Window:
         when that is past the calendar's end."""
         try:
             if self.is_open(now):
-                return _aware(now).astimezone(UTC)
+                return as_utc(now).astimezone(UTC)
             return self._next(self.start, now)
         except (OverflowError, ValueError):
             return NEVER
@@ -89,7 +89,7 @@ class Window:
             return NEVER
 
     def _next(self, at: time, now: datetime) -> datetime:
-        local = _aware(now).astimezone(self.tz)
+        local = as_utc(now).astimezone(self.tz)
         for days in (0, 1, 2):
             day = local.date() + timedelta(days=days)
             candidate = datetime.combine(day, at, tzinfo=self.tz)
@@ -98,8 +98,10 @@ class Window:
         raise AssertionError("a daily window opens and closes within two days")
 
 
-def _aware(now: datetime) -> datetime:
-    return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+def as_utc(moment: datetime) -> datetime:
+    """`moment` with a timezone: SQLite gives back naive datetimes for timestamp columns
+    (in UTC, as written), Postgres aware ones; comparing the two raises TypeError."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def check_not_before(not_before: datetime | None, now: datetime) -> None:
@@ -107,7 +109,7 @@ def check_not_before(not_before: datetime | None, now: datetime) -> None:
     if not_before is None:
         return
     try:
-        too_far = _aware(not_before) - _aware(now) > MAX_NOT_BEFORE
+        too_far = as_utc(not_before) - as_utc(now) > MAX_NOT_BEFORE
     except OverflowError:
         too_far = True
     if too_far:
@@ -121,9 +123,9 @@ def may_run(
     window: Window | None, not_before: datetime | None, now: datetime
 ) -> tuple[bool, datetime | None]:
     """(True, None) when a job may run at `now`; else (False, when it may start)."""
-    now = _aware(now)
-    if not_before is not None and _aware(not_before) > now:
-        start = _aware(not_before)
+    now = as_utc(now)
+    if not_before is not None and as_utc(not_before) > now:
+        start = as_utc(not_before)
         if window is not None:
             start = window.next_open(start)
         return False, start

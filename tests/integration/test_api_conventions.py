@@ -110,6 +110,10 @@ def test_the_docs_page_and_every_asset_it_loads_come_from_the_app_without_a_key(
                                       "text/javascript"], kinds
     schema = httpx.get(no_cors_api.url + "/openapi.json", timeout=30).json()
     assert "/v1/embeddings" in schema["paths"]
+    operations = [op["operationId"] for path in schema["paths"].values()
+                  for op in path.values()]
+    assert len(operations) == len(set(operations)), sorted(operations)  # generators refuse
+    assert "204" in schema["paths"]["/v1/jobs/{job_id}/events"]["get"]["responses"]
     assert '"validatorUrl": null' in page.text  # nor asks validator.swagger.io about it
     assert httpx.get(no_cors_api.url + "/docs/assets/redoc.standalone.js",
                      timeout=30).status_code == 401  # only what the page loads is open

@@ -70,13 +70,15 @@ def test_embedded_bulk_runs_the_job_in_the_command(tmp_path: Path) -> None:
 
 
 def test_a_job_submitted_to_an_embedded_server_runs_to_the_end(tmp_path: Path) -> None:
-    """`embedq serve` with no servers runs the jobs it accepts in its own process."""
+    """`embedq serve` with no servers runs the jobs it accepts in its own process, and the
+    OpenAI Batch API works on its SQLite database (which gives back naive timestamps)."""
     import os
 
     import httpx
 
     from embedq.models import JobStatus
     from tests.integration.test_api_support import ApiServer
+    from tests.integration.test_batch_api import request_line, sdk, upload, wait_final
     from tests.support import wait_until
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
@@ -93,4 +95,10 @@ def test_a_job_submitted_to_an_embedded_server_runs_to_the_end(tmp_path: Path) -
 
         wait_until(lambda: state()["status"] in JobStatus.final(), 60, "the job ending")
         final = state()
+        client = sdk(api)
+        requests = upload(client, [request_line(f"r{i}", f"batch text {i}") for i in range(3)])
+        batch = client.batches.create(input_file_id=requests.id, endpoint="/v1/embeddings",
+                                      completion_window="24h")
+        done = wait_final(client, batch.id, timeout_s=60)
     assert final["status"] == "succeeded" and final["progress"]["done"] == 50
+    assert (done.status, done.request_counts.completed) == ("completed", 3)

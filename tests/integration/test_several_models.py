@@ -90,13 +90,13 @@ def test_a_busy_model_does_not_hold_up_the_other(two: TwoModels, salt: str) -> N
     slow: dict[str, httpx.Response] = {}
 
     def ask_large() -> None:
-        # The large model's batch sleeps 20 s: its worker's model is busy all that time.
-        slow["answer"] = embed(two, [f"{salt} slow [[sleep:20]]"], "large")
+        # The large model's batch sleeps 10 s: its worker's model is busy all that time.
+        slow["answer"] = embed(two, [f"{salt} slow [[sleep:10]]"], "large")
         release.set()
 
     thread = threading.Thread(target=ask_large, daemon=True)
     thread.start()
-    support.wait_until(lambda: support.text_digest(f"{salt} slow [[sleep:20]]")
+    support.wait_until(lambda: support.text_digest(f"{salt} slow [[sleep:10]]")
                        in support.ledger_counts(two.ledgers["large"]), 30,
                        "the large model to start its slow batch")
     quick = [f"{salt} quick {i}" for i in range(5)]
@@ -123,3 +123,17 @@ def test_models_info_and_readiness_name_every_model(two: TwoModels) -> None:
         ("big", "large", "r2")
     ready = httpx.get(two.api.url + "/readyz", timeout=30)
     assert ready.status_code == 200, ready.text
+
+
+def test_a_job_names_its_served_model_in_its_state_and_its_results(
+        two: TwoModels, salt: str) -> None:
+    sent = httpx.post(two.api.url + "/v1/jobs", timeout=30,
+                      json={"input": [f"{salt} job {i}" for i in range(3)], "model": "large"})
+    assert sent.status_code == 202, sent.text
+    url = f"{two.api.url}/v1/jobs/{sent.json()['id']}"
+    support.wait_until(lambda: httpx.get(url, timeout=30).json()["status"] == "succeeded",
+                       60, "the job under the large model succeeding")
+    state, results = httpx.get(url, timeout=30).json(), httpx.get(url + "/results",
+                                                                   timeout=30).json()
+    assert (state["model"], results["model"]) == ("large", "large")
+    assert [row["embedding"] is not None for row in results["data"]] == [True] * 3

@@ -161,7 +161,9 @@ def get_job(job_id: str, jobs: Jobs, caller: JobsCaller) -> dict[str, Any]:
 
 @router.get("/{job_id}/events", response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}},
-                             "description": "Server-Sent Events, one `state` event a change"}})
+                             "description": "Server-Sent Events, one `state` event a change"},
+                       204: {"description": "Last-Event-ID names a final state the client "
+                                            "already has: nothing more will come"}})
 async def job_events(
     job_id: str, jobs: Jobs, caller: JobsCaller, request: Request,
     last_event_id: Annotated[str | None, Header(max_length=64)] = None,
@@ -244,7 +246,8 @@ def job_results(
         data.append({"object": "embedding", "index": row.index, "id": row.id,
                      "embedding": vector, "error": row.error})
     return {
-        "object": "list", "job_id": job_id, "status": job.status, "model": job.model,
+        "object": "list", "job_id": job_id, "status": job.status,
+        "model": jobs.dispatcher.model_label(job),
         "offset": offset, "limit": limit, "total": job.total,
         "has_more": offset + len(data) < job.total, "data": data,
     }
