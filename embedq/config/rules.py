@@ -41,6 +41,11 @@ def _check_links(s: Settings) -> None:
         raise ConfigError(
             f"EMBEDQ_BROKER_URL={s.links.broker_url!r} needs EMBEDQ_REDIS_URL for the hot "
             "store and claims shared by all processes")
+    if s.semantic.index == "pgvector" and not s.resolved_database_url.startswith("postgresql"):
+        raise ConfigError(
+            "EMBEDQ_SEMANTIC_INDEX=pgvector keeps the semantic cache's vectors in Postgres: "
+            "set EMBEDQ_DATABASE_URL to a postgresql:// database with the pgvector "
+            "extension, or use EMBEDQ_SEMANTIC_INDEX=faiss")
 
 
 def _check_cors_origins(origins: tuple[str, ...]) -> None:

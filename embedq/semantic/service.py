@@ -49,6 +49,7 @@ from embedq.errors import InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import EncodeSpec
 from embedq.limits import check_input_chars, check_json, check_text
 from embedq.models import DEFAULT_TENANT, Database
+from embedq.semantic.engine import PGVECTOR, CandidateSearch
 from embedq.semantic.feedback import FeedbackStore, Policy, new_hit_id
 from embedq.semantic.index import Hit, IndexConfig, Matrix, unit_rows
 from embedq.semantic.lookup import (
@@ -61,6 +62,7 @@ from embedq.semantic.lookup import (
     refusal,
     within_bytes,
 )
+from embedq.semantic.pgvector import PgvectorSearch
 from embedq.semantic.store import SHARED_NAMES, Entry, SemanticStore, TenantCaps, utcnow
 from embedq.semantic.sync import IndexSync, SyncConfig
 from embedq.semantic.verify import Check, Verifier
@@ -138,7 +140,7 @@ class SemanticCache:
         self.store = SemanticStore(service.db)
         self.feedback = FeedbackStore(service.db, default_threshold=self.default_threshold,
                                       window=s.feedback_window)
-        self.sync = IndexSync(
+        self.sync: CandidateSearch = self._pgvector() if s.index == PGVECTOR else IndexSync(
             self.store, self.space, self.settings.links.data_dir,
             IndexConfig(kind=s.index, flat_max=s.flat_max, ivf_list_size=s.ivf_list_size,
                         nprobe=s.nprobe, use_gpu=s.gpu),
@@ -152,6 +154,14 @@ class SemanticCache:
                          if s.verify else None)
         if start:
             self.sync.start()
+
+    def _pgvector(self) -> PgvectorSearch:
+        """The candidates from Postgres' own index: no replica here, nothing to follow."""
+        s = self.settings.semantic
+        return PgvectorSearch(self.store, self.space, ef_search=s.ef_search,
+                              sweep_interval_s=s.sweep_interval_s,
+                              change_retention_s=s.change_retention_s,
+                              sweeps=[self.feedback.sweep])
 
     def _embed_spans(self, texts: list[str]) -> list[npt.NDArray[np.float32]]:
         return self.service.embed(texts).vectors()
