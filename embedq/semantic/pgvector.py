@@ -32,7 +32,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from embedq.errors import ConfigError, EmbedqError
-from embedq.models import Database
+from embedq.models import Database, map_db_errors
+from embedq.models.engine import make_engine
 from embedq.semantic.engine import PGVECTOR
 from embedq.semantic.index import Hit, Matrix
 from embedq.semantic.store import SemanticStore, utcnow
@@ -51,10 +52,12 @@ INSTALL = (
     "provider's `vector` extension)"
 )
 
-_SEARCH = text(
-    f"SELECT id, 1 - ({COLUMN} <=> CAST(:q AS vector)) AS score FROM semantic_entries "
-    f"WHERE namespace = :ns AND space = :space AND {COLUMN} IS NOT NULL "
-    f"ORDER BY {COLUMN} <=> CAST(:q AS vector) LIMIT :k"
+# The driver's own statement (SQLAlchemy's compile and execute cost more than the scan at
+# small sizes); the query vector goes as a float8 array, in binary, not as text.
+_SEARCH = (
+    f"SELECT id, 1 - ({COLUMN} <=> CAST(%(q)s AS vector)) FROM semantic_entries "
+    f"WHERE namespace = %(ns)s AND space = %(space)s AND {COLUMN} IS NOT NULL "
+    f"ORDER BY {COLUMN} <=> CAST(%(q)s AS vector) LIMIT %(k)s"
 )
 _PENDING = text(
     f"SELECT id, vector FROM semantic_entries WHERE {COLUMN} IS NULL AND space = :space "
@@ -127,10 +130,17 @@ def setup(db: Database, space: str, dimension: int) -> dict[str, Any]:
     `embedding vector(dimension)` column, the pending rows' index, the embeddings of the
     rows of `space` already stored, and the HNSW index (built last: faster on full rows).
     ConfigError, saying what to do, when the server cannot."""
+    version = prepare(db, dimension)
+    filled = fill_pending(db, space)
+    index_bytes = build_hnsw(db)
+    return {"index": PGVECTOR, "pgvector": version, "dimension": dimension,
+            "filled": filled, "hnsw_index_bytes": index_bytes}
+
+
+def prepare(db: Database, dimension: int) -> str:
+    """The extension, the column and the pending rows' index; returns pgvector's version."""
     _require_postgres(db)
     with db.session() as s:
-        # The HNSW build outlasts a request's statement timeout at size; it is a command.
-        s.execute(text("SET LOCAL statement_timeout = 0"))
         if _extension(s) is None:
             _create_extension(s)
         version = _extension(s) or ""
@@ -145,15 +155,19 @@ def setup(db: Database, space: str, dimension: int) -> dict[str, Any]:
                        f"vector({int(dimension)})"))
         s.execute(text(f"CREATE INDEX IF NOT EXISTS {PENDING_INDEX} ON semantic_entries "
                        f"(space, id) WHERE {COLUMN} IS NULL"))
-    filled = fill_pending(db, space)
+    return version
+
+
+def build_hnsw(db: Database) -> int:
+    """The HNSW index over the column, unless it exists; returns its bytes. Writes to the
+    table wait while it builds (minutes at a million rows: see docs/semantic-cache.md)."""
     with db.session() as s:
+        # The build outlasts a request's statement timeout at size; this is a command.
         s.execute(text("SET LOCAL statement_timeout = 0"))
         s.execute(text(f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON semantic_entries "
                        f"USING hnsw ({COLUMN} vector_cosine_ops)"))
-        index_bytes = int(s.scalar(text("SELECT pg_relation_size(CAST(:i AS regclass))"),
-                                   {"i": HNSW_INDEX}) or 0)
-    return {"index": PGVECTOR, "pgvector": version, "dimension": dimension,
-            "filled": filled, "hnsw_index_bytes": index_bytes}
+        return int(s.scalar(text("SELECT pg_relation_size(CAST(:i AS regclass))"),
+                            {"i": HNSW_INDEX}) or 0)
 
 
 def fill_pending(db: Database, space: str) -> int:
@@ -189,6 +203,11 @@ class PgvectorSearch:
         self.change_retention_s = change_retention_s
         self.sweeps = tuple(sweeps)
         self.dimension = 0
+        # Searches run on an engine of their own: one statement each in autocommit (no
+        # BEGIN/COMMIT round trips), the HNSW scan's settings fixed per connection.
+        self.engine = make_engine(
+            self.db.url, self.db.timeouts, pre_ping=False, autocommit=True,
+            server={"hnsw.ef_search": str(ef_search), "hnsw.iterative_scan": "strict_order"})
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -227,6 +246,7 @@ class PgvectorSearch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self.engine.dispose()
 
     def search(self, namespace: str, vector: Matrix, k: int) -> list[Hit]:
         if not self.dimension:
@@ -236,13 +256,20 @@ class PgvectorSearch:
                 f"semantic_entries.{COLUMN} holds {self.dimension}-dimension vectors and "
                 f"this model gives {vector.size}: drop the column (ALTER TABLE "
                 f"semantic_entries DROP COLUMN {COLUMN}) and run `{SETUP}` for this model")
-        with self.db.session() as s:
-            s.execute(text("SELECT set_config('hnsw.ef_search', :ef, true), "
-                           "set_config('hnsw.iterative_scan', 'strict_order', true)"),
-                      {"ef": str(self.ef_search)})
-            rows = s.execute(_SEARCH, {"q": literal(vector), "ns": namespace,
-                                       "space": self.space, "k": k}).all()
-        return [(int(r.id), float(r.score)) for r in rows]
+        params = {"q": np.asarray(vector, dtype=np.float32).ravel().tolist(),
+                  "ns": namespace, "space": self.space, "k": k}
+        with map_db_errors():
+            try:
+                rows = self._search(params)
+            except DBAPIError as exc:  # a pooled connection the server dropped: once more
+                if not exc.connection_invalidated:
+                    raise
+                rows = self._search(params)
+        return [(int(entry_id), float(score)) for entry_id, score in rows]
+
+    def _search(self, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        with self.engine.connect() as conn:
+            return [tuple(r) for r in conn.exec_driver_sql(_SEARCH, params)]
 
     def catch_up(self) -> int:
         return fill_pending(self.db, self.space)
