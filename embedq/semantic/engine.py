@@ -19,6 +19,8 @@ PGVECTOR = "pgvector"
 
 
 class CandidateSearch(Protocol):
+    loaded_from: str  # where the vectors searched came from: snapshot, table, postgres
+
     def start(self) -> None:
         """Be ready to search (load a replica, or check the server can); ConfigError if not."""
 

@@ -161,13 +161,16 @@ def prepare(db: Database, dimension: int) -> str:
 def build_hnsw(db: Database) -> int:
     """The HNSW index over the column, unless it exists; returns its bytes. Writes to the
     table wait while it builds (minutes at a million rows: see docs/semantic-cache.md)."""
-    with db.session() as s:
-        # The build outlasts a request's statement timeout at size; this is a command.
-        s.execute(text("SET LOCAL statement_timeout = 0"))
-        s.execute(text(f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON semantic_entries "
-                       f"USING hnsw ({COLUMN} vector_cosine_ops)"))
-        return int(s.scalar(text("SELECT pg_relation_size(CAST(:i AS regclass))"),
-                            {"i": HNSW_INDEX}) or 0)
+    # The build outlasts a request's timeouts at size: a link without them, as migrations.
+    engine = make_engine(db.url)
+    try:
+        with map_db_errors(), engine.begin() as conn:
+            conn.execute(text(f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON semantic_entries "
+                              f"USING hnsw ({COLUMN} vector_cosine_ops)"))
+            return int(conn.scalar(text("SELECT pg_relation_size(CAST(:i AS regclass))"),
+                                   {"i": HNSW_INDEX}) or 0)
+    finally:
+        engine.dispose()
 
 
 def fill_pending(db: Database, space: str) -> int:

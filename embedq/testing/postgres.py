@@ -37,8 +37,9 @@ def bin_dir() -> Path:
 
 
 @contextlib.contextmanager
-def bundled_postgres() -> Iterator[str]:
-    """A running Postgres with pgvector; yields its postgresql+psycopg:// URL."""
+def bundled_postgres(server: dict[str, str] | None = None) -> Iterator[str]:
+    """A running Postgres with pgvector; yields its postgresql+psycopg:// URL. `server`:
+    more settings of the server (name -> value), e.g. shared_buffers."""
     import psycopg
 
     bins = bin_dir()
@@ -65,7 +66,8 @@ def bundled_postgres() -> Iterator[str]:
         run("pg_ctl", "-D", str(data), "-w", "-t", str(START_TIMEOUT_S),
             "-l", str(data / "server.log"),
             "-o", f"-h 127.0.0.1 -p {port} -k {data} -c fsync=off "
-                  "-c maintenance_work_mem=1GB", "start")
+                  "-c maintenance_work_mem=1GB"
+                  + "".join(f" -c {k}={v}" for k, v in (server or {}).items()), "start")
         started = True
         url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
         with psycopg.connect(url, autocommit=True) as conn:

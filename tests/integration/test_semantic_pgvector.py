@@ -22,6 +22,7 @@ from embedq.deployment import Deployment
 from embedq.errors import ConfigError
 from embedq.semantic import SemanticCache
 from embedq.semantic.lookup import LookupResult
+from embedq.semantic.sync import IndexSync
 from tests import support
 
 pytestmark = pytest.mark.integration
@@ -57,8 +58,9 @@ def set_up_db(pg_vector_db: str, tmp_path_factory: pytest.TempPathFactory) -> st
 def open_cache(tmp_path: Path) -> Iterator[Opener]:
     opened: list[SemanticCache] = []
 
-    def open_(url: str, index: str) -> SemanticCache:
-        cache = SemanticCache(Deployment.from_settings(_settings(url, tmp_path, index)).service)
+    def open_(url: str, index: str, start: bool = True) -> SemanticCache:
+        cache = SemanticCache(Deployment.from_settings(_settings(url, tmp_path, index)).service,
+                              start=start)
         opened.append(cache)
         return cache
 
@@ -118,7 +120,11 @@ def test_faiss_and_pgvector_make_the_same_decisions(set_up_db: str, open_cache: 
         pg.put(other, f"{query} elsewhere", {"n": i})
     pg.put(ns, f"{salt} a short-lived question", {"gone": True}, ttl_s=1)
     time.sleep(1.1)
-    faiss = open_cache(set_up_db, "faiss")
+    # Loaded without its thread: the thread's first expiry sweep would delete the expired
+    # entry between the two engines' lookups.
+    faiss = open_cache(set_up_db, "faiss", start=False)
+    assert isinstance(faiss.sync, IndexSync)
+    faiss.sync.load()
     asks: list[dict[str, Any]] = [
         {"query": texts[3]},
         {"query": texts[3], "k": 5, "threshold": -1.0},
@@ -159,3 +165,27 @@ def test_a_write_is_seen_by_every_pgvector_process_at_once(set_up_db: str,
     assert not reader.lookup(ns, f"{salt} left without embedding").hit
     late = open_cache(set_up_db, "pgvector")
     assert [m.id for m in late.lookup(ns, f"{salt} left without embedding").matches] == [orphan]
+
+
+def test_bench_semantic_measures_pgvector_next_to_faiss(pgvector_admin_url: str,
+                                                        tmp_path: Path) -> None:
+    """`embedq bench semantic --index pgvector` on a small size: the engine's own search
+    finds the exact nearest, the column holds 384 float32 plus its 8-byte header, and the
+    scratch database is gone afterwards."""
+    import psycopg
+
+    from embedq.bench.semantic import bench_semantic
+
+    def databases() -> set[str]:
+        with psycopg.connect(pgvector_admin_url) as conn:
+            return {r[0] for r in conn.execute("SELECT datname FROM pg_database")}
+
+    before = databases()
+    settings = Settings.from_env({"EMBEDQ_DATABASE_URL": pgvector_admin_url,
+                                  "EMBEDQ_DATA_DIR": str(tmp_path)})
+    report = bench_semantic(3000, 40, settings, "pgvector")
+    pg = report["pgvector"]
+    assert pg["entries"] == 3000 and pg["recall_at_1"] >= 0.95
+    assert pg["column_bytes_per_entry"] == 384 * 4 + 8
+    assert pg["hnsw_bytes_per_entry"] > 0 and set(pg["ef_sweep"]) == {"40", "100", "200"}
+    assert databases() == before
