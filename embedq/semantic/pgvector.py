@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -44,7 +45,10 @@ COLUMN = "embedding"
 HNSW_INDEX = "ix_semantic_entries_embedding"
 PENDING_INDEX = "ix_semantic_entries_unembedded"
 MIN_VERSION = (0, 8, 0)  # hnsw.iterative_scan: filtered HNSW scans that still find k
-FILL_BATCH = 1000
+FILL_BATCH = 10_000
+COPY_MIN_ROWS = 64
+COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, no extension
+COPY_TRAILER = b"\xff\xff"
 SETUP = "embedq cache index-setup"
 INSTALL = (
     "install pgvector on the Postgres server (docker-compose.yml's pgvector/pgvector:pg16 "
@@ -173,8 +177,38 @@ def build_hnsw(db: Database) -> int:
         engine.dispose()
 
 
+def copy_stream(ids: npt.NDArray[np.int64], vectors: Matrix,
+                blobs: bool = False) -> bytes:
+    """Rows (id bigint, embedding vector[, the float32 little-endian bytes as bytea]) in
+    COPY's binary format, built by numpy (no Python work per number)."""
+    dim = vectors.shape[1]
+    fields = [("fields", ">i2"), ("id_len", ">i4"), ("id", ">i8"), ("v_len", ">i4"),
+              ("dim", ">i2"), ("unused", ">i2"), ("v", ">f4", (dim,))]
+    if blobs:
+        fields += [("b_len", ">i4"), ("b", "<f4", (dim,))]
+    out = np.zeros(len(ids), dtype=np.dtype(fields))
+    out["fields"], out["id_len"], out["id"] = 3 if blobs else 2, 8, ids
+    out["v_len"], out["dim"], out["v"] = 4 + 4 * dim, dim, vectors
+    if blobs:
+        out["b_len"], out["b"] = 4 * dim, vectors
+    return COPY_HEADER + out.tobytes() + COPY_TRAILER
+
+
+def _fill_by_copy(s: Session, ids: list[int], blobs: list[bytes]) -> None:
+    raw = s.connection().connection.driver_connection
+    assert raw is not None
+    raw.execute("CREATE TEMP TABLE IF NOT EXISTS embedq_fill (id bigint, embedding vector) "
+                "ON COMMIT DELETE ROWS")
+    vectors = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
+    with raw.cursor().copy("COPY embedq_fill FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(copy_stream(np.asarray(ids, dtype=np.int64), vectors))
+    raw.execute(f"UPDATE semantic_entries AS e SET {COLUMN} = f.embedding FROM embedq_fill f "
+                f"WHERE e.id = f.id AND e.{COLUMN} IS NULL")
+
+
 def fill_pending(db: Database, space: str) -> int:
-    """Give every row of `space` without an embedding its own; return how many."""
+    """Give every row of `space` without an embedding its own; return how many. A few
+    rows (a put's) go as text in one UPDATE; more by binary COPY (~10x the rows a second)."""
     total = 0
     while True:
         with db.session() as s:
@@ -182,8 +216,11 @@ def fill_pending(db: Database, space: str) -> int:
             if not rows:
                 return total
             ids = [int(r.id) for r in rows]
-            embs = [literal(np.frombuffer(r.vector, dtype="<f4")) for r in rows]
-            s.execute(_FILL, {"ids": ids, "embs": embs})
+            if len(rows) >= COPY_MIN_ROWS:
+                _fill_by_copy(s, ids, [bytes(r.vector) for r in rows])
+            else:
+                embs = [literal(np.frombuffer(r.vector, dtype="<f4")) for r in rows]
+                s.execute(_FILL, {"ids": ids, "embs": embs})
             total += len(rows)
         if len(rows) < FILL_BATCH:
             return total
