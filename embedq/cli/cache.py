@@ -139,17 +139,21 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def _index_setup() -> int:
+    """The pgvector engine's column and indexes; the model's dimensions are those of a
+    vector it gives (the settings may leave them to the model)."""
+    from embedq.config import Settings
     from embedq.deployment import Deployment
     from embedq.semantic import pgvector
     from embedq.semantic.engine import PGVECTOR
     from embedq.semantic.service import SemanticCache
 
-    service = Deployment.from_settings().service
+    settings = Settings.from_env()
+    if settings.semantic.index != PGVECTOR:
+        raise InvalidInput(
+            "embedq cache index-setup prepares Postgres for EMBEDQ_SEMANTIC_INDEX="
+            "pgvector: set it (in every process's environment) and run this again")
+    service = Deployment.from_settings(settings).service
     try:
-        if service.settings.semantic.index != PGVECTOR:
-            raise InvalidInput(
-                "embedq cache index-setup prepares Postgres for EMBEDQ_SEMANTIC_INDEX="
-                "pgvector: set it (in every process's environment) and run this again")
         cache = SemanticCache(service, start=False)
         dimension = len(service.embed(["dimension probe"]).vectors()[0])
         out = pgvector.setup(service.db, cache.space, dimension)
