@@ -183,9 +183,9 @@ def test_bench_semantic_measures_pgvector_next_to_faiss(pgvector_admin_url: str,
     before = databases()
     settings = Settings.from_env({"EMBEDQ_DATABASE_URL": pgvector_admin_url,
                                   "EMBEDQ_DATA_DIR": str(tmp_path)})
-    report = bench_semantic(3000, 40, settings, "pgvector")
+    report = bench_semantic(1500, 30, settings, "pgvector")
     pg = report["pgvector"]
-    assert pg["entries"] == 3000 and pg["recall_at_1"] >= 0.95
+    assert pg["entries"] == 1500 and pg["recall_at_1"] >= 0.95
     assert pg["column_bytes_per_entry"] >= 384 * 4  # float32, uncompressed
     assert pg["hnsw_bytes_per_entry"] > 0 and set(pg["ef_sweep"]) == {"40", "100", "200"}
     assert databases() == before
