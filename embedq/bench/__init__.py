@@ -58,6 +58,9 @@ def add_parser(sub: Any, handler: Any) -> None:
     s = add("semantic", "the semantic cache's index at size", file=True)
     s.add_argument("--entries", type=int, default=100_000, help="cache entries")
     s.add_argument("--queries", type=int, default=1000, help="lookups measured")
+    s.add_argument("--index", choices=("faiss", "pgvector"), default="faiss",
+                   help="pgvector: also the pgvector engine on the same vectors, in "
+                        "Postgres (EMBEDQ_DATABASE_URL's server, else the bundled one)")
     t = add("threshold", "the semantic threshold's table, tune and held-out splits")
     t.add_argument("--pairs-file", default=None,
                    help="the tune split (default tests/data/semantic_pairs.tune.jsonl)")

@@ -9,6 +9,8 @@ paraphrase-like neighbour, cosine about 0.9 to it). Reported, for the index that
     brute-force exact search on the same data in the same run, as the baseline ratio;
   * recall@1 of the index against exact search, and for a few nprobe values;
   * index bytes per entry, and the ratio to the raw float32 vector bytes.
+With `--index pgvector`, the pgvector engine on the same vectors and queries in the same
+run, under "pgvector" (semantic_pgvector.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from embedq.bench.stats import percentile
 from embedq.config import Settings
 from embedq.errors import ConfigError
+from embedq.semantic.engine import PGVECTOR
 from embedq.semantic.index import FaissIndex, IndexConfig, build_index, unit_rows
 
 DIMENSION = 384
@@ -59,7 +62,8 @@ def _latencies_ms(search: Any, queries: np.ndarray) -> list[float]:
     return out
 
 
-def bench_semantic(entries: int, queries: int, settings: Settings) -> dict[str, Any]:
+def bench_semantic(entries: int, queries: int, settings: Settings,
+                   engine: str = "faiss") -> dict[str, Any]:
     config = IndexConfig(flat_max=settings.semantic.flat_max,
                          ivf_list_size=settings.semantic.ivf_list_size,
                          nprobe=settings.semantic.nprobe, use_gpu=settings.semantic.gpu)
@@ -94,7 +98,7 @@ def bench_semantic(entries: int, queries: int, settings: Settings) -> dict[str, 
     stored = (len(faiss.serialize_index(index.index)) if isinstance(index, FaissIndex)
               and not index.on_gpu else index.memory_bytes())
     raw = entries * DIMENSION * 4
-    return {
+    report = {
         "entries": entries,
         "queries": queries,
         "index_kind": index.kind,
@@ -115,6 +119,12 @@ def bench_semantic(entries: int, queries: int, settings: Settings) -> dict[str, 
         "memory_ratio_to_raw": round(stored / raw, 4),
         "nprobe_sweep": sweep,
     }
+    if engine == PGVECTOR:
+        from embedq.bench.semantic_pgvector import bench_pgvector
+
+        del index  # the server's copy is measured next: this one is done with
+        report[PGVECTOR] = bench_pgvector(data, asked, truth_ids, settings)
+    return report
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -122,7 +132,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("bench semantic measures synthetic vectors and reads no texts: "
                           "drop --file (size it with --entries and --queries)")
     settings = Settings.from_env()
-    report = bench_semantic(args.entries, args.queries, settings)
+    report = bench_semantic(args.entries, args.queries, settings, args.index)
     print(
         f"bench semantic: {report['entries']} entries, {report['index_kind']} index "
         f"(nlist {report['nlist']}, nprobe {report['nprobe']}), built in {report['build_s']} s; "
@@ -133,4 +143,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     for nprobe, row in report["nprobe_sweep"].items():
         print(f"  nprobe {nprobe:>3}: recall@1 {row['recall_at_1']}, p99 {row['p99_ms']} ms")
+    pg = report.get(PGVECTOR)
+    if pg is not None:
+        print(
+            f"pgvector {pg['pgvector']}: HNSW built in {pg['build_s']} s (rows loaded in "
+            f"{pg['load_s']} s); lookup p50 {pg['lookup_p50_ms']} ms, p99 "
+            f"{pg['lookup_p99_ms']} ms (one SQL round trip); recall@1 {pg['recall_at_1']} "
+            f"(ef_search {pg['ef_search']}); on the server {pg['server_bytes_per_entry']} "
+            f"bytes/entry (HNSW {pg['hnsw_bytes_per_entry']} + column "
+            f"{pg['column_bytes_per_entry']}), the whole table {pg['table_bytes_per_entry']}"
+        )
+        for ef, row in pg["ef_sweep"].items():
+            print(f"  ef_search {ef:>3}: recall@1 {row['recall_at_1']}, p50 {row['p50_ms']} "
+                  f"ms, p99 {row['p99_ms']} ms")
     return report

@@ -6,6 +6,7 @@
     embedq cache stats NAMESPACE
     embedq cache config NAMESPACE [--max-false-hit-rate R] [--threshold T]
     embedq cache feedback NAMESPACE HIT_ID (--correct | --wrong)
+    embedq cache index-setup   (EMBEDQ_SEMANTIC_INDEX=pgvector: column, embeddings, HNSW)
 Every command prints JSON. Lookups exit 0 on a hit and 1 on a miss, for scripts.
 """
 
@@ -65,6 +66,9 @@ def add_parser(sub: Any) -> None:
     verdict = fb.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--correct", dest="correct", action="store_true")
     verdict.add_argument("--wrong", dest="correct", action="store_false")
+    actions.add_parser("index-setup", help="EMBEDQ_SEMANTIC_INDEX=pgvector: create the "
+                       "vector extension, column and HNSW index in Postgres, and embed "
+                       "the entries already stored (idempotent)")
     for action in (put, look, rm, st, cfg, fb):
         action.add_argument("--tenant", default=None,
                             help="act as this tenant (default: admin; a put creates "
@@ -90,6 +94,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
     if args.cache_action == "delete" and (args.entry_id is None) == (not args.all):
         raise InvalidInput("embedq cache delete needs an ENTRY_ID or --all (not both)")
+    if args.cache_action == "index-setup":
+        return _index_setup()
     tenant = None if args.tenant is None else check_tenant(args.tenant)
     service = Deployment.from_settings().service
     cache = SemanticCache(service)
@@ -130,3 +136,28 @@ def cmd_cache(args: argparse.Namespace) -> int:
         cache.close()
         service.close()
     return code
+
+
+def _index_setup() -> int:
+    """The pgvector engine's column and indexes; the model's dimensions are those of a
+    vector it gives (the settings may leave them to the model)."""
+    from embedq.config import Settings
+    from embedq.deployment import Deployment
+    from embedq.semantic import pgvector
+    from embedq.semantic.engine import PGVECTOR
+    from embedq.semantic.service import SemanticCache
+
+    settings = Settings.from_env()
+    if settings.semantic.index != PGVECTOR:
+        raise InvalidInput(
+            "embedq cache index-setup prepares Postgres for EMBEDQ_SEMANTIC_INDEX="
+            "pgvector: set it (in every process's environment) and run this again")
+    service = Deployment.from_settings(settings).service
+    try:
+        cache = SemanticCache(service, start=False)
+        dimension = len(service.embed(["dimension probe"]).vectors()[0])
+        out = pgvector.setup(service.db, cache.space, dimension)
+        print(json.dumps(out))
+    finally:
+        service.close()
+    return 0

@@ -189,7 +189,8 @@ class SemanticSettings:
     max_namespaces: int = knob(1000, min=1, max=10**9)
     max_lookup_bytes: int = knob(4 * 1024 * 1024, min=1024, max=2**31)
     sliding_ttl: bool = False
-    index: str = knob("faiss", choices=("faiss", "exact"))
+    index: str = knob("faiss", choices=("faiss", "exact", "pgvector"))
+    ef_search: int = knob(100, min=1, max=1000)  # pgvector's HNSW candidate list
     flat_max: int = knob(10_000, min=1, max=10**9)
     ivf_list_size: int = knob(256, min=1, max=10**7)
     nprobe: int = knob(24, min=1, max=10**6)

@@ -57,6 +57,11 @@ def _check_links(s: Settings) -> None:
             "the broker's Redis, so EMBEDQ_BROKER_URL must be one Redis (redis://), not "
             f"{s.links.broker_url.split(':', 1)[0]}: use a redis:// broker, or a single "
             "Redis for EMBEDQ_REDIS_URL with RabbitMQ")
+    if s.semantic.index == "pgvector" and not s.resolved_database_url.startswith("postgresql"):
+        raise ConfigError(
+            "EMBEDQ_SEMANTIC_INDEX=pgvector keeps the semantic cache's vectors in Postgres: "
+            "set EMBEDQ_DATABASE_URL to a postgresql:// database with the pgvector "
+            "extension, or use EMBEDQ_SEMANTIC_INDEX=faiss")
 
 
 def _check_cors_origins(origins: tuple[str, ...]) -> None:

@@ -7,6 +7,8 @@
     changes.py   the change log's reads: changes after a watermark, consistent snapshots
     sync.py      IndexSync: load, follow the change log by watermark, compact, rebuild
     carry.py     carry entries into another model's space (`embedq models switch default`)
+    engine.py    CandidateSearch: what the service asks of IndexSync or PgvectorSearch
+    pgvector.py  PgvectorSearch: candidates from Postgres' HNSW index; `index-setup`
     snapshot.py  index snapshots on disk under Settings.data_dir
     commands.py  `embedq cache put|lookup|delete|stats`
 """

@@ -48,6 +48,7 @@ from embedq.errors import InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import space_of
 from embedq.limits import check_input_chars, check_json, check_text
 from embedq.models import DEFAULT_TENANT
+from embedq.semantic.engine import CandidateSearch
 from embedq.semantic.feedback import FeedbackStore, Policy, new_hit_id
 from embedq.semantic.index import Hit, Matrix, unit_rows
 from embedq.semantic.lookup import (
@@ -62,7 +63,6 @@ from embedq.semantic.lookup import (
 )
 from embedq.semantic.spaces import Embedder, EmbedResult, Space, Spaces
 from embedq.semantic.store import SHARED_NAMES, Entry, SemanticStore, TenantCaps, utcnow
-from embedq.semantic.sync import IndexSync
 from embedq.semantic.verify import Check, Verifier
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -129,7 +129,7 @@ class SemanticCache:
         return self.view().space
 
     @property
-    def sync(self) -> IndexSync:
+    def sync(self) -> CandidateSearch:
         return self.view().sync
 
     def _embed_spans(self, texts: list[str]) -> list[npt.NDArray[np.float32]]:

@@ -23,7 +23,9 @@ from embedq.coordination.hot_keys import HotKeys
 from embedq.encoders.catalog import ServedModel
 from embedq.fingerprint import EncodeSpec, space_of
 from embedq.models import Database
+from embedq.semantic.engine import PGVECTOR, CandidateSearch
 from embedq.semantic.index import IndexConfig
+from embedq.semantic.pgvector import PgvectorSearch
 from embedq.semantic.store import SemanticStore
 from embedq.semantic.sync import IndexSync, SyncConfig
 
@@ -59,7 +61,7 @@ class Space:
     name: str
     model: str
     space: str
-    sync: IndexSync
+    sync: CandidateSearch
 
 
 class Spaces:
@@ -79,10 +81,21 @@ class Spaces:
         return self.service.resolve(None)[0].name
 
     def _space(self, name: str) -> Space:
-        s = self.settings.semantic
         spec = self.service.spec(name)
         space = space_of(spec.model, spec.revision, spec.dimensions)
-        sync = IndexSync(
+        sync = self._engine(space)
+        if self.start:
+            sync.start()
+        return Space(name, spec.model, space, sync)
+
+    def _engine(self, space: str) -> CandidateSearch:
+        """The candidate search EMBEDQ_SEMANTIC_INDEX names (engine.py), for one space."""
+        s = self.settings.semantic
+        if s.index == PGVECTOR:  # Postgres' own index: no replica here, nothing to follow
+            return PgvectorSearch(self.store, space, ef_search=s.ef_search,
+                                  sweep_interval_s=s.sweep_interval_s,
+                                  change_retention_s=s.change_retention_s, sweeps=self.sweeps)
+        return IndexSync(
             self.store, space, self.settings.links.data_dir,
             IndexConfig(kind=s.index, flat_max=s.flat_max, ivf_list_size=s.ivf_list_size,
                         nprobe=s.nprobe, use_gpu=s.gpu),
@@ -92,9 +105,6 @@ class Spaces:
                        change_retention_s=s.change_retention_s),
             sweeps=self.sweeps,
         )
-        if self.start:
-            sync.start()
-        return Space(name, spec.model, space, sync)
 
     def view(self) -> Space:
         """The space of the model `default` names now (loaded here after a switch)."""

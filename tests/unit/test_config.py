@@ -123,7 +123,7 @@ def test_test_encoders_need_no_revision(encoder: str) -> None:
         ({"EMBEDQ_MAX_ATTEMPTS": "0"}, r"EMBEDQ_MAX_ATTEMPTS=0 is out of range: use from 1 to"),
         ({"EMBEDQ_RUN_LEASE_MS": "0"}, r"EMBEDQ_RUN_LEASE_MS=0 is out of range: use from 100"),
         ({"EMBEDQ_SEMANTIC_INDEX": "bogus"}, r"EMBEDQ_SEMANTIC_INDEX='bogus' is unknown: use "
-                                             r"faiss or exact"),
+                                             r"faiss, exact or pgvector"),
         ({"EMBEDQ_SEMANTIC_THRESHOLD": "1.5"}, r"EMBEDQ_SEMANTIC_THRESHOLD=1.5 .* from -1 to 1"),
         ({"EMBEDQ_SEMANTIC_THRESHOLD": "nan"}, r"EMBEDQ_SEMANTIC_THRESHOLD=nan is out of range"),
         ({"EMBEDQ_CLAIM_TTL_MS": "999"}, r"EMBEDQ_CLAIM_TTL_MS=999 .* from 1_000"),
