@@ -7,6 +7,8 @@
     dify_bare.py its bare-model phase, the baseline the requests are measured against
     coalesce.py  `embedq bench coalesce`: a slow upstream, with and without embedq
     semantic.py  `embedq bench semantic`: the semantic cache's index at size
+    semantic_replica.py  `embedq bench semantic --writers | --replica`: concurrent tenants' puts,
+                 namespace loads (table, snapshot)
     backends.py  `embedq bench backends`: torch against ONNX Runtime fp32 and int8
     served.py    its `--through-serve`: the int8 tier through `embedq serve` against bare
     gpu.py       `embedq bench gpu`: fp16 and fp32 on a CUDA GPU, the index at 1M entries
@@ -55,12 +57,7 @@ def add_parser(sub: Any, handler: Any) -> None:
                    help="a running server to target (then nothing is started)")
     d.add_argument("--api-key", default=None, help="with --url: the server's API key")
     add("coalesce", "a slow upstream, with and without embedq", n=5000, file=True)
-    s = add("semantic", "the semantic cache's index at size", file=True)
-    s.add_argument("--entries", type=int, default=100_000, help="cache entries")
-    s.add_argument("--queries", type=int, default=1000, help="lookups measured")
-    s.add_argument("--index", choices=("faiss", "pgvector"), default="faiss",
-                   help="pgvector: also the pgvector engine on the same vectors, in "
-                        "Postgres (EMBEDQ_DATABASE_URL's server, else the bundled one)")
+    _semantic_options(add("semantic", "the semantic cache's index at size", file=True))
     t = add("threshold", "the semantic threshold's table, tune and held-out splits")
     t.add_argument("--pairs-file", default=None,
                    help="the tune split (default tests/data/semantic_pairs.tune.jsonl)")
@@ -87,6 +84,23 @@ def add_parser(sub: Any, handler: Any) -> None:
         file=True)
     _add_scale(add("scale", "throughput as workers and API replicas are added "
                             "(I/O-bound upstream)", file=True))
+
+
+
+def _semantic_options(s: Any) -> None:
+    """`bench semantic`'s options: the index at size, or (instead) the tables' writers or
+    one replica's load."""
+    s.add_argument("--entries", type=int, default=100_000, help="cache entries")
+    s.add_argument("--queries", type=int, default=1000, help="lookups measured")
+    s.add_argument("--index", choices=("faiss", "pgvector"), default="faiss",
+                   help="pgvector: also the pgvector engine on the same vectors, in "
+                        "Postgres (EMBEDQ_DATABASE_URL's server, else the bundled one)")
+    s.add_argument("--writers", type=int, default=0, metavar="PUTS",
+                   help="instead: PUTS puts per tenant, 1 and 2 tenants at once, global "
+                        "lock against per-namespace locks (Postgres)")
+    s.add_argument("--replica", type=int, default=0, metavar="ENTRIES",
+                   help="instead: a namespace of ENTRIES loaded from the table and from "
+                        "its snapshot, and its bytes held")
 
 
 def _add_scale(c: Any) -> None:

@@ -11,22 +11,26 @@ paraphrase-like neighbour, cosine about 0.9 to it). Reported, for the index that
   * index bytes per entry, and the ratio to the raw float32 vector bytes.
 With `--index pgvector`, the pgvector engine on the same vectors and queries in the same
 run, under "pgvector" (semantic_pgvector.py).
+With --writers or --replica it measures the tables and replicas instead
+(semantic_replica.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import Any
 
 import faiss
 import numpy as np
+import numpy.typing as npt
 
 from embedq.bench.stats import percentile
 from embedq.config import Settings
 from embedq.errors import ConfigError
 from embedq.semantic.engine import PGVECTOR
-from embedq.semantic.index import FaissIndex, IndexConfig, build_index, unit_rows
+from embedq.semantic.index import FaissIndex, IndexConfig, VectorIndex, build_index, unit_rows
 
 DIMENSION = 384
 CLUSTER_SIZE = 100
@@ -62,6 +66,21 @@ def _latencies_ms(search: Any, queries: np.ndarray) -> list[float]:
     return out
 
 
+def _nprobe_sweep(index: VectorIndex, asked: npt.NDArray[np.float32],
+                  recall: Callable[[], float], nprobe_set: int) -> dict[str, dict[str, float]]:
+    """Recall@1 and p99 at a few nprobe values (an IVF index on the CPU only)."""
+    sweep: dict[str, dict[str, float]] = {}
+    if index.kind == "ivf" and isinstance(index, FaissIndex) and not index.on_gpu:
+        ivf = faiss.extract_index_ivf(index.index)
+        for nprobe in (8, 16, 24, 32, 48):
+            ivf.nprobe = nprobe
+            sweep[str(nprobe)] = {"recall_at_1": round(recall(), 4),
+                                  "p99_ms": round(percentile(_latencies_ms(
+                                      lambda q: index.search(q, 1), asked), 99), 3)}
+        ivf.nprobe = nprobe_set
+    return sweep
+
+
 def bench_semantic(entries: int, queries: int, settings: Settings,
                    engine: str = "faiss") -> dict[str, Any]:
     config = IndexConfig(flat_max=settings.semantic.flat_max,
@@ -86,15 +105,7 @@ def bench_semantic(entries: int, queries: int, settings: Settings,
         asked[: min(len(asked), 200)],
     )
     recall_at_1 = recall()
-    sweep: dict[str, dict[str, float]] = {}
-    if index.kind == "ivf" and isinstance(index, FaissIndex) and not index.on_gpu:
-        ivf = faiss.extract_index_ivf(index.index)
-        for nprobe in (8, 16, 24, 32, 48):
-            ivf.nprobe = nprobe
-            sweep[str(nprobe)] = {"recall_at_1": round(recall(), 4),
-                                  "p99_ms": round(percentile(_latencies_ms(
-                                      lambda q: index.search(q, 1), asked), 99), 3)}
-        ivf.nprobe = config.nprobe
+    sweep = _nprobe_sweep(index, asked, recall, config.nprobe)
     stored = (len(faiss.serialize_index(index.index)) if isinstance(index, FaissIndex)
               and not index.on_gpu else index.memory_bytes())
     raw = entries * DIMENSION * 4
@@ -131,6 +142,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.file:
         raise ConfigError("bench semantic measures synthetic vectors and reads no texts: "
                           "drop --file (size it with --entries and --queries)")
+    if args.writers or args.replica:
+        from embedq.bench import semantic_replica
+
+        return semantic_replica.run(args)
     settings = Settings.from_env()
     report = bench_semantic(args.entries, args.queries, settings, args.index)
     print(

@@ -5,11 +5,14 @@
     index.py     VectorIndex: FAISS (flat, IVF; GPU when present) and an exact fake
     store.py     the tables: entries, the change log, namespace counters
     changes.py   the change log's reads: changes after a watermark, consistent snapshots
-    sync.py      IndexSync: load, follow the change log by watermark, compact, rebuild
+    locks.py     the writers' and followers' advisory locks; why the watermark is exact
+    residency.py which namespaces a process holds within EMBEDQ_SEMANTIC_MEMORY_MB
+    sync.py      IndexSync: load on first use, follow the change log by watermark, compact,
+                 rebuild, drop past the budget
     carry.py     carry entries into another model's space (`embedq models switch default`)
     engine.py    CandidateSearch: what the service asks of IndexSync or PgvectorSearch
     pgvector.py  PgvectorSearch: candidates from Postgres' HNSW index; `index-setup`
-    snapshot.py  index snapshots on disk under Settings.data_dir
+    snapshot.py  index snapshots on disk under Settings.data_dir, one per namespace
     commands.py  `embedq cache put|lookup|delete|stats`
 """
 

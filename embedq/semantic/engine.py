@@ -11,7 +11,7 @@ verifier, filter, expiry, negatives) are the service's, made on the candidates r
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from embedq.semantic.index import Hit, Matrix
 
@@ -19,8 +19,6 @@ PGVECTOR = "pgvector"
 
 
 class CandidateSearch(Protocol):
-    loaded_from: str  # where the vectors searched came from: snapshot, table, postgres
-
     def start(self) -> None:
         """Be ready to search (load a replica, or check the server can); ConfigError if not."""
 
@@ -32,6 +30,11 @@ class CandidateSearch(Protocol):
         """Take in this process's own writes at once (read-your-writes)."""
 
     def describe(self, namespace: str) -> dict[str, object]:
-        """The index's part of `embedq cache stats`."""
+        """The index's part of `embedq cache stats`, with `loaded_from`: where the
+        namespace's vectors came from (snapshot, table; postgres for pgvector)."""
+
+    def memory(self) -> dict[str, Any]:
+        """What this process holds of the cache's vectors, against its budget (the
+        `replica` block of stats; /metrics' embedq_semantic_replica_*)."""
 
     def close(self, save: bool = True) -> None: ...

@@ -325,6 +325,11 @@ class PgvectorSearch:
         return {"index_kind": PGVECTOR, "index_vectors": int(stored), "index_bytes": 0,
                 "server_index_bytes": int(server_bytes), "loaded_from": self.loaded_from}
 
+    def memory(self) -> dict[str, Any]:
+        """Nothing: the vectors and their index live in Postgres (`describe` sizes them)."""
+        return {"namespaces": 0, "entries": 0, "bytes": 0, "budget_bytes": 0, "loads": 0,
+                "evictions": 0, "loads_from": {}, "load_seconds": {}}
+
     def _run(self) -> None:
         while not self._stop.wait(self.sweep_interval_s):
             try:

@@ -44,7 +44,8 @@ import numpy as np
 import numpy.typing as npt
 
 from embedq.config import Settings
-from embedq.errors import InputTooLarge, InvalidInput, NotFound
+from embedq.coordination.hot_keys import RATES
+from embedq.errors import EmbedqError, InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import space_of
 from embedq.limits import check_input_chars, check_json, check_text
 from embedq.models import DEFAULT_TENANT
@@ -299,7 +300,7 @@ class SemanticCache:
             raise InvalidInput(
                 f"max_false_hit_rate {rate!r} must be a share in [0, 1), e.g. 0.01 for at "
                 "most 1 wrong hit in 100; omit it (null) for no budget", "max_false_hit_rate")
-        with self.store.writing() as s:
+        with self.store.writing(namespace, tenant) as s:
             self.store.ensure_namespace(
                 s, namespace, self.settings.semantic.max_namespaces, tenant,
                 caps=TenantCaps(self.settings.tenants.max_namespaces,
@@ -371,7 +372,20 @@ class SemanticCache:
         stats["feedback"] = self.feedback.counts(namespace)
         stats["served"] = self.feedback.served(namespace, utcnow(),
                                                self.settings.semantic.feedback_ttl_s)
+        stats["lookups_per_s"], stats["hot"] = self._heat(namespace)
+        stats["replica"] = self.sync.memory()
         return stats
+
+    def _heat(self, namespace: str) -> tuple[float | None, bool | None]:
+        """The namespace's lookups per second summed over the live processes (as they
+        last published them) and whether that passes EMBEDQ_SEMANTIC_HOT_LOOKUPS_PER_S;
+        None when the hot store cannot be read."""
+        try:
+            merged = self.service.hot.hot_keys()
+        except EmbedqError:
+            return None, None
+        rate = dict(merged.get(RATES, [])).get(namespace, 0.0)
+        return round(rate, 3), rate > self.settings.semantic.hot_lookups_per_s
 
     def close(self, save: bool = True) -> None:
         self.spaces.close(save=save)

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from embedq.config import Settings
 from embedq.coordination.hot_keys import HotKeys
+from embedq.coordination.store import HotStore
 from embedq.encoders.catalog import ServedModel
 from embedq.fingerprint import EncodeSpec, space_of
 from embedq.models import Database
@@ -43,6 +44,7 @@ class Embedder(Protocol):
     settings: Settings
     db: Database
     hot_keys: HotKeys  # lookups count their namespace here (`embedq stats`, /metrics)
+    hot: HotStore  # where the processes' hot keys are merged
 
     def resolve(self, model: str | None = None,
                 precision: str | None = None) -> tuple[ServedModel, str]: ...
@@ -102,7 +104,7 @@ class Spaces:
             SyncConfig(interval_s=s.sync_interval_s, sweep_interval_s=s.sweep_interval_s,
                        snapshot_interval_s=s.snapshot_interval_s,
                        compact_deletes=s.compact_deletes,
-                       change_retention_s=s.change_retention_s),
+                       change_retention_s=s.change_retention_s, memory_mb=s.memory_mb),
             sweeps=self.sweeps,
         )
 

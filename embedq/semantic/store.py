@@ -1,9 +1,12 @@
 """Table access for the semantic cache: entries, the change log, namespace counters.
 
-Writers (put, delete, drop, expiry sweep, eviction, pruning) hold one Postgres advisory
-lock for their transaction, so change `seq` numbers are handed out in commit order: a
-follower that has read every change up to `seq` W can never later see a change <= W
-appear. That makes the watermark exact. SQLite (embedded mode) has one writer anyway.
+Writers hold Postgres advisory locks for their transaction (locks.py): a write to one
+namespace holds the namespace's lock (and its tenant's, for the tenant's caps), so one
+namespace's changes get their `seq` numbers in commit order, while two tenants write at
+once. Writes that span namespaces (the expiry sweep, pruning) and a put that creates a
+namespace (the namespace counts) hold the global lock alone. A follower reads under the
+shared side of the locks of the namespaces it holds (changes.py), which is what makes its
+watermark exact. SQLite (embedded mode) has one writer anyway.
 
 Change ops: "put" (entry added), "delete" (entry gone), "drop" (a whole namespace gone),
 "pruned" (changes up to `entry_id` were removed from the log; older snapshots are stale).
@@ -12,17 +15,14 @@ Change ops: "put" (entry added), "delete" (entry gone), "drop" (a whole namespac
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, delete, func, select, text, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.orm import Session
 
-from embedq.errors import DatabaseUnavailable, LimitReached, NotFound
+from embedq.errors import LimitReached, NotFound
 from embedq.models import (
     DEFAULT_TENANT,
     Database,
@@ -31,108 +31,69 @@ from embedq.models import (
     SemanticNamespace,
 )
 from embedq.semantic.changes import Change, ChangeLogReads
+from embedq.semantic.entries import (
+    Entry,
+    NamespaceLimitReached,
+    PutResult,
+    TenantCaps,
+    aware,
+    entry_of,
+    live_at,
+    query_digest,
+    utcnow,
+)
+from embedq.semantic.locks import LOCK_NOT_AVAILABLE, WRITE_LOCK_KEY, Scope, take
 
-__all__ = [  # Change is changes.py's, still importable from here
+__all__ = [  # Change (changes.py) and the values (entries.py) still importable from here
     "LOCK_NOT_AVAILABLE", "SHARED_NAMES", "SWEEP_BATCH", "WRITE_LOCK_KEY", "Change", "Entry",
     "NamespaceLimitReached", "PutResult", "SemanticStore", "TenantCaps", "aware",
     "query_digest", "utcnow",
 ]
 
-WRITE_LOCK_KEY = 0x656D62_5345  # "emb" "SE": one lock for every semantic-cache writer
 SWEEP_BATCH = 1000
-LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a wait past lock_timeout
 # Namespace names are one space for all tenants (docs/http-api.md, Ownership): a 404 for
 # another tenant's name says so, rather than pretend the name is free.
 SHARED_NAMES = ("namespace names are one space shared by all tenants, and another tenant "
                 "may hold this one: choose another name (e.g. prefixed with your tenant)")
 
 
-class NamespaceLimitReached(LimitReached):
-    """A put would create a namespace past EMBEDQ_SEMANTIC_MAX_NAMESPACES, or past the
-    tenant's EMBEDQ_TENANT_MAX_NAMESPACES (HTTP 409)."""
-
-
-@dataclass(frozen=True)
-class TenantCaps:
-    """What one tenant may keep: namespaces it owns, live entries in all of them."""
-
-    namespaces: int
-    entries: int
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def aware(moment: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; every time here is UTC."""
-    if moment is not None and moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment
-
-
-def query_digest(query: str) -> str:
-    return hashlib.sha256(query.encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class Entry:
-    id: int
-    namespace: str
-    query: str
-    payload: Any
-    metadata: dict[str, Any]
-    created_at: datetime
-    expires_at: datetime | None
-    hit_count: int
-    last_hit_at: datetime | None
-
-
-@dataclass(frozen=True)
-class PutResult:
-    id: int
-    created: bool
-    evicted: list[int]
-
-
-def _entry(row: SemanticEntry) -> Entry:
-    return Entry(
-        id=row.id, namespace=row.namespace, query=row.query, payload=row.payload,
-        metadata=dict(row.meta or {}), created_at=aware(row.created_at) or utcnow(),
-        expires_at=aware(row.expires_at), hit_count=row.hit_count,
-        last_hit_at=aware(row.last_hit_at),
-    )
-
-
-def _live(now: datetime) -> Any:
-    return (SemanticEntry.expires_at.is_(None)) | (SemanticEntry.expires_at > now)
-
-
 class SemanticStore(ChangeLogReads):
     """The semantic cache's tables; the change log's reads are in changes.py."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, scoped_locks: bool = True) -> None:
+        """`scoped_locks=False`: every write takes the global lock alone, as before the
+        per-namespace locks (the baseline of `embedq bench semantic --writers`)."""
         self.db = db
+        self.scoped_locks = scoped_locks
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[Session]:
+    def _writing(self, scope: Scope) -> Iterator[Session]:
         with self.db.session() as s:
             if self.db.dialect == "postgresql":
-                self._lock_writes(s)
+                take(s, scope, self.db.timeouts.lock_ms)
             yield s
 
-    def _lock_writes(self, s: Session) -> None:
-        """Take the writers' lock; the wait is bounded by the session's lock_timeout."""
-        try:
-            s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
-        except OperationalError as exc:
-            if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
-                raise
-            raise DatabaseUnavailable(
-                f"the semantic cache's write lock stayed busy past lock_timeout "
-                f"({self.db.timeouts.lock_ms} ms, EMBEDQ_DB_LOCK_TIMEOUT_MS): other writes "
-                "are queued; retry shortly", retry_after_s=1,
-            ) from exc
+    @contextlib.contextmanager
+    def _writing_to(self, namespace: str, tenant: str | None
+                    ) -> Iterator[tuple[Session, str | None]]:
+        """A transaction holding the locks of a write to `namespace`: the shared global
+        lock, `tenant`'s (its caps are counted under it; None for writes that only
+        remove) and the namespace's. A namespace that does not exist (yet, or any more)
+        is created under the global lock alone, so the transaction restarts under it
+        (the namespace counts of all tenants are read there). Yields the session and
+        the namespace's owner, read under the locks."""
+        if self.scoped_locks:
+            with self._writing(Scope.of(namespace, tenant)) as s:
+                owner = self._owner(s, namespace)
+                if owner is not None:
+                    yield s, owner
+                    return
+        with self._writing(Scope.everything()) as s:
+            yield s, self._owner(s, namespace)
+
+    def _owner(self, s: Session, namespace: str) -> str | None:
+        return s.scalar(select(SemanticNamespace.tenant)
+                        .where(SemanticNamespace.namespace == namespace))
 
     def _log(self, s: Session, op: str, rows: list[tuple[int, str, str]]) -> None:
         for entry_id, namespace, space in rows:
@@ -156,9 +117,7 @@ class SemanticStore(ChangeLogReads):
         now = utcnow()
         expires = now + timedelta(seconds=ttl_s) if ttl_s else None
         digest = query_digest(query)
-        with self._writing() as s:
-            owner = s.scalar(select(SemanticNamespace.tenant)
-                             .where(SemanticNamespace.namespace == namespace))
+        with self._writing_to(namespace, tenant) as (s, owner):
             if owner is not None and owner != tenant:
                 raise NotFound(f"namespace {namespace!r} is not one of this tenant's: "
                                f"{SHARED_NAMES}")
@@ -187,9 +146,18 @@ class SemanticStore(ChangeLogReads):
             evicted = self._evict(s, namespace, space, max_entries, now)
             return PutResult(row.id, True, evicted)
 
-    def writing(self) -> contextlib.AbstractContextManager[Session]:
-        """A transaction holding the writers' lock, for writes made next to these."""
-        return self._writing()
+    @contextlib.contextmanager
+    def writing(self, namespace: str | None = None, tenant: str | None = None
+                ) -> Iterator[Session]:
+        """A transaction holding the locks of a write to `namespace` by `tenant`, for
+        writes made next to these (ensure_namespace, a namespace's policy); with no
+        namespace, the exclusive global lock, for writes that span namespaces (carry.py)."""
+        if namespace is None:
+            with self._writing(Scope.everything()) as s:
+                yield s
+            return
+        with self._writing_to(namespace, tenant) as (s, _):
+            yield s
 
     def ensure_namespace(self, s: Session, namespace: str, max_namespaces: int,
                          tenant: str = DEFAULT_TENANT, caps: TenantCaps | None = None) -> None:
@@ -243,7 +211,7 @@ class SemanticStore(ChangeLogReads):
             select(func.count()).select_from(SemanticEntry)
             .join(SemanticNamespace, SemanticNamespace.namespace == SemanticEntry.namespace)
             .where(SemanticNamespace.tenant == tenant, SemanticEntry.space == space,
-                   _live(now))) or 0
+                   live_at(now))) or 0
         if live >= caps.entries:
             raise LimitReached(
                 f"tenant {tenant!r} keeps {live} live semantic-cache entries, its limit "
@@ -258,7 +226,7 @@ class SemanticStore(ChangeLogReads):
         excess = self._count(s, namespace, space) - max_entries
         if excess <= 0:
             return []
-        expired_first = case((_live(now), 1), else_=0)
+        expired_first = case((live_at(now), 1), else_=0)
         recency = func.coalesce(SemanticEntry.last_hit_at, SemanticEntry.created_at)
         victims = s.execute(
             select(SemanticEntry.id, SemanticEntry.space)
@@ -277,16 +245,12 @@ class SemanticStore(ChangeLogReads):
             return s.scalar(select(SemanticNamespace.tenant)
                             .where(SemanticNamespace.namespace == namespace))
 
-    def _owned(self, s: Session, namespace: str, tenant: str | None) -> bool:
-        return tenant is None or s.scalar(select(SemanticNamespace.tenant).where(
-            SemanticNamespace.namespace == namespace)) in (tenant, None)
-
     def delete_entry(self, namespace: str, entry_id: int, tenant: str | None = None) -> bool:
         """False when there is no such entry (in `tenant`'s namespace, when given). Its
         counterparts in other models' spaces (same namespace and query: carry.py) go too,
         so an id from before `embedq models switch` deletes what it names everywhere."""
-        with self._writing() as s:
-            if not self._owned(s, namespace, tenant):
+        with self._writing_to(namespace, tenant) as (s, owner):
+            if tenant is not None and owner not in (tenant, None):
                 return False
             row = s.get(SemanticEntry, entry_id)
             if row is None or row.namespace != namespace:
@@ -301,8 +265,8 @@ class SemanticStore(ChangeLogReads):
     def drop_namespace(self, namespace: str, tenant: str | None = None) -> int:
         """Delete every entry of the namespace (one "drop" change); return how many.
         Another tenant's namespace (`tenant` given) raises NotFound."""
-        with self._writing() as s:
-            if not self._owned(s, namespace, tenant):
+        with self._writing_to(namespace, tenant) as (s, owner):
+            if tenant is not None and owner not in (tenant, None):
                 raise NotFound(f"namespace {namespace!r} does not exist for this tenant "
                                f"({SHARED_NAMES})")
             gone = s.execute(delete(SemanticEntry).where(SemanticEntry.namespace == namespace))
@@ -318,8 +282,12 @@ class SemanticStore(ChangeLogReads):
         """Delete expired entries (in batches), logging each; return how many."""
         now = now or utcnow()
         total = 0
+        with self.db.session() as s:  # most sweeps find nothing: no lock for those
+            if s.scalar(select(SemanticEntry.id).where(SemanticEntry.expires_at <= now)
+                        .limit(1)) is None:
+                return 0
         while True:
-            with self._writing() as s:
+            with self._writing(Scope.everything()) as s:
                 rows = s.execute(
                     select(SemanticEntry.id, SemanticEntry.namespace, SemanticEntry.space)
                     .where(SemanticEntry.expires_at <= now).limit(SWEEP_BATCH)
@@ -333,7 +301,12 @@ class SemanticStore(ChangeLogReads):
     def prune_changes(self, retention_s: float) -> int:
         """Drop log rows older than `retention_s`, leaving a "pruned" marker; return the seq."""
         cutoff = utcnow() - timedelta(seconds=retention_s)
-        with self._writing() as s:
+        with self.db.session() as s:  # most runs find nothing to prune: no lock for those
+            if s.scalar(select(SemanticChange.seq).where(SemanticChange.created_at < cutoff,
+                                                         SemanticChange.op != "pruned")
+                        .limit(1)) is None:
+                return 0
+        with self._writing(Scope.everything()) as s:
             horizon = s.scalar(
                 select(func.max(SemanticChange.seq)).where(SemanticChange.created_at < cutoff)
             )
@@ -349,18 +322,18 @@ class SemanticStore(ChangeLogReads):
             return {}
         with self.db.session() as s:
             rows = s.scalars(
-                select(SemanticEntry).where(SemanticEntry.id.in_(ids), _live(now))
+                select(SemanticEntry).where(SemanticEntry.id.in_(ids), live_at(now))
             ).all()
-            return {r.id: _entry(r) for r in rows}
+            return {r.id: entry_of(r) for r in rows}
 
     def exact_entry(self, namespace: str, space: str, query: str, now: datetime
                     ) -> Entry | None:
         with self.db.session() as s:
             row = s.scalar(select(SemanticEntry).where(
                 SemanticEntry.namespace == namespace, SemanticEntry.space == space,
-                SemanticEntry.query_sha256 == query_digest(query), _live(now),
+                SemanticEntry.query_sha256 == query_digest(query), live_at(now),
             ))
-            return _entry(row) if row is not None else None
+            return entry_of(row) if row is not None else None
 
     def record_lookup(self, namespace: str, hit_ids: list[int], now: datetime,
                       also: Callable[[Session], None] | None = None) -> None:
@@ -387,7 +360,7 @@ class SemanticStore(ChangeLogReads):
               ) -> dict[str, Any]:
         with self.db.session() as s:
             known = s.get(SemanticNamespace, namespace)
-            where = [SemanticEntry.namespace == namespace, _live(now)]
+            where = [SemanticEntry.namespace == namespace, live_at(now)]
             if space is not None:
                 where.append(SemanticEntry.space == space)
             entries = s.scalar(select(func.count()).where(*where)) or 0

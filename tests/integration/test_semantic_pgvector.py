@@ -120,11 +120,10 @@ def test_faiss_and_pgvector_make_the_same_decisions(set_up_db: str, open_cache: 
         pg.put(other, f"{query} elsewhere", {"n": i})
     pg.put(ns, f"{salt} a short-lived question", {"gone": True}, ttl_s=1)
     time.sleep(1.1)
-    # Loaded without its thread: the thread's first expiry sweep would delete the expired
-    # entry between the two engines' lookups.
+    # Without its thread: the thread's first expiry sweep would delete the expired entry
+    # between the two engines' lookups. The namespace loads on its first lookup.
     faiss = open_cache(set_up_db, "faiss", start=False)
     assert isinstance(faiss.sync, IndexSync)
-    faiss.sync.load()
     asks: list[dict[str, Any]] = [
         {"query": texts[3]},
         {"query": texts[3], "k": 5, "threshold": -1.0},
