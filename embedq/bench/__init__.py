@@ -11,6 +11,8 @@
     served.py    its `--through-serve`: the int8 tier through `embedq serve` against bare
     gpu.py       `embedq bench gpu`: fp16 and fp32 on a CUDA GPU, the index at 1M entries
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
+    lodo.py      its `--lodo`: the rules, leave-one-domain-out, with Wilson intervals
+    learned.py   its `--learned`: a learned verifier against the rules (`--train-learned`)
     pipeline.py  `embedq bench pipeline`: the pipeline with a free model against its storage
     scale.py     `embedq bench scale`: workers and API replicas added, on an I/O-bound upstream
     cluster.py   the serve (and worker) a bench starts for itself, and stops

@@ -20,7 +20,9 @@ conflict and, in the band, no content conflict (verify.py). The texts are embedd
 with the configured model (embedded: the default all-MiniLM-L6-v2, no servers), through the
 same `Client.embed` the cache's queries go through; so are the verifier's spans.
 
-`--lodo [FILE]` prints lodo.py's leave-one-domain-out report instead of what follows.
+`--lodo [FILE]` prints lodo.py's leave-one-domain-out report instead of what follows;
+`--learned [FILE]` learned.py's comparison of a learned verifier with the rules, and with
+`--train-learned` writes its weights.
 
 Printed: the tune table in three modes (guard off, guard on, verifier on) and the rule's
 pick, the tune split by kind at that pick, the held-out
