@@ -13,6 +13,8 @@
     served.py    its `--through-serve`: the int8 tier through `embedq serve` against bare
     gpu.py       `embedq bench gpu`: fp16 and fp32 on a CUDA GPU, the index at 1M entries
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
+    lodo.py      its `--lodo`: the rules, leave-one-domain-out, with Wilson intervals
+    learned.py   its `--learned`: a learned verifier against the rules (`--train-learned`)
     pipeline.py  `embedq bench pipeline`: the pipeline with a free model against its storage
     scale.py     `embedq bench scale`: workers and API replicas added, on an I/O-bound upstream
     scale_cluster.py  `embedq bench scale --cluster`: coordination on a Redis Cluster
@@ -67,6 +69,12 @@ def add_parser(sub: Any, handler: Any) -> None:
     t.add_argument("--lodo", nargs="?", default=None, const="", metavar="FILE",
                    help="leave-one-domain-out figures on FILE's domains instead of the "
                         "tune table (default tests/data/semantic_pairs.domains.jsonl)")
+    t.add_argument("--learned", nargs="?", default=None, const="", metavar="FILE",
+                   help="the learned verifier against the rules: leave-one-domain-out on "
+                        "FILE's domains, then the held-out splits")
+    t.add_argument("--train-learned", action="store_true",
+                   help="with --learned: write the fit on every domain as the shipped "
+                        "weights (embedq/data/learned_verifier.json)")
     k = add("backends", "torch against ONNX Runtime fp32 and int8", n=5000, file=True)
     k.add_argument("--through-serve", action="store_true",
                    help="instead: the int8 tier through embedq serve (embedded) against "

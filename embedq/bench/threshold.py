@@ -20,7 +20,9 @@ conflict and, in the band, no content conflict (verify.py). The texts are embedd
 with the configured model (embedded: the default all-MiniLM-L6-v2, no servers), through the
 same `Client.embed` the cache's queries go through; so are the verifier's spans.
 
-`--lodo [FILE]` prints lodo.py's leave-one-domain-out report instead of what follows.
+`--lodo [FILE]` prints lodo.py's leave-one-domain-out report instead of what follows;
+`--learned [FILE]` learned.py's comparison of a learned verifier with the rules, and with
+`--train-learned` writes its weights.
 
 Printed: the tune table in three modes (guard off, guard on, verifier on) and the rule's
 pick, the tune split by kind at that pick, the held-out
@@ -336,12 +338,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     heldout_path = Path(args.heldout_file) if args.heldout_file else HELDOUT
     heldout = load_pairs(heldout_path)
     lodo = getattr(args, "lodo", None)  # "" for the default file
-    domains = None if lodo is None else load_pairs(Path(lodo) if lodo else DOMAINS)
+    learned = getattr(args, "learned", None)
+    if getattr(args, "train_learned", False) and learned is None:
+        raise InvalidInput("--train-learned goes with --learned: add --learned", "learned")
+    if lodo is not None and learned is not None:
+        raise InvalidInput("--lodo and --learned are two reports: pass one of them", "lodo")
+    named = lodo if learned is None else learned
+    domains = None if named is None else load_pairs(Path(named) if named else DOMAINS)
     settings = Settings.from_env()
     with tempfile.TemporaryDirectory(prefix="embedq-bench-") as tmp:
         if settings.embedded:
             settings = settings.with_overrides(data_dir=Path(tmp))
         with Client(settings) as client:
+            if domains is not None and learned is not None:
+                return _learned(args, domains, heldout_path, heldout, client, settings)
             if domains is not None:
                 from embedq.bench.lodo import lodo_report, print_lodo
 
@@ -358,4 +368,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report["model"] = settings.model.model
     if not args.json:
         print_report(report, settings.model.model)
+    return report
+
+
+def _learned(args: argparse.Namespace, domains: list[Pair], heldout_path: Path,
+             heldout: list[Pair], client: Client, settings: Settings) -> dict[str, Any]:
+    from embedq.bench.learned import learned_report, print_learned, write_weights
+
+    splits = {heldout_path.stem: heldout, FRESH.stem: load_pairs(FRESH)}
+    report = learned_report(domains, splits, client.embed,
+                            default=settings.semantic.threshold)
+    report["model"] = settings.model.model
+    if args.train_learned:
+        report["written"] = str(write_weights(report, settings.model.model))
+    if not args.json:
+        print_learned(report, settings.model.model)
+        if args.train_learned:
+            print(f"weights written to {report['written']}")
     return report

@@ -114,7 +114,7 @@ def crossed(asked: list[str], stored: list[str]) -> tuple[str, str] | None:
     return None
 
 
-def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+def unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else vector
 
@@ -157,7 +157,7 @@ def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
         if not other:
             return True
         if not at:
-            at.update({w: _unit(v) for w, v in zip(vocabulary, embed(vocabulary),
+            at.update({w: unit(v) for w, v in zip(vocabulary, embed(vocabulary),
                                                      strict=True)})
         return all(float(at[word] @ at[o]) < min_similarity for o in other)
 
@@ -182,5 +182,5 @@ def disjoint(asked: list[str], stored: list[str], embed: EmbedTexts,
     if any(lexical(a, asked, stored) for a in asked):
         return False
     vocabulary = sorted(set(asked) | set(stored))
-    at = {w: _unit(v) for w, v in zip(vocabulary, embed(vocabulary), strict=True)}
+    at = {w: unit(v) for w, v in zip(vocabulary, embed(vocabulary), strict=True)}
     return all(float(at[a] @ at[b]) < min_similarity for a in asked for b in stored)

@@ -67,6 +67,7 @@ from embedq.semantic.align import (
 )
 from embedq.semantic.grammar import SLOTS as GRAMMAR_SLOTS
 from embedq.semantic.grammar import conflict as grammar_conflict
+from embedq.semantic.grammar import past, persons, possessed, scope
 from embedq.semantic.guard import moved, words
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
 
@@ -278,3 +279,34 @@ class Verifier:
             return Conflict("disjoint", " ".join(content_a), " ".join(content_b))
         _passed(trace, "disjoint")
         return None
+
+    def slots(self, asked: str, stored: str) -> dict[str, bool]:
+        """Each slot's verdict on its own (True: a conflict), every slot checked whatever
+        the others say: the learned verifier's features (learned.py). The grammar slots
+        and `crossed` judge minimal edits only, as in `conflict`."""
+        a, b = words(asked), words(stored)
+        sa, sb = list(map(_singular, a)), list(map(_singular, b))
+        edit = minimal(a, b)
+        content_a = [w for w in a if _is_content(w)]
+        content_b = [w for w in b if _is_content(w)]
+        subs = substitutions(a, b, _is_content)
+        return {
+            "number": numbers(a) != numbers(b),
+            "negation": _negations(a) != _negations(b),
+            "order": sa != sb and sorted(sa) == sorted(sb) and not moved(sa, sb),
+            "direction": any(opposite(x, y) for x in set(a) - set(b) for y in set(b) - set(a)),
+            "time": _time_conflict(a, b),
+            "scope": edit and scope(a) != scope(b),
+            "tense": edit and past(a) != past(b),
+            "role": edit and (bool(persons(a) and persons(b) and persons(a) != persons(b))
+                              or bool(possessed(a, b) or possessed(b, a))),
+            "crossed": edit and crossed(content_a, content_b) is not None,
+            "content": unaligned(subs, content_a, content_b, self.embed,
+                                 self.min_word_similarity, frames=(a, b)) is not None,
+            "disjoint": disjoint(content_a, content_b, self.embed, self.min_word_similarity),
+        }
+
+    def content_words(self, asked: str, stored: str) -> tuple[list[str], list[str]]:
+        """The content words of each side, as the content slot reads them."""
+        return ([w for w in words(asked) if _is_content(w)],
+                [w for w in words(stored) if _is_content(w)])
