@@ -13,6 +13,9 @@
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
     pipeline.py  `embedq bench pipeline`: the pipeline with a free model against its storage
     scale.py     `embedq bench scale`: workers and API replicas added, on an I/O-bound upstream
+    balance.py   `embedq bench balance`: namespaces routed to replicas by HAProxy's bounded
+                 loads, against plain hashing and round robin
+    haproxy.py   its haproxy on loopback with deploy/haproxy.cfg, and what haproxy counted
     cluster.py   the serve (and worker) a bench starts for itself, and stops
     stats.py     the percentile they all report with
 
@@ -83,6 +86,25 @@ def add_parser(sub: Any, handler: Any) -> None:
         file=True)
     _add_scale(add("scale", "throughput as workers and API replicas are added "
                             "(I/O-bound upstream)", file=True))
+    _add_balance(add("balance", "semantic-cache namespaces routed to 3 API replicas by "
+                                "HAProxy (bounded loads, plain hashing, round robin)"))
+
+
+def _add_balance(c: Any) -> None:
+    modes = ["bounded", "hash", "roundrobin"]  # embedq.bench.haproxy.MODES, not imported here
+    c.add_argument("--namespaces", type=int, default=200, help="namespaces stored")
+    c.add_argument("--entries", type=int, default=10, help="entries of each namespace")
+    c.add_argument("--requests", type=int, default=5000,
+                   help="lookups of each mode, the same draws for every mode")
+    c.add_argument("--zipf", type=float, default=1.1,
+                   help="the exponent namespaces are drawn with (rank 1 the hottest)")
+    c.add_argument("--callers", type=int, default=24,
+                   help="connections sending lookups at once; a multiple of 12 makes 1.25 x "
+                        "the mean a whole number of requests per replica")
+    c.add_argument("--modes", nargs="+", choices=modes, default=modes,
+                   help="how the semantic backend balances, each with fresh replicas")
+    c.add_argument("--config", default=None,
+                   help="the haproxy file (default: deploy/haproxy.cfg of this checkout)")
 
 
 def _add_scale(c: Any) -> None:
@@ -158,6 +180,10 @@ def run(args: argparse.Namespace) -> int:
         from embedq.bench import scale
 
         report = scale.run(args)
+    elif args.kind == "balance":
+        from embedq.bench import balance
+
+        report = balance.run(args)
     elif args.kind == "threshold":
         from embedq.bench import threshold
 

@@ -30,11 +30,12 @@ class Connection:
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         return self._reader, self._writer
 
-    async def post_json(self, body: Any, headers: dict[str, str] | None = None
-                        ) -> tuple[int, bytes]:
+    async def post_json(self, body: Any, headers: dict[str, str] | None = None,
+                        path: str | None = None) -> tuple[int, bytes]:
+        """POST to `path` (default: the connection's URL's), on the same connection."""
         data = json.dumps(body).encode()
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        head = (f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+        head = (f"POST {path or self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n{extra}\r\n")
         reader, writer = await self._open()
         writer.write(head.encode() + data)
