@@ -90,7 +90,8 @@ def _lifespan(settings: Settings, metrics: ApiMetrics, tokens: TokenCounter
         batcher = RequestCoalescer(service, wait_ms=settings.api.batch_wait_ms,
                                  max_texts=settings.api.batch_max_texts)
         depth = QueueDepth(deployment.queue_depth, deployment.settings)
-        metrics.attach(ClusterCollector(service, depth))
+        metrics.attach(ClusterCollector(service, depth,
+                                        semantic=lambda: getattr(app.state, "semantic", None)))
         batcher.start()
         app.state.service = service
         app.state.deployment = deployment

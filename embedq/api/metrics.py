@@ -7,8 +7,10 @@ Two sources:
   - the cluster, read at scrape time by `ClusterCollector`: the hot store's counters
     (texts, cache hits by tier, coalesced, encoded texts, batches, failures...), the
     histograms workers record per batch (batch texts, batch tokens, encode seconds),
-    queue depth per queue, jobs by status, and semantic-cache lookups and
-    served hits by feedback from the database.
+    queue depth per queue, jobs by status, semantic-cache lookups and served hits by
+    feedback from the database, and the hot namespaces (hot_keys.py);
+  - this process's semantic replica (`embedq_semantic_replica_*`: namespaces, entries and
+    bytes held, its budget, loads and evictions; residency.py).
 A part that cannot be read (a server down) is left out of that scrape, and counted in
 `embedq_scrape_errors_total{part}`; the rest is still answered.
 """
@@ -19,9 +21,9 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import (
@@ -36,10 +38,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from embedq.api.asgi import StatusRecorder
 from embedq.api.depth import QueueDepth
+from embedq.coordination.hot_keys import KINDS, hot_namespaces
 from embedq.errors import EmbedqError
 from embedq.semantic.feedback import served_hits
 from embedq.service import EmbeddingService
 from embedq.workers.runtime import served_revisions
+
+if TYPE_CHECKING:
+    from embedq.semantic.service import SemanticCache
 
 log = logging.getLogger("embedq.api")
 
@@ -69,13 +75,17 @@ _NAME = re.compile(r"[^a-zA-Z0-9_]")
 _DEPENDS_ON = {
     "counters": "hot_store", "histograms": "hot_store", "workers": "hot_store",
     "queues": "broker", "jobs": "database", "semantic": "database", "hot_keys": "hot_store",
+    "replica": "database",
 }
 
 
 class ClusterCollector(Collector):
-    def __init__(self, service: EmbeddingService, depth: QueueDepth) -> None:
+    def __init__(self, service: EmbeddingService, depth: QueueDepth,
+                 semantic: Callable[[], SemanticCache | None] | None = None) -> None:
+        """`semantic` answers this process's semantic cache, once it has started."""
         self.service = service
         self.depth = depth
+        self.semantic = semantic
         self.errors: dict[str, int] = {}
 
     def collect(self) -> Iterator[Metric]:
@@ -88,6 +98,7 @@ class ClusterCollector(Collector):
             ("jobs", self._jobs),
             ("semantic", self._semantic),
             ("hot_keys", self._hot_keys),
+            ("replica", self._replica),
         ):
             try:
                 yield from list(produce())
@@ -223,10 +234,39 @@ class ClusterCollector(Collector):
         family = GaugeMetricFamily(
             "embedq_hot_key_asks", "the hottest fingerprints and semantic namespaces: asks "
             "summed over the processes, halving every 5 minutes", labels=["kind", "key"])
-        for kind, entries in sorted(self.service.hot.hot_keys().items()):
-            for key, count in entries:
-                family.add_metric([kind, key], round(count, 1))
+        merged = self.service.hot.hot_keys()
+        for kind, entries in sorted(merged.items()):
+            if kind in KINDS:
+                for key, count in entries:
+                    family.add_metric([kind, key], round(count, 1))
         yield family
+        per_s = self.service.settings.semantic.hot_lookups_per_s
+        hot = GaugeMetricFamily(
+            "embedq_semantic_hot_namespace_lookups_per_second", "semantic namespaces looked "
+            f"up more than EMBEDQ_SEMANTIC_HOT_LOOKUPS_PER_S ({per_s:g}) times a second, "
+            "summed over the processes (at most 20)", labels=["namespace"])
+        for namespace, rate in hot_namespaces(merged, per_s):
+            hot.add_metric([namespace], round(rate, 3))
+        yield hot
+
+    def _replica(self) -> Iterator[Metric]:
+        """This process's semantic replica: what it holds against its budget."""
+        cache = self.semantic() if self.semantic is not None else None
+        if cache is None:
+            return
+        held = cache.sync.memory()
+        for name, help_ in (
+            ("namespaces", "namespaces held in memory"),
+            ("entries", "vectors held"),
+            ("bytes", "bytes held (indexes, and 4 KiB a namespace)"),
+            ("budget_bytes", "the budget (EMBEDQ_SEMANTIC_MEMORY_MB)"),
+        ):
+            yield GaugeMetricFamily(f"embedq_semantic_replica_{name}",
+                                    f"this process's semantic indexes: {help_}", held[name])
+        for name, help_ in (("loads", "namespaces loaded (first use, or after eviction)"),
+                            ("evictions", "namespaces dropped past the budget")):
+            yield CounterMetricFamily(f"embedq_semantic_replica_{name}",
+                                      f"this process's semantic indexes: {help_}", held[name])
 
 
 class ApiMetrics:

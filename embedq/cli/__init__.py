@@ -149,6 +149,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from embedq.coordination import make_hot_store
+    from embedq.coordination.hot_keys import KINDS, hot_namespaces
 
     settings = Settings.from_env()
     hot = make_hot_store(settings)
@@ -161,10 +162,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
         for name, value in counters.items():
             print(f"{name:<{width}}  {value}")
         for kind, entries in hot_keys.items():
-            if entries:
+            if entries and kind in KINDS:
                 print(f"hottest {kind}s (asks, halving every 5 minutes):")
                 for key, count in entries:
                     print(f"  {count:10.1f}  {key}")
+        per_s = settings.semantic.hot_lookups_per_s
+        busiest = hot_namespaces(hot_keys, per_s)
+        if busiest:
+            print(f"hot namespaces (lookups/s past EMBEDQ_SEMANTIC_HOT_LOOKUPS_PER_S={per_s:g}):")
+            for key, rate in busiest:
+                print(f"  {rate:10.2f}  {key}")
         if settings.embedded:
             print("(embedded mode: counters live in this process only; set EMBEDQ_REDIS_URL "
                   "for cluster-wide counters)")

@@ -195,6 +195,10 @@ class SemanticSettings:
     nprobe: int = knob(24, min=1, max=10**6)
     gpu: bool = True
     sync_interval_s: float = knob(0.2, min=0.01, max=3600)
+    # Per process: the FAISS indexes it holds, least recently used dropped past it.
+    memory_mb: int = knob(1024, min=1, max=10**7)
+    # Lookups per second (this process's, decayed) past which a namespace is reported hot.
+    hot_lookups_per_s: float = knob(20.0, min=0.001, max=10**9)
     compact_deletes: int = knob(256, min=1, max=10**9)
     sweep_interval_s: float = knob(30.0, min=0.1, max=DAY_S)
     snapshot_interval_s: float = knob(300.0, min=1, max=DAY_S)

@@ -12,6 +12,13 @@ new keys, so a lookup pays a dict update per fingerprint.
 Counts decay: every `half_life_s` they halve (lazily, on the next offer or read), so the
 list says what is hot now, not what was hot at start.
 
+`rates` turns the decayed counts into asks per second: a count spans the time since the
+last halving plus each earlier half-life weighted by its halvings (since the process
+started, and at least MIN_RATE_WINDOW_S), so a steady rate r reads as r. A process
+publishes its namespaces' rates as the kind "namespace_per_s" next to its top counts;
+summed over processes it is the cluster's lookups per second, and a namespace past
+EMBEDQ_SEMANTIC_HOT_LOOKUPS_PER_S is hot (`hot_namespaces`: /metrics, `embedq cache stats`).
+
 Each process publishes its `top` with the counters it writes anyway
 (`CounterWriter`, at most every PUBLISH_S); `HotStore.hot_keys` sums what the live
 processes published (each entry expires after PUBLISH_TTL_S), which is what /metrics and
@@ -27,11 +34,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 KINDS = ("fingerprint", "namespace")
+RATES = "namespace_per_s"  # the published kind of namespace lookups per second
 CAPACITY = 256
 TOP_N = 20  # published per process and kind, and shown
 HALF_LIFE_S = 300.0
 PUBLISH_S = 10.0
 PUBLISH_TTL_S = 60  # a process that stopped publishing drops out of the merged list
+MIN_RATE_WINDOW_S = 10.0  # a young process's first asks are not read as a burst
 
 
 class HeavyHitters:
@@ -43,7 +52,7 @@ class HeavyHitters:
         self._lock = threading.Lock()
         self._counts: dict[str, float] = {}
         self.floor = 0.0
-        self._decayed_at = clock()
+        self._decayed_at = self._started = clock()
 
     def offer(self, keys: Iterable[str]) -> None:
         """Count one ask for each key (a key repeated is asked for repeatedly)."""
@@ -60,6 +69,25 @@ class HeavyHitters:
         with self._lock:
             self._decay()
             return heapq.nlargest(n, self._counts.items(), key=lambda kv: kv[1])
+
+    def rates(self, n: int = TOP_N) -> list[tuple[str, float]]:
+        """The `n` most asked-for keys with their asks per second, largest first."""
+        with self._lock:
+            self._decay()
+            window = max(self._window_s(), MIN_RATE_WINDOW_S)
+            top = heapq.nlargest(n, self._counts.items(), key=lambda kv: kv[1])
+        return [(key, count / window) for key, count in top]
+
+    def _window_s(self) -> float:
+        """The seconds a decayed count spans: since the last halving at full weight, and
+        each half-life before it (back to the start) at the weight its halvings left."""
+        window = self._clock() - self._decayed_at
+        end, weight = self._decayed_at, 0.5
+        while end > self._started and weight > 1e-9:
+            window += weight * (end - max(self._started, end - self.half_life_s))
+            end -= self.half_life_s
+            weight /= 2
+        return window
 
     def _prune(self) -> None:
         kept = heapq.nlargest(self.capacity, self._counts.items(), key=lambda kv: kv[1])
@@ -89,7 +117,17 @@ class HotKeys:
         self.sketches[kind].offer(keys)
 
     def top(self) -> dict[str, list[tuple[str, float]]]:
-        return {kind: sketch.top() for kind, sketch in self.sketches.items()}
+        """The top counts per kind, and the namespaces' rates (RATES): what is published."""
+        top = {kind: sketch.top() for kind, sketch in self.sketches.items()}
+        top[RATES] = self.sketches["namespace"].rates()
+        return top
+
+
+def hot_namespaces(merged: dict[str, list[tuple[str, float]]], per_s: float
+                   ) -> list[tuple[str, float]]:
+    """The namespaces looked up more than `per_s` times a second (summed over the live
+    processes), busiest first: at most TOP_N, so a metric labelled by them stays small."""
+    return [(ns, rate) for ns, rate in merged.get(RATES, []) if rate > per_s]
 
 
 def live_hot_keys(published: dict[str, dict[str, Any]], now: float | None = None
@@ -100,7 +138,7 @@ def live_hot_keys(published: dict[str, dict[str, Any]], now: float | None = None
     fresh = {pid: e for pid, e in published.items() if now - e["at"] <= PUBLISH_TTL_S}
     stale = [pid for pid in published if pid not in fresh]
     merged = {kind: merge([[(k, float(c)) for k, c in e["top"].get(kind, [])]
-                           for e in fresh.values()]) for kind in KINDS}
+                           for e in fresh.values()]) for kind in (*KINDS, RATES)}
     return merged, stale
 
 
@@ -114,5 +152,5 @@ def merge(published: Iterable[list[tuple[str, float]]], n: int = TOP_N
     return heapq.nlargest(n, total.items(), key=lambda kv: kv[1])
 
 
-__all__ = ["KINDS", "PUBLISH_S", "PUBLISH_TTL_S", "HeavyHitters", "HotKeys", "live_hot_keys",
-           "merge"]
+__all__ = ["KINDS", "PUBLISH_S", "PUBLISH_TTL_S", "RATES", "HeavyHitters", "HotKeys",
+           "hot_namespaces", "live_hot_keys", "merge"]

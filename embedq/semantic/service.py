@@ -44,8 +44,9 @@ import numpy as np
 import numpy.typing as npt
 
 from embedq.config import Settings
-from embedq.coordination.hot_keys import HotKeys
-from embedq.errors import InputTooLarge, InvalidInput, NotFound
+from embedq.coordination.hot_keys import RATES, HotKeys
+from embedq.coordination.store import HotStore
+from embedq.errors import EmbedqError, InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import EncodeSpec
 from embedq.limits import check_input_chars, check_json, check_text
 from embedq.models import DEFAULT_TENANT, Database
@@ -117,6 +118,7 @@ class Embedder(Protocol):
     settings: Settings
     db: Database
     hot_keys: HotKeys  # lookups count their namespace here (`embedq stats`, /metrics)
+    hot: HotStore  # where the processes' hot keys are merged
 
     def spec(self) -> EncodeSpec: ...
 
@@ -145,7 +147,7 @@ class SemanticCache:
             SyncConfig(interval_s=s.sync_interval_s, sweep_interval_s=s.sweep_interval_s,
                        snapshot_interval_s=s.snapshot_interval_s,
                        compact_deletes=s.compact_deletes,
-                       change_retention_s=s.change_retention_s),
+                       change_retention_s=s.change_retention_s, memory_mb=s.memory_mb),
             sweeps=[self.feedback.sweep],
         )
         self.verifier = (Verifier(self._embed_spans, band=s.verify_band)
@@ -316,7 +318,7 @@ class SemanticCache:
             raise InvalidInput(
                 f"max_false_hit_rate {rate!r} must be a share in [0, 1), e.g. 0.01 for at "
                 "most 1 wrong hit in 100; omit it (null) for no budget", "max_false_hit_rate")
-        with self.store.writing() as s:
+        with self.store.writing(namespace, tenant) as s:
             self.store.ensure_namespace(
                 s, namespace, self.settings.semantic.max_namespaces, tenant,
                 caps=TenantCaps(self.settings.tenants.max_namespaces,
@@ -384,7 +386,20 @@ class SemanticCache:
         stats["feedback"] = self.feedback.counts(namespace)
         stats["served"] = self.feedback.served(namespace, utcnow(),
                                                self.settings.semantic.feedback_ttl_s)
+        stats["lookups_per_s"], stats["hot"] = self._heat(namespace)
+        stats["replica"] = self.sync.memory()
         return stats
+
+    def _heat(self, namespace: str) -> tuple[float | None, bool | None]:
+        """The namespace's lookups per second summed over the live processes (as they
+        last published them) and whether that passes EMBEDQ_SEMANTIC_HOT_LOOKUPS_PER_S;
+        None when the hot store cannot be read."""
+        try:
+            merged = self.service.hot.hot_keys()
+        except EmbedqError:
+            return None, None
+        rate = dict(merged.get(RATES, [])).get(namespace, 0.0)
+        return round(rate, 3), rate > self.settings.semantic.hot_lookups_per_s
 
     def close(self, save: bool = True) -> None:
         self.sync.close(save=save)

@@ -1,14 +1,17 @@
-"""Index snapshots on disk: a fast start when they are current, never a source of truth.
+"""Index snapshots on disk, one per namespace: a fast load when current, never a source of
+truth.
 
-Layout, under `Settings.data_dir / "semantic" / <space>`:
-    manifest.json   {"version": 1, "space", "watermark", "saved_at",
-                     "indexes": {namespace: {"file", "kind", "trained_for", "count"}}}
-    <digest>-<watermark>-<pid>.faiss (or .npz for the exact index)
+Layout, under `Settings.data_dir / "semantic" / <space>`, for each namespace saved:
+    <digest>.json   {"version": 2, "space", "namespace", "watermark", "marker", "saved_at",
+                     "file", "kind", "trained_for", "count", "dimension"}
+    <digest>-<watermark>-<pid>.faiss (or .npz for the exact index; no file when empty)
 
-Files are written first and the manifest is replaced atomically last, so a reader sees
-either the old snapshot or the new one. A snapshot is used only when its watermark is at
-or past the change log's pruned horizon (nothing it missed was pruned); any trouble
-reading it means "load from the table instead".
+The data file is written first and the namespace's json replaced atomically last, so a
+reader sees either the old snapshot or the new one. A snapshot is used only when its
+watermark is at or past the change log's pruned horizon (nothing it missed was pruned)
+and the change it saw last still reads the same (it came from this database); any trouble
+reading it means "load from the table instead". One file per namespace, so a process that
+holds some namespaces saves them without rewriting (or losing) another process's others.
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ from typing import Any
 from embedq.semantic.index import ExactIndex, FaissIndex, IndexConfig, VectorIndex
 
 log = logging.getLogger("embedq.semantic")
-VERSION = 1
+VERSION = 2
 
 
 @dataclass
 class Snapshot:
     watermark: int
-    indexes: dict[str, VectorIndex]
+    index: VectorIndex | None  # None: the namespace held no vector
 
 
 def folder(data_dir: Path, space: str) -> Path:
@@ -42,74 +45,79 @@ def folder(data_dir: Path, space: str) -> Path:
 Marker = list[Any] | None
 
 
-def save(data_dir: Path, space: str, watermark: int, indexes: dict[str, VectorIndex],
-         marker: Marker = None) -> Path:
-    """Write every index and then the manifest; remove the files the old manifest named."""
+def _digest(namespace: str) -> str:
+    return hashlib.sha256(namespace.encode()).hexdigest()[:16]
+
+
+def save(data_dir: Path, space: str, namespace: str, watermark: int,
+         index: VectorIndex | None, marker: Marker = None) -> Path:
+    """Write the namespace's index, then its json; remove the file the old json named."""
     where = folder(data_dir, space)
     where.mkdir(parents=True, exist_ok=True)
-    old = _read_manifest(where / "manifest.json")
-    entries: dict[str, Any] = {}
-    for namespace, index in indexes.items():
-        stem = f"{hashlib.sha256(namespace.encode()).hexdigest()[:16]}-{watermark}-{os.getpid()}"
+    stem = _digest(namespace)
+    old = _read_json(where / f"{stem}.json")
+    entry: dict[str, Any] = {"file": None, "kind": None, "trained_for": 0, "count": 0,
+                             "dimension": 0}
+    if index is not None:
+        name = f"{stem}-{watermark}-{os.getpid()}"
         if isinstance(index, FaissIndex):
-            name = stem + ".faiss"
+            name += ".faiss"
             index.save(where / name)
             trained_for = index.trained_for
         elif isinstance(index, ExactIndex):
-            name = stem + ".npz"
+            name += ".npz"
             index.save(where / name)
             trained_for = 0
         else:
             raise TypeError(f"cannot snapshot a {type(index).__name__}")
-        entries[namespace] = {"file": name, "kind": index.kind, "trained_for": trained_for,
-                              "count": len(index), "dimension": index.dimension}
-    manifest = {"version": VERSION, "space": space, "watermark": watermark,
-                "marker": marker, "saved_at": time.time(), "indexes": entries}
-    tmp = where / f"manifest.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(manifest))
-    os.replace(tmp, where / "manifest.json")
-    if old:
-        keep = {e["file"] for e in entries.values()}
-        for entry in old.get("indexes", {}).values():
-            if entry.get("file") not in keep:
-                (where / str(entry.get("file"))).unlink(missing_ok=True)
+        entry = {"file": name, "kind": index.kind, "trained_for": trained_for,
+                 "count": len(index), "dimension": index.dimension}
+    doc = {"version": VERSION, "space": space, "namespace": namespace,
+           "watermark": watermark, "marker": marker, "saved_at": time.time(), **entry}
+    tmp = where / f"{stem}.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, where / f"{stem}.json")
+    if old and old.get("file") and old.get("file") != entry["file"]:
+        (where / str(old["file"])).unlink(missing_ok=True)
     return where
 
 
-def load(data_dir: Path, space: str, config: IndexConfig, horizon: int,
+def load(data_dir: Path, space: str, namespace: str, config: IndexConfig, horizon: int,
          marker_at: Callable[[int], Marker]) -> Snapshot | None:
-    """The snapshot for `space` if it is usable: current format, not older than `horizon`,
-    and taken from this database (`marker_at(watermark)`, the change the snapshot saw last,
-    still reads the same: a data dir shared with another database never leaks its index)."""
-    where = folder(data_dir, space)
-    manifest = _read_manifest(where / "manifest.json")
-    if not manifest or manifest.get("version") != VERSION or manifest.get("space") != space:
+    """The namespace's snapshot if it is usable: current format, not older than
+    `horizon`, and taken from this database (`marker_at(watermark)`, the change the
+    snapshot saw last, still reads the same: a data dir shared with another database
+    never leaks its index)."""
+    doc = _read_json(folder(data_dir, space) / f"{_digest(namespace)}.json")
+    if not doc or doc.get("version") != VERSION or doc.get("space") != space or (
+            doc.get("namespace") != namespace):
         return None
-    watermark = int(manifest.get("watermark", -1))
+    watermark = int(doc.get("watermark", -1))
     if watermark < horizon:
-        log.info("semantic snapshot at %d predates the pruned log (%d): reloading", watermark,
-                 horizon)
+        log.info("semantic snapshot of %s at %d predates the pruned log (%d): reloading",
+                 namespace, watermark, horizon)
         return None
-    if manifest.get("marker") != marker_at(watermark):
-        log.info("semantic snapshot at %d was taken from another database: reloading",
-                 watermark)
+    if doc.get("marker") != marker_at(watermark):
+        log.info("semantic snapshot of %s at %d was taken from another database: reloading",
+                 namespace, watermark)
         return None
-    indexes: dict[str, VectorIndex] = {}
+    if not doc.get("file"):
+        return Snapshot(watermark, None)
+    path = folder(data_dir, space) / str(doc["file"])
     try:
-        for namespace, entry in manifest["indexes"].items():
-            path = where / entry["file"]
-            if entry["kind"] == "exact":
-                indexes[namespace] = ExactIndex.load(path, int(entry["dimension"]))
-            else:
-                indexes[namespace] = FaissIndex.load(path, entry["kind"],
-                                                     int(entry["trained_for"]), config)
+        index: VectorIndex
+        if doc["kind"] == "exact":
+            index = ExactIndex.load(path, int(doc["dimension"]))
+        else:
+            index = FaissIndex.load(path, str(doc["kind"]), int(doc["trained_for"]), config)
     except (OSError, RuntimeError, KeyError, ValueError) as exc:
-        log.warning("semantic snapshot unreadable (%s): reloading from the table", exc)
+        log.warning("semantic snapshot of %s unreadable (%s): reloading from the table",
+                    namespace, exc)
         return None
-    return Snapshot(watermark, indexes)
+    return Snapshot(watermark, index)
 
 
-def _read_manifest(path: Path) -> dict[str, Any] | None:
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -1,9 +1,12 @@
 """Table access for the semantic cache: entries, the change log, namespace counters.
 
-Writers (put, delete, drop, expiry sweep, eviction, pruning) hold one Postgres advisory
-lock for their transaction, so change `seq` numbers are handed out in commit order: a
-follower that has read every change up to `seq` W can never later see a change <= W
-appear. That makes the watermark exact. SQLite (embedded mode) has one writer anyway.
+Writers hold Postgres advisory locks for their transaction (locks.py): a write to one
+namespace holds the namespace's lock (and its tenant's, for the tenant's caps), so one
+namespace's changes get their `seq` numbers in commit order, while two tenants write at
+once. Writes that span namespaces (the expiry sweep, pruning) and a put that creates a
+namespace (the namespace counts) hold the global lock alone. A follower reads under the
+shared side of the locks of the namespaces it holds (changes.py), which is what makes its
+watermark exact. SQLite (embedded mode) has one writer anyway.
 
 Change ops: "put" (entry added), "delete" (entry gone), "drop" (a whole namespace gone),
 "pruned" (changes up to `entry_id` were removed from the log; older snapshots are stale).
@@ -18,11 +21,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, delete, func, select, text, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.orm import Session
 
-from embedq.errors import DatabaseUnavailable, LimitReached, NotFound
+from embedq.errors import LimitReached, NotFound
 from embedq.models import (
     DEFAULT_TENANT,
     Database,
@@ -31,6 +33,7 @@ from embedq.models import (
     SemanticNamespace,
 )
 from embedq.semantic.changes import Change, ChangeLogReads
+from embedq.semantic.locks import LOCK_NOT_AVAILABLE, WRITE_LOCK_KEY, Scope, take
 
 __all__ = [  # Change is changes.py's, still importable from here
     "LOCK_NOT_AVAILABLE", "SHARED_NAMES", "SWEEP_BATCH", "WRITE_LOCK_KEY", "Change", "Entry",
@@ -38,9 +41,7 @@ __all__ = [  # Change is changes.py's, still importable from here
     "query_digest", "utcnow",
 ]
 
-WRITE_LOCK_KEY = 0x656D62_5345  # "emb" "SE": one lock for every semantic-cache writer
 SWEEP_BATCH = 1000
-LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a wait past lock_timeout
 # Namespace names are one space for all tenants (docs/http-api.md, Ownership): a 404 for
 # another tenant's name says so, rather than pretend the name is free.
 SHARED_NAMES = ("namespace names are one space shared by all tenants, and another tenant "
@@ -115,24 +116,41 @@ class SemanticStore(ChangeLogReads):
         self.db = db
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[Session]:
+    def _writing(self, scope: Scope) -> Iterator[Session]:
         with self.db.session() as s:
             if self.db.dialect == "postgresql":
-                self._lock_writes(s)
+                take(s, scope, self.db.timeouts.lock_ms)
             yield s
 
-    def _lock_writes(self, s: Session) -> None:
-        """Take the writers' lock; the wait is bounded by the session's lock_timeout."""
-        try:
-            s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
-        except OperationalError as exc:
-            if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
-                raise
-            raise DatabaseUnavailable(
-                f"the semantic cache's write lock stayed busy past lock_timeout "
-                f"({self.db.timeouts.lock_ms} ms, EMBEDQ_DB_LOCK_TIMEOUT_MS): other writes "
-                "are queued; retry shortly", retry_after_s=1,
-            ) from exc
+    def _scope(self, namespace: str, tenant: str | None) -> Scope:
+        """The locks a write to `namespace` takes: its own and its owner's (`tenant` when
+        it has none yet); the global lock alone when the namespace does not exist yet
+        (a new one is counted against every tenant's), re-checked under the lock."""
+        with self.db.session() as s:
+            owner = s.scalar(select(SemanticNamespace.tenant)
+                             .where(SemanticNamespace.namespace == namespace))
+        if owner is None:
+            return Scope.everything()
+        return Scope.of(namespace, owner if tenant is None else tenant)
+
+    @contextlib.contextmanager
+    def _writing_to(self, namespace: str, tenant: str | None) -> Iterator[Session]:
+        """A transaction under `_scope`'s locks. A namespace that was dropped between the
+        owner's read and the lock is counted again: the transaction restarts under the
+        global lock."""
+        scope = self._scope(namespace, tenant)
+        if scope.exclusive:
+            with self._writing(scope) as s:
+                yield s
+            return
+        with self._writing(scope) as s:
+            exists = s.scalar(select(SemanticNamespace.tenant)
+                              .where(SemanticNamespace.namespace == namespace))
+            if exists is not None:
+                yield s
+                return
+        with self._writing(Scope.everything()) as s:
+            yield s
 
     def _log(self, s: Session, op: str, rows: list[tuple[int, str, str]]) -> None:
         for entry_id, namespace, space in rows:
@@ -156,7 +174,7 @@ class SemanticStore(ChangeLogReads):
         now = utcnow()
         expires = now + timedelta(seconds=ttl_s) if ttl_s else None
         digest = query_digest(query)
-        with self._writing() as s:
+        with self._writing_to(namespace, tenant) as s:
             owner = s.scalar(select(SemanticNamespace.tenant)
                              .where(SemanticNamespace.namespace == namespace))
             if owner is not None and owner != tenant:
@@ -187,9 +205,11 @@ class SemanticStore(ChangeLogReads):
             evicted = self._evict(s, namespace, max_entries, now)
             return PutResult(row.id, True, evicted)
 
-    def writing(self) -> contextlib.AbstractContextManager[Session]:
-        """A transaction holding the writers' lock, for writes made next to these."""
-        return self._writing()
+    def writing(self, namespace: str, tenant: str | None = None
+                ) -> contextlib.AbstractContextManager[Session]:
+        """A transaction holding the locks of a write to `namespace` by `tenant`, for
+        writes made next to these (ensure_namespace, a namespace's policy)."""
+        return self._writing_to(namespace, tenant)
 
     def ensure_namespace(self, s: Session, namespace: str, max_namespaces: int,
                          tenant: str = DEFAULT_TENANT, caps: TenantCaps | None = None) -> None:
@@ -277,7 +297,7 @@ class SemanticStore(ChangeLogReads):
 
     def delete_entry(self, namespace: str, entry_id: int, tenant: str | None = None) -> bool:
         """False when there is no such entry (in `tenant`'s namespace, when given)."""
-        with self._writing() as s:
+        with self._writing_to(namespace, tenant) as s:
             if not self._owned(s, namespace, tenant):
                 return False
             row = s.get(SemanticEntry, entry_id)
@@ -290,7 +310,7 @@ class SemanticStore(ChangeLogReads):
     def drop_namespace(self, namespace: str, tenant: str | None = None) -> int:
         """Delete every entry of the namespace (one "drop" change); return how many.
         Another tenant's namespace (`tenant` given) raises NotFound."""
-        with self._writing() as s:
+        with self._writing_to(namespace, tenant) as s:
             if not self._owned(s, namespace, tenant):
                 raise NotFound(f"namespace {namespace!r} does not exist for this tenant "
                                f"({SHARED_NAMES})")
@@ -307,8 +327,12 @@ class SemanticStore(ChangeLogReads):
         """Delete expired entries (in batches), logging each; return how many."""
         now = now or utcnow()
         total = 0
+        with self.db.session() as s:  # most sweeps find nothing: no lock for those
+            if s.scalar(select(SemanticEntry.id).where(SemanticEntry.expires_at <= now)
+                        .limit(1)) is None:
+                return 0
         while True:
-            with self._writing() as s:
+            with self._writing(Scope.everything()) as s:
                 rows = s.execute(
                     select(SemanticEntry.id, SemanticEntry.namespace, SemanticEntry.space)
                     .where(SemanticEntry.expires_at <= now).limit(SWEEP_BATCH)
@@ -322,7 +346,12 @@ class SemanticStore(ChangeLogReads):
     def prune_changes(self, retention_s: float) -> int:
         """Drop log rows older than `retention_s`, leaving a "pruned" marker; return the seq."""
         cutoff = utcnow() - timedelta(seconds=retention_s)
-        with self._writing() as s:
+        with self.db.session() as s:  # most runs find nothing to prune: no lock for those
+            if s.scalar(select(SemanticChange.seq).where(SemanticChange.created_at < cutoff,
+                                                         SemanticChange.op != "pruned")
+                        .limit(1)) is None:
+                return 0
+        with self._writing(Scope.everything()) as s:
             horizon = s.scalar(
                 select(func.max(SemanticChange.seq)).where(SemanticChange.created_at < cutoff)
             )

@@ -1,12 +1,16 @@
 """Keeping this process's indexes in step with the table, by change-log watermark.
 
-`IndexSync` owns one index per namespace for the process's space. At start it loads a
-current snapshot (else the table, in one consistent read that also gives the watermark),
-then follows `semantic_changes` from there: every `sync_interval_s` in a thread, and at once
-after this process's own writes. Applying changes in `seq` order is exact: a put whose entry
-is already gone is skipped (its delete follows and is skipped too), so no id is counted
-twice and nothing is missed. A crash between the table write and the index update loses
-nothing: the change is in the log and the next catch-up (here or in any process) applies it.
+`IndexSync` holds, for the process's space, the indexes of the namespaces it was asked
+for, within a memory budget (residency.py): a namespace loads on its first lookup (its
+snapshot when current, else its rows, read with the watermark they are exact at) and the
+least recently used are dropped past the budget (saved as snapshots first, so they load
+fast when asked for again). It follows `semantic_changes` for the namespaces it holds
+alone, every `interval_s` in a thread and at once after this process's own writes, and
+reads nothing when it holds none. Applying a namespace's changes in `seq` order past its
+watermark is exact (locks.py): a put whose entry is already gone is skipped (its delete
+follows and is skipped too), so no id is counted twice and nothing is missed. A crash
+between the table write and the index update loses nothing: the change is in the log and
+the next catch-up (here or in any process) applies it.
 
 Upkeep on the same thread: compaction (tombstones past `compact_deletes` are removed),
 rebuilds (flat promoted to IVF, or IVF retrained when its size moved 4x) built outside the
@@ -19,17 +23,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from embedq.errors import EmbedqError
 from embedq.semantic import snapshot
-from embedq.semantic.changes import Change
+from embedq.semantic.changes import FOLLOW_BATCH, Change
 from embedq.semantic.index import (
     Hit,
     Ids,
@@ -39,6 +43,7 @@ from embedq.semantic.index import (
     build_index,
     wants_rebuild,
 )
+from embedq.semantic.residency import MB, Residency
 from embedq.semantic.store import SemanticStore, utcnow
 
 log = logging.getLogger("embedq.semantic")
@@ -52,6 +57,7 @@ class SyncConfig:
     snapshot_interval_s: float = 300.0
     compact_deletes: int = 256
     change_retention_s: float = 7 * 86_400.0
+    memory_mb: int = 1024
 
 
 @dataclass
@@ -75,11 +81,13 @@ class IndexSync:
         self.data_dir = data_dir
         self.index_config = index_config
         self.config = config
-        self.indexes: dict[str, VectorIndex] = {}
-        self.watermark = 0
-        self.saved_watermark = -1
+        self.indexes: dict[str, VectorIndex] = {}  # held namespaces with vectors
+        self.residency = Residency(config.memory_mb * MB)
+        self.saved: dict[str, int] = {}  # namespace -> watermark of its snapshot on disk
+        self.loaded_from: dict[str, str] = {}  # held namespace -> "snapshot" | "table"
+        self.load_seconds: dict[str, float] = {"snapshot": 0.0, "table": 0.0}
+        self.load_counts: dict[str, int] = {"snapshot": 0, "table": 0}
         self.last_sync: datetime | None = None
-        self.loaded_from = ""
         self._skipped: set[int] = set()
         self._rebuilds: dict[str, _Rebuild] = {}
         self._lock = threading.RLock()
@@ -87,38 +95,8 @@ class IndexSync:
         self._thread: threading.Thread | None = None
 
     # --- start and stop
-    def load(self) -> None:
-        """Fill the indexes: a current snapshot, else the table; then catch up."""
-        found = snapshot.load(self.data_dir, self.space, self.index_config,
-                              self.store.pruned_horizon(), self.store.change_marker)
-        if found is not None:
-            self.indexes, self.watermark = found.indexes, found.watermark
-            self.saved_watermark = found.watermark
-            self.loaded_from = "snapshot"
-        else:
-            self._load_table()
-            self.loaded_from = "table"
-        self.catch_up()
-        log.info("semantic indexes loaded from %s: %d namespaces, watermark %d",
-                 self.loaded_from, len(self.indexes), self.watermark)
-
-    def _load_table(self) -> None:
-        watermark, batches = self.store.snapshot(self.space)
-        ids: dict[str, list[int]] = defaultdict(list)
-        blobs: dict[str, list[bytes]] = defaultdict(list)
-        for part in batches:
-            for entry_id, namespace, blob in part:
-                ids[namespace].append(entry_id)
-                blobs[namespace].append(blob)
-        indexes = {}
-        for namespace, id_list in ids.items():
-            vectors = _vectors(blobs.pop(namespace))
-            indexes[namespace] = build_index(np.asarray(id_list, dtype=np.int64), vectors,
-                                             vectors.shape[1], self.index_config)
-        self.indexes, self.watermark = indexes, watermark
-
     def start(self) -> None:
-        self.load()
+        """Start following (nothing is loaded until a namespace is asked for)."""
         self._thread = threading.Thread(target=self._run, name="embedq-semantic-sync",
                                         daemon=True)
         self._thread.start()
@@ -130,42 +108,111 @@ class IndexSync:
         if save:
             self.save_snapshot()
 
+    # --- holding namespaces
+    def hold(self, namespace: str) -> None:
+        """Make `namespace` held and current: the most recently used, loaded if it was not
+        (then the least recently used past the budget are dropped)."""
+        with self._lock:
+            if self.residency.touch(namespace):
+                return
+            started = time.perf_counter()
+            found = snapshot.load(self.data_dir, self.space, namespace, self.index_config,
+                                  self.store.pruned_horizon(), self.store.change_marker)
+            if found is not None:
+                watermark, index, source = found.watermark, found.index, "snapshot"
+                self.saved[namespace] = watermark
+            else:
+                watermark, ids, blobs = self.store.namespace_vectors(namespace, self.space)
+                index = None
+                if ids:
+                    vectors = _vectors(blobs)
+                    index = build_index(np.asarray(ids, dtype=np.int64), vectors,
+                                        vectors.shape[1], self.index_config)
+                source = "table"
+            if index is not None:
+                self.indexes[namespace] = index
+            self.residency.admit(namespace, watermark)
+            self.loaded_from[namespace] = source
+            self.catch_up()
+            self.load_seconds[source] += time.perf_counter() - started
+            self.load_counts[source] += 1
+            log.info("semantic %s loaded from %s: %d vectors, watermark %d", namespace,
+                     source, len(index) if index is not None else 0, watermark)
+            self._shed(keep=namespace)
+
+    def _shed(self, keep: str | None = None) -> None:
+        """Drop the least recently used namespaces past the budget (saved first); never
+        `keep`, by default the most recently used."""
+        held = self.residency.held()
+        keep = keep if keep is not None else (held[-1] if held else None)
+        sizes = {ns: index.memory_bytes() for ns, index in self.indexes.items()}
+        for namespace in self.residency.over_budget(sizes, keep):
+            self._save(namespace)
+            self.indexes.pop(namespace, None)
+            self._rebuilds.pop(namespace, None)
+            self.loaded_from.pop(namespace, None)
+            self.residency.drop(namespace)
+            log.info("semantic %s dropped from memory (EMBEDQ_SEMANTIC_MEMORY_MB=%d)",
+                     namespace, self.config.memory_mb)
+
     # --- reads
     def search(self, namespace: str, vector: Matrix, k: int) -> list[Hit]:
         with self._lock:
+            self.hold(namespace)
             index = self.indexes.get(namespace)
             return index.search(vector, k) if index is not None else []
 
     def describe(self, namespace: str) -> dict[str, object]:
+        """The namespace's index in this process (nothing is loaded to answer)."""
         with self._lock:
             index = self.indexes.get(namespace)
             return {
+                "held": namespace in self.residency,
                 "index_kind": index.kind if index is not None else None,
                 "index_vectors": len(index) if index is not None else 0,
                 "index_bytes": index.memory_bytes() if index is not None else 0,
-                "watermark": self.watermark,
+                "watermark": self.residency.watermarks.get(namespace),
                 "last_sync": self.last_sync.isoformat() if self.last_sync else None,
-                "loaded_from": self.loaded_from,
+                "loaded_from": self.loaded_from.get(namespace),
+            }
+
+    def memory(self) -> dict[str, Any]:
+        """This process's replica: what it holds against its budget, and its churn."""
+        with self._lock:
+            sizes = {ns: index.memory_bytes() for ns, index in self.indexes.items()}
+            return {
+                "namespaces": len(self.residency),
+                "entries": sum(len(index) for index in self.indexes.values()),
+                "bytes": self.residency.cost(sizes),
+                "budget_bytes": self.residency.budget_bytes,
+                "loads": self.residency.loads,
+                "evictions": self.residency.evictions,
+                "loads_from": dict(self.load_counts),
+                "load_seconds": {k: round(v, 4) for k, v in self.load_seconds.items()},
             }
 
     # --- following the log
     def catch_up(self) -> int:
-        """Apply every change past the watermark; return how many were read."""
+        """Apply every change of the held namespaces past their watermarks; return how
+        many were read. Holding none, it reads nothing."""
         total = 0
         with self._lock:
-            while True:
-                changes = self.store.changes_after(self.watermark)
-                if changes:
-                    self._apply(changes)
-                    self.watermark = changes[-1].seq
-                    total += len(changes)
-                if len(changes) < 10_000:
+            while len(self.residency):
+                watermark, changes = self.store.follow(self.residency.held(),
+                                                       self.residency.low_watermark())
+                self._apply(changes)
+                self.residency.advance(watermark)
+                total += len(changes)
+                if len(changes) < FOLLOW_BATCH:
                     break
             self.last_sync = utcnow()
+            if total:
+                self._shed()
         return total
 
     def _apply(self, changes: list[Change]) -> None:
-        for op, namespace, group in _runs(changes):
+        fresh = [c for c in changes if self.residency.behind(c.namespace, c.seq)]
+        for op, namespace, group in _runs(fresh):
             if op == "put":
                 present = [c for c in group if c.vector is not None and c.space == self.space]
                 self._skipped.update(c.entry_id for c in group if c.vector is None)
@@ -270,12 +317,22 @@ class IndexSync:
                  len(fresh), time.perf_counter() - started)
 
     def save_snapshot(self) -> None:
+        """Save every held namespace whose snapshot is behind."""
         with self._lock:
-            if self.watermark == self.saved_watermark:
-                return
-            snapshot.save(self.data_dir, self.space, self.watermark, self.indexes,
-                          self.store.change_marker(self.watermark))
-            self.saved_watermark = self.watermark
+            for namespace in self.residency.held():
+                self._save(namespace)
+
+    def _save(self, namespace: str) -> None:
+        watermark = self.residency.watermarks.get(namespace)
+        if watermark is None or self.saved.get(namespace) == watermark:
+            return
+        try:
+            snapshot.save(self.data_dir, self.space, namespace, watermark,
+                          self.indexes.get(namespace), self.store.change_marker(watermark))
+        except OSError as exc:  # a snapshot only speeds a load up: the table stays
+            log.warning("semantic snapshot of %s not saved: %s", namespace, exc)
+            return
+        self.saved[namespace] = watermark
 
 
 def _runs(changes: list[Change]) -> list[tuple[str, str, list[Change]]]:

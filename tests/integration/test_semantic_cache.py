@@ -248,12 +248,12 @@ def test_restart_rebuilds_the_same_answers(open_cache: Any, tmp_path: Path, salt
     before = _answers(first, ns, queries)
     first.close()  # writes the snapshot
     from_snapshot = open_cache()
-    assert from_snapshot.sync.loaded_from == "snapshot"
     assert _answers(from_snapshot, ns, queries) == before
+    assert from_snapshot.sync.describe(ns)["loaded_from"] == "snapshot"
     shutil.rmtree(tmp_path / "semantic")
     from_table = open_cache()
-    assert from_table.sync.loaded_from == "table"
     assert _answers(from_table, ns, queries) == before
+    assert from_table.sync.describe(ns)["loaded_from"] == "table"
 
 
 def test_a_write_that_never_reached_an_index_is_not_lost(open_cache: Any, salt: str) -> None:
@@ -279,6 +279,7 @@ def test_compaction_and_rebuilds_keep_answers(open_cache: Any, salt: str) -> Non
     cache = open_cache(semantic_flat_max=40, semantic_compact_deletes=8)
     ns = f"grow-{salt}"
     ids = {f"q{i}": cache.put(ns, f"q{i}", i) for i in range(90)}
+    assert cache.lookup(ns, "q0").hit  # a namespace is held from its first lookup
     cache.sync.upkeep(wait=True)
     kind = cache.stats(ns)["index_kind"]
     assert kind == ("ivf" if cache.settings.semantic.index == "faiss" else "exact")
@@ -315,10 +316,12 @@ def test_a_snapshot_from_another_database_is_not_used(
         first = cache_on(first_url)
         for i in range(5):
             first.put("shared", f"first database question {i}", {"n": i})
+        assert first.lookup("shared", "first database question 0").hit  # held: saved
         first.close(save=True)
         second = cache_on(second_url)
-        assert second.sync.loaded_from == "table"
         entry = second.put("shared", "a question stored in the second database", {"ok": 1})
         hit = second.lookup("shared", "a question stored in the second database")
+        loaded_from = second.sync.describe("shared")["loaded_from"]
         second.close(save=False)
     assert hit.hit and hit.matches[0].id == entry
+    assert loaded_from == "table"
