@@ -103,6 +103,8 @@ def _add_balance(c: Any) -> None:
                         "the mean a whole number of requests per replica")
     c.add_argument("--modes", nargs="+", choices=modes, default=modes,
                    help="how the semantic backend balances, each with fresh replicas")
+    c.add_argument("--memory-mb", type=int, default=None,
+                   help="each replica's EMBEDQ_SEMANTIC_MEMORY_MB (default: the setting's)")
     c.add_argument("--config", default=None,
                    help="the haproxy file (default: deploy/haproxy.cfg of this checkout)")
 

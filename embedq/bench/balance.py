@@ -10,14 +10,17 @@ answered in one mode is all it touched:
 2. For each mode (bounded, hash, roundrobin: haproxy.MODES) the same --requests lookups,
    each of a namespace drawn Zipf(--zipf, 1.1) over the namespaces (rank 1 the hottest)
    and one of its stored queries, sent through the balancer from --callers connections.
-3. Per mode, from HAProxy's own counts (stats socket and request log):
+3. Per mode, from HAProxy's own counts (stats socket, request log) and each replica's
+   /metrics (embedq_semantic_replica_*: what it holds, namespaces loaded on first use):
    load peak      the most requests one replica had in flight at once over the mean in
                   flight (callers / replicas): what hash-balance-factor 125 caps at 1.25
                   (exactly, when callers is a multiple of 12: whole requests per replica)
    request share  the most requests one replica was sent over the mean
-   held           the namespaces a replica answered over all the namespaces: what a
-                  replica that loads namespaces on first use holds; a replica that holds
-                  every namespace is 1.0, and round robin tends to it as traffic goes on
+   memory         the semantic bytes a replica holds over those of a replica that holds
+                  every namespace (a fresh one asked about each, after the modes)
+   loads/1000     namespaces loaded per 1000 lookups, all replicas (first use, or again
+                  after an eviction under --memory-mb)
+   copies         how many namespaces 1, 2 and 3 replicas answered
    hot spread     the hottest namespace's requests on each replica
 4. The namespaces are dropped.
 
@@ -31,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import subprocess
 import tempfile
@@ -41,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 from embedq.bench import haproxy
@@ -56,6 +61,8 @@ PREFIX = "bench-balance-"
 SEED = 28
 FILL_THREADS = 8
 Procs = dict[str, tuple[subprocess.Popen[bytes], Path]]
+_REPLICA = re.compile(r"^embedq_semantic_replica_(namespaces|bytes|loads|evictions)(?:_total)?"
+                      r"\s+(\S+)$", re.M)
 
 
 def namespaces(n: int) -> list[str]:
@@ -115,9 +122,10 @@ def _worker(settings: Settings, env: dict[str, str], tmp: Path) -> Iterator[list
 
 
 @contextlib.contextmanager
-def _replicas(env: dict[str, str], tmp: Path, mode: str) -> Iterator[list[str]]:
-    """haproxy.REPLICAS fresh `embedq serve` processes, yielded as host:port once ready."""
-    ports = [processes.free_port() for _ in range(haproxy.REPLICAS)]
+def _replicas(env: dict[str, str], tmp: Path, mode: str, count: int = haproxy.REPLICAS
+              ) -> Iterator[list[str]]:
+    """`count` fresh `embedq serve` processes, yielded as host:port once ready."""
+    ports = [processes.free_port() for _ in range(count)]
     procs: Procs = {}
     for n, port in enumerate(ports, 1):
         log = tmp / f"serve-{mode}-{n}.log"
@@ -129,6 +137,31 @@ def _replicas(env: dict[str, str], tmp: Path, mode: str) -> Iterator[list[str]]:
     finally:
         for proc, _ in procs.values():
             processes.stop(proc)
+
+
+def memory(address: str, headers: dict[str, str]) -> dict[str, int]:
+    """What the replica at `address` holds (its /metrics: embedq_semantic_replica_*)."""
+    resp = httpx.get(f"http://{address}/metrics", headers=headers, timeout=30)
+    resp.raise_for_status()
+    found = {m.group(1): int(float(m.group(2))) for m in _REPLICA.finditer(resp.text)}
+    if "bytes" not in found:
+        raise Unavailable(f"{address}/metrics has no embedq_semantic_replica_bytes: the "
+                          "replicas run an embedq that loads every namespace at start")
+    return found
+
+
+def _reference(env: dict[str, str], tmp: Path, names: list[str], entries: int
+               ) -> dict[str, int]:
+    """A replica that holds every namespace: one lookup each, on a fresh one with the
+    default budget."""
+    headers = {"Authorization": f"Bearer {env['EMBEDQ_API_KEYS']}"}
+    env = {k: v for k, v in env.items() if k != "EMBEDQ_SEMANTIC_MEMORY_MB"}
+    with _replicas(env, tmp, "reference", 1) as (address,), \
+            httpx.Client(base_url=f"http://{address}", headers=headers, timeout=60) as http:
+        for name in names:
+            http.post(f"/v1/semantic-cache/{name}/lookup",
+                      json={"query": _query(name, entries - 1)}).raise_for_status()
+        return memory(address, headers)
 
 
 async def _drive(url: str, paths: list[str], bodies: list[Any], callers: int,
@@ -162,6 +195,7 @@ def _phase(mode: str, config: str, env: dict[str, str], tmp: Path, names: list[s
         wall = time.perf_counter() - started
         servers = lb.replicas()
         routes = lb.wait_logged(len(draws))
+        held_now = [memory(address, headers) for address in addresses]
     held: dict[str, set[str]] = {s.name: set() for s in servers}
     hot: Counter[str] = Counter()
     for server, path in routes:
@@ -172,8 +206,11 @@ def _phase(mode: str, config: str, env: dict[str, str], tmp: Path, names: list[s
     mean_requests = len(draws) / len(servers)
     replicas = [{"name": s.name, "requests": s.requests, "peak_in_flight": s.peak_in_flight,
                  "namespaces": len(held[s.name]),
-                 "held_share": round(len(held[s.name]) / len(names), 3)} for s in servers]
+                 "held_share": round(len(held[s.name]) / len(names), 3),
+                 "memory": {k: m[k] for k in ("namespaces", "bytes", "loads", "evictions")}}
+                for s, m in zip(servers, held_now, strict=True)]
     hot_total = sum(hot.values())
+    copies = Counter(sum(name in held[s.name] for s in servers) for name in names)
     return {
         "mode": mode, "requests": len(draws), "wall_s": round(wall, 2),
         "load_peak": round(max(s.peak_in_flight for s in servers)
@@ -181,6 +218,8 @@ def _phase(mode: str, config: str, env: dict[str, str], tmp: Path, names: list[s
         "request_share": round(max(s.requests for s in servers) / mean_requests, 3),
         "held_share_max": round(max(len(held[s.name]) for s in servers) / len(names), 3),
         "replicas": replicas,
+        "copies": {str(n): copies[n] for n in range(1, len(servers) + 1)},
+        "loads_per_1000": round(1000 * sum(m["loads"] for m in held_now) / len(draws), 1),
         "hot": {"namespace": names[0], "requests": hot_total,
                 "per_replica": {s.name: round(hot[s.name] / max(1, hot_total), 3)
                                 for s in servers},
@@ -189,10 +228,12 @@ def _phase(mode: str, config: str, env: dict[str, str], tmp: Path, names: list[s
 
 
 def _print(row: dict[str, Any]) -> None:
-    held = " ".join(f"{r['held_share']:.2f}" for r in row["replicas"])
+    memory = " ".join(f"{r['memory_share']:.2f}" for r in row["replicas"])
     hot = " ".join(f"{share:.2f}" for share in row["hot"]["per_replica"].values())
+    copies = "/".join(str(n) for n in row["copies"].values())
     print(f"  {row['mode']:<10}  {row['load_peak']:>9.2f}  {row['request_share']:>13.2f}  "
-          f"{held:>16}  {hot:>16}  {row['wall_s']:>6.1f}")
+          f"{memory:>18}  {row['loads_per_1000']:>10.1f}  {copies:>11}  {hot:>16}  "
+          f"{row['wall_s']:>6.1f}")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -211,6 +252,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     names = namespaces(args.namespaces)
     draws = zipf_draws(len(names), args.requests, args.zipf)
     env = {**os.environ, "EMBEDQ_API_KEYS": secrets.token_urlsafe(24), "PYTHONUNBUFFERED": "1"}
+    if args.memory_mb is not None:
+        env["EMBEDQ_SEMANTIC_MEMORY_MB"] = str(args.memory_mb)
     print(f"bench balance: {len(names)} namespaces x {args.entries} entries, {args.requests} "
           f"lookups drawn Zipf({args.zipf}) from {args.callers} connections, "
           f"{haproxy.REPLICAS} replicas behind haproxy ({path.name})")
@@ -224,17 +267,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["started"] = started
         try:
             _fill(cache, names, args.entries)
-            print(f"  {'mode':<10}  {'load peak':>9}  {'request share':>13}  "
-                  f"{'held per replica':>16}  {'hot per replica':>16}  {'wall s':>6}")
             for mode in modes:
-                row = _phase(mode, config, env, Path(tmpdir), names, draws, args.entries,
-                             args.callers)
-                report["modes"].append(row)
-                _print(row)
+                report["modes"].append(_phase(mode, config, env, Path(tmpdir), names, draws,
+                                              args.entries, args.callers))
+                print(f"  {mode}: {report['modes'][-1]['wall_s']} s")
+            report["reference"] = _reference(env, Path(tmpdir), names, args.entries)
         finally:
             for name in names:
                 cache.drop(name)
-    print(f"load peak: busiest replica's most requests in flight / (callers / replicas); "
-          f"held: namespaces a replica answered / {len(names)}; hot: namespace "
+    every = report["reference"]["bytes"]
+    print(f"  {'mode':<10}  {'load peak':>9}  {'request share':>13}  "
+          f"{'memory per replica':>18}  {'loads/1000':>10}  {'copies 1/2/3':>11}  "
+          f"{'hot per replica':>16}  {'wall s':>6}")
+    for row in report["modes"]:
+        for replica in row["replicas"]:
+            replica["memory_share"] = round(replica["memory"]["bytes"] / every, 3)
+        row["memory_share_max"] = max(r["memory_share"] for r in row["replicas"])
+        _print(row)
+    print(f"load peak: the busiest replica's most requests in flight / (callers / replicas); "
+          f"memory: semantic bytes a replica holds / a replica holding all {len(names)} "
+          f"namespaces ({every} bytes); loads: namespaces loaded per 1000 lookups; hot: "
           f"{names[0]} ({report['hot_share']:.0%} of lookups), its requests per replica")
     return report

@@ -2,10 +2,11 @@
 `embedq bench balance` on a Zipf(1.1) stream over 200 namespaces, the shipped bounded-load
 hashing against round robin on the same draws.
 
-What is asserted are properties of the routing, read from HAProxy's own counts: no replica
-ever had more than 1.25 x the mean requests in flight, the replicas answered fewer
-namespaces between them than round robin made them answer (what they hold once namespaces
-load on first use), and the hottest namespace was served by more than one replica."""
+What is asserted are properties of the routing, read from HAProxy's own counts and each
+replica's /metrics: no replica ever had more than 1.25 x the mean requests in flight, each
+replica holds exactly the namespaces HAProxy routed to it (loaded on first use), the
+replicas hold less between them than round robin made them hold, and the hottest
+namespace was served by more than one replica."""
 
 from __future__ import annotations
 
@@ -69,8 +70,14 @@ def test_bounded_loads_keep_replicas_within_a_quarter_of_the_mean_and_namespaces
         assert row["hot"]["requests"] == report["hot_requests"] > 0
     assert bounded["load_peak"] <= 1.25
     assert max(r["peak_in_flight"] for r in bounded["replicas"]) <= 5  # 1.25 x 12 / 3
+    for row in (bounded, robin):  # a replica holds what it was routed, nothing else
+        for replica in row["replicas"]:
+            assert replica["memory"]["namespaces"] == replica["namespaces"] > 0
+            assert replica["memory"]["evictions"] == 0  # the default budget holds them all
+            assert 0 < replica["memory_share"] < 1
+    assert report["reference"]["namespaces"] == 200
     # Round robin sends a namespace's lookups to every replica, the ring to its own first.
-    held = [sum(r["namespaces"] for r in row["replicas"]) for row in (bounded, robin)]
+    held = [sum(r["memory"]["bytes"] for r in row["replicas"]) for row in (bounded, robin)]
     assert held[0] < held[1]
     assert bounded["hot"]["replicas"] >= 2  # the hot namespace spilled over
     assert max(bounded["hot"]["per_replica"].values()) < 1
