@@ -7,6 +7,8 @@
     dify_bare.py its bare-model phase, the baseline the requests are measured against
     coalesce.py  `embedq bench coalesce`: a slow upstream, with and without embedq
     semantic.py  `embedq bench semantic`: the semantic cache's index at size
+    semantic_replica.py  `embedq bench semantic --writers | --replica`: concurrent tenants' puts,
+                 namespace loads (table, snapshot)
     backends.py  `embedq bench backends`: torch against ONNX Runtime fp32 and int8
     served.py    its `--through-serve`: the int8 tier through `embedq serve` against bare
     gpu.py       `embedq bench gpu`: fp16 and fp32 on a CUDA GPU, the index at 1M entries
@@ -60,6 +62,12 @@ def add_parser(sub: Any, handler: Any) -> None:
     s = add("semantic", "the semantic cache's index at size", file=True)
     s.add_argument("--entries", type=int, default=100_000, help="cache entries")
     s.add_argument("--queries", type=int, default=1000, help="lookups measured")
+    s.add_argument("--writers", type=int, default=0, metavar="PUTS",
+                   help="instead: PUTS puts per tenant, 1 and 2 tenants at once, global "
+                        "lock against per-namespace locks (Postgres)")
+    s.add_argument("--replica", type=int, default=0, metavar="ENTRIES",
+                   help="instead: a namespace of ENTRIES loaded from the table and from "
+                        "its snapshot, and its bytes held")
     t = add("threshold", "the semantic threshold's table, tune and held-out splits")
     t.add_argument("--pairs-file", default=None,
                    help="the tune split (default tests/data/semantic_pairs.tune.jsonl)")

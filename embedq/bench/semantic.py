@@ -9,6 +9,8 @@ paraphrase-like neighbour, cosine about 0.9 to it). Reported, for the index that
     brute-force exact search on the same data in the same run, as the baseline ratio;
   * recall@1 of the index against exact search, and for a few nprobe values;
   * index bytes per entry, and the ratio to the raw float32 vector bytes.
+With --writers or --replica it measures the tables and replicas instead
+(semantic_replica.py).
 """
 
 from __future__ import annotations
@@ -121,6 +123,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.file:
         raise ConfigError("bench semantic measures synthetic vectors and reads no texts: "
                           "drop --file (size it with --entries and --queries)")
+    if args.writers or args.replica:
+        from embedq.bench import semantic_replica
+
+        return semantic_replica.run(args)
     settings = Settings.from_env()
     report = bench_semantic(args.entries, args.queries, settings)
     print(

@@ -62,7 +62,7 @@ class Scope:
         return cls(exclusive=True)
 
     @classmethod
-    def of(cls, namespace: str, tenant: str) -> Scope:
+    def of(cls, namespace: str, tenant: str | None) -> Scope:
         return cls(exclusive=False, tenant=tenant, namespaces=(namespace,))
 
     @classmethod
@@ -76,15 +76,19 @@ def take(s: Session, scope: Scope, lock_ms: int) -> None:
         if scope.exclusive:
             s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": WRITE_LOCK_KEY})
             return
-        s.execute(text("SELECT pg_advisory_xact_lock_shared(:k)"), {"k": WRITE_LOCK_KEY})
+        # One statement, one round trip: a select list is evaluated left to right, so
+        # the locks are taken in the order above.
         how = "pg_advisory_xact_lock_shared" if scope.shared else "pg_advisory_xact_lock"
+        calls = ["pg_advisory_xact_lock_shared(:g)"]
+        params: dict[str, int] = {"g": WRITE_LOCK_KEY, "tc": TENANT_CLASS,
+                                  "nc": NAMESPACE_CLASS}
         if scope.tenant is not None:
-            s.execute(text(f"SELECT {how}(:c, :k)"),
-                      {"c": TENANT_CLASS, "k": key_of(scope.tenant)})
-        keys = sorted({key_of(n) for n in scope.namespaces})
-        if keys:
-            s.execute(text(f"SELECT count({how}(:c, k)) FROM unnest(CAST(:keys AS int[])) "
-                           "AS t(k)"), {"c": NAMESPACE_CLASS, "keys": keys})
+            calls.append(f"{how}(:tc, :t)")
+            params["t"] = key_of(scope.tenant)
+        for i, key in enumerate(sorted({key_of(n) for n in scope.namespaces})):
+            calls.append(f"{how}(:nc, :n{i})")
+            params[f"n{i}"] = key
+        s.execute(text(f"SELECT {', '.join(calls)}"), params)
     except OperationalError as exc:
         if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
             raise

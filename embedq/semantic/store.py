@@ -112,8 +112,11 @@ def _live(now: datetime) -> Any:
 class SemanticStore(ChangeLogReads):
     """The semantic cache's tables; the change log's reads are in changes.py."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, scoped_locks: bool = True) -> None:
+        """`scoped_locks=False`: every write takes the global lock alone, as before the
+        per-namespace locks (the baseline of `embedq bench semantic --writers`)."""
         self.db = db
+        self.scoped_locks = scoped_locks
 
     @contextlib.contextmanager
     def _writing(self, scope: Scope) -> Iterator[Session]:
@@ -122,35 +125,27 @@ class SemanticStore(ChangeLogReads):
                 take(s, scope, self.db.timeouts.lock_ms)
             yield s
 
-    def _scope(self, namespace: str, tenant: str | None) -> Scope:
-        """The locks a write to `namespace` takes: its own and its owner's (`tenant` when
-        it has none yet); the global lock alone when the namespace does not exist yet
-        (a new one is counted against every tenant's), re-checked under the lock."""
-        with self.db.session() as s:
-            owner = s.scalar(select(SemanticNamespace.tenant)
-                             .where(SemanticNamespace.namespace == namespace))
-        if owner is None:
-            return Scope.everything()
-        return Scope.of(namespace, owner if tenant is None else tenant)
-
     @contextlib.contextmanager
-    def _writing_to(self, namespace: str, tenant: str | None) -> Iterator[Session]:
-        """A transaction under `_scope`'s locks. A namespace that was dropped between the
-        owner's read and the lock is counted again: the transaction restarts under the
-        global lock."""
-        scope = self._scope(namespace, tenant)
-        if scope.exclusive:
-            with self._writing(scope) as s:
-                yield s
-            return
-        with self._writing(scope) as s:
-            exists = s.scalar(select(SemanticNamespace.tenant)
-                              .where(SemanticNamespace.namespace == namespace))
-            if exists is not None:
-                yield s
-                return
+    def _writing_to(self, namespace: str, tenant: str | None
+                    ) -> Iterator[tuple[Session, str | None]]:
+        """A transaction holding the locks of a write to `namespace`: the shared global
+        lock, `tenant`'s (its caps are counted under it; None for writes that only
+        remove) and the namespace's. A namespace that does not exist (yet, or any more)
+        is created under the global lock alone, so the transaction restarts under it
+        (the namespace counts of all tenants are read there). Yields the session and
+        the namespace's owner, read under the locks."""
+        if self.scoped_locks:
+            with self._writing(Scope.of(namespace, tenant)) as s:
+                owner = self._owner(s, namespace)
+                if owner is not None:
+                    yield s, owner
+                    return
         with self._writing(Scope.everything()) as s:
-            yield s
+            yield s, self._owner(s, namespace)
+
+    def _owner(self, s: Session, namespace: str) -> str | None:
+        return s.scalar(select(SemanticNamespace.tenant)
+                        .where(SemanticNamespace.namespace == namespace))
 
     def _log(self, s: Session, op: str, rows: list[tuple[int, str, str]]) -> None:
         for entry_id, namespace, space in rows:
@@ -174,9 +169,7 @@ class SemanticStore(ChangeLogReads):
         now = utcnow()
         expires = now + timedelta(seconds=ttl_s) if ttl_s else None
         digest = query_digest(query)
-        with self._writing_to(namespace, tenant) as s:
-            owner = s.scalar(select(SemanticNamespace.tenant)
-                             .where(SemanticNamespace.namespace == namespace))
+        with self._writing_to(namespace, tenant) as (s, owner):
             if owner is not None and owner != tenant:
                 raise NotFound(f"namespace {namespace!r} is not one of this tenant's: "
                                f"{SHARED_NAMES}")
@@ -205,11 +198,12 @@ class SemanticStore(ChangeLogReads):
             evicted = self._evict(s, namespace, max_entries, now)
             return PutResult(row.id, True, evicted)
 
-    def writing(self, namespace: str, tenant: str | None = None
-                ) -> contextlib.AbstractContextManager[Session]:
+    @contextlib.contextmanager
+    def writing(self, namespace: str, tenant: str | None = None) -> Iterator[Session]:
         """A transaction holding the locks of a write to `namespace` by `tenant`, for
         writes made next to these (ensure_namespace, a namespace's policy)."""
-        return self._writing_to(namespace, tenant)
+        with self._writing_to(namespace, tenant) as (s, _):
+            yield s
 
     def ensure_namespace(self, s: Session, namespace: str, max_namespaces: int,
                          tenant: str = DEFAULT_TENANT, caps: TenantCaps | None = None) -> None:
@@ -291,14 +285,10 @@ class SemanticStore(ChangeLogReads):
             return s.scalar(select(SemanticNamespace.tenant)
                             .where(SemanticNamespace.namespace == namespace))
 
-    def _owned(self, s: Session, namespace: str, tenant: str | None) -> bool:
-        return tenant is None or s.scalar(select(SemanticNamespace.tenant).where(
-            SemanticNamespace.namespace == namespace)) in (tenant, None)
-
     def delete_entry(self, namespace: str, entry_id: int, tenant: str | None = None) -> bool:
         """False when there is no such entry (in `tenant`'s namespace, when given)."""
-        with self._writing_to(namespace, tenant) as s:
-            if not self._owned(s, namespace, tenant):
+        with self._writing_to(namespace, tenant) as (s, owner):
+            if tenant is not None and owner not in (tenant, None):
                 return False
             row = s.get(SemanticEntry, entry_id)
             if row is None or row.namespace != namespace:
@@ -310,8 +300,8 @@ class SemanticStore(ChangeLogReads):
     def drop_namespace(self, namespace: str, tenant: str | None = None) -> int:
         """Delete every entry of the namespace (one "drop" change); return how many.
         Another tenant's namespace (`tenant` given) raises NotFound."""
-        with self._writing_to(namespace, tenant) as s:
-            if not self._owned(s, namespace, tenant):
+        with self._writing_to(namespace, tenant) as (s, owner):
+            if tenant is not None and owner not in (tenant, None):
                 raise NotFound(f"namespace {namespace!r} does not exist for this tenant "
                                f"({SHARED_NAMES})")
             gone = s.execute(delete(SemanticEntry).where(SemanticEntry.namespace == namespace))

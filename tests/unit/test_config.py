@@ -134,6 +134,9 @@ def test_test_encoders_need_no_revision(encoder: str) -> None:
          r"EMBEDQ_CALLBACK_BACKOFF_MAX_S=10 is below EMBEDQ_CALLBACK_BACKOFF_S=60"),
         ({"EMBEDQ_TENANT_ISOLATION": "loose"}, r"use shared or strict"),
         ({"EMBEDQ_DIMENSIONS": "0"}, r"EMBEDQ_DIMENSIONS=0 is out of range"),
+        ({"EMBEDQ_SEMANTIC_MEMORY_MB": "0"}, r"EMBEDQ_SEMANTIC_MEMORY_MB=0 .* from 1 to"),
+        ({"EMBEDQ_SEMANTIC_MEMORY_MB": "1.5g"}, r"MEMORY_MB='1.5g' is not an integer"),
+        ({"EMBEDQ_SEMANTIC_HOT_LOOKUPS_PER_S": "0"}, r"HOT_LOOKUPS_PER_S=0.0 .* from 0.001"),
     ],
 )
 def test_every_value_is_checked_against_its_range_at_start(env: dict[str, str],

@@ -1,5 +1,6 @@
 """Hot keys: the heavy-hitters sketch finds the most asked-for keys of a skewed stream
-with bounded error, decays, and the stores merge what processes publish."""
+with bounded error, decays, reads a steady rate as itself, and the stores merge what
+processes publish."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections import Counter
 
 from embedq.coordination.hot_keys import (
     PUBLISH_TTL_S,
+    RATES,
     HeavyHitters,
     HotKeys,
+    hot_namespaces,
     live_hot_keys,
     merge,
 )
@@ -79,3 +82,35 @@ def test_the_stores_merge_what_processes_publish(store: HotStore) -> None:
     got = store.hot_keys()
     assert got["fingerprint"] == [("fp1", 3.0), ("fp2", 1.0)]
     assert got["namespace"] == [("docs", 1.0)]
+
+
+def test_a_steady_rate_reads_as_itself_across_halvings() -> None:
+    now = [0.0]
+    sketch = HeavyHitters(half_life_s=60.0, clock=lambda: now[0])
+    for second in range(1, 601):  # 5 lookups a second of "faq", 1 of "docs", for 10 min
+        now[0] = float(second)
+        sketch.offer(["faq"] * 5 + ["docs"])
+    rates = dict(sketch.rates())
+    assert abs(rates["faq"] - 5.0) < 0.1 and abs(rates["docs"] - 1.0) < 0.02  # asks per 1 s step
+    now[0] += 120.0  # two quiet half-lives: the rate falls, the lookups are still counted
+    assert 0.9 < dict(sketch.rates())["faq"] < 5.0 / 2
+
+
+def test_a_young_process_reads_its_first_asks_over_the_minimum_window() -> None:
+    now = [0.0]
+    sketch = HeavyHitters(clock=lambda: now[0])
+    now[0] = 0.5
+    sketch.offer(["faq"] * 5)
+    assert sketch.rates() == [("faq", 0.5)]  # 5 asks over 10 s, not 10 a second
+
+
+def test_hot_namespaces_are_those_past_the_rate_summed_over_processes() -> None:
+    now = time.time()
+    published = {
+        "p1": {"at": now, "top": {RATES: [["faq", 3.0], ["docs", 0.5]]}},
+        "p2": {"at": now, "top": {RATES: [["faq", 2.5], ["misc", 0.1]]}},
+    }
+    merged, _ = live_hot_keys(published, now)
+    assert hot_namespaces(merged, 5.0) == [("faq", 5.5)]
+    assert hot_namespaces(merged, 0.4) == [("faq", 5.5), ("docs", 0.5)]
+    assert [kind for kind in HotKeys().top()] == ["fingerprint", "namespace", RATES]
