@@ -113,6 +113,9 @@ def _add_balance(c: Any) -> None:
                    help="how the semantic backend balances, each with fresh replicas")
     c.add_argument("--memory-mb", type=int, default=None,
                    help="each replica's EMBEDQ_SEMANTIC_MEMORY_MB (default: the setting's)")
+    c.add_argument("--no-reference", action="store_true",
+                   help="skip the replica asked about every namespace: memory in bytes, "
+                        "not as a share of everything")
     c.add_argument("--config", default=None,
                    help="the haproxy file (default: deploy/haproxy.cfg of this checkout)")
 

@@ -17,7 +17,8 @@ answered in one mode is all it touched:
                   (exactly, when callers is a multiple of 12: whole requests per replica)
    request share  the most requests one replica was sent over the mean
    memory         the semantic bytes a replica holds over those of a replica that holds
-                  every namespace (a fresh one asked about each, after the modes)
+                  every namespace (a fresh one asked about each, after the modes; with
+                  --no-reference, bytes)
    loads/1000     namespaces loaded per 1000 lookups, all replicas (first use, or again
                   after an eviction under --memory-mb)
    copies         how many namespaces 1, 2 and 3 replicas answered
@@ -41,7 +42,6 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ from embedq.testing import loadgen, processes
 
 PREFIX = "bench-balance-"
 SEED = 28
-FILL_THREADS = 8
+REFERENCE_CALLERS = 4
 Procs = dict[str, tuple[subprocess.Popen[bytes], Path]]
 _REPLICA = re.compile(r"^embedq_semantic_replica_(namespaces|bytes|loads|evictions)(?:_total)?"
                       r"\s+(\S+)$", re.M)
@@ -94,15 +94,13 @@ def _cache(settings: Settings) -> Iterator[SemanticCache]:
 
 
 def _fill(cache: SemanticCache, names: list[str], entries: int) -> None:
-    """Each namespace emptied, then given `entries` entries (namespaces in parallel: a
-    put waits mostly on Postgres)."""
-    def fill(name: str) -> None:
-        cache.drop(name)
+    """Each namespace emptied when it holds entries (a run stopped midway leaves them),
+    then given `entries` entries, one put at a time (threads were no faster)."""
+    for name in names:
+        if cache.store.owner(name) is not None:
+            cache.drop(name)
         for entry in range(entries):
             cache.put(name, _query(name, entry), {"answer": entry})
-
-    with ThreadPoolExecutor(FILL_THREADS) as pool:
-        list(pool.map(fill, names))
 
 
 @contextlib.contextmanager
@@ -156,11 +154,11 @@ def _reference(env: dict[str, str], tmp: Path, names: list[str], entries: int
     default budget."""
     headers = {"Authorization": f"Bearer {env['EMBEDQ_API_KEYS']}"}
     env = {k: v for k, v in env.items() if k != "EMBEDQ_SEMANTIC_MEMORY_MB"}
-    with _replicas(env, tmp, "reference", 1) as (address,), \
-            httpx.Client(base_url=f"http://{address}", headers=headers, timeout=60) as http:
-        for name in names:
-            http.post(f"/v1/semantic-cache/{name}/lookup",
-                      json={"query": _query(name, entries - 1)}).raise_for_status()
+    with _replicas(env, tmp, "reference", 1) as (address,):
+        asyncio.run(_drive(f"http://{address}",
+                           [f"/v1/semantic-cache/{name}/lookup" for name in names],
+                           [{"query": _query(name, entries - 1)} for name in names],
+                           REFERENCE_CALLERS, headers))
         return memory(address, headers)
 
 
@@ -228,7 +226,8 @@ def _phase(mode: str, config: str, env: dict[str, str], tmp: Path, names: list[s
 
 
 def _print(row: dict[str, Any]) -> None:
-    memory = " ".join(f"{r['memory_share']:.2f}" for r in row["replicas"])
+    memory = " ".join(f"{r['memory_share']:.2f}" if r["memory_share"] is not None
+                      else f"{r['memory']['bytes'] // 1024}K" for r in row["replicas"])
     hot = " ".join(f"{share:.2f}" for share in row["hot"]["per_replica"].values())
     copies = "/".join(str(n) for n in row["copies"].values())
     print(f"  {row['mode']:<10}  {row['load_peak']:>9.2f}  {row['request_share']:>13.2f}  "
@@ -271,21 +270,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 report["modes"].append(_phase(mode, config, env, Path(tmpdir), names, draws,
                                               args.entries, args.callers))
                 print(f"  {mode}: {report['modes'][-1]['wall_s']} s")
-            report["reference"] = _reference(env, Path(tmpdir), names, args.entries)
+            if not args.no_reference:
+                report["reference"] = _reference(env, Path(tmpdir), names, args.entries)
         finally:
             for name in names:
                 cache.drop(name)
-    every = report["reference"]["bytes"]
+    every = report["reference"]["bytes"] if "reference" in report else None
     print(f"  {'mode':<10}  {'load peak':>9}  {'request share':>13}  "
           f"{'memory per replica':>18}  {'loads/1000':>10}  {'copies 1/2/3':>11}  "
           f"{'hot per replica':>16}  {'wall s':>6}")
     for row in report["modes"]:
         for replica in row["replicas"]:
-            replica["memory_share"] = round(replica["memory"]["bytes"] / every, 3)
-        row["memory_share_max"] = max(r["memory_share"] for r in row["replicas"])
+            replica["memory_share"] = (round(replica["memory"]["bytes"] / every, 3)
+                                       if every else None)
+        row["memory_share_max"] = max(r["memory_share"] for r in row["replicas"]) \
+            if every else None
         _print(row)
+    memory = (f"semantic bytes a replica holds / a replica holding all {len(names)} namespaces "
+              f"({every} bytes)" if every else "KiB of semantic indexes a replica holds")
     print(f"load peak: the busiest replica's most requests in flight / (callers / replicas); "
-          f"memory: semantic bytes a replica holds / a replica holding all {len(names)} "
-          f"namespaces ({every} bytes); loads: namespaces loaded per 1000 lookups; hot: "
+          f"memory: {memory}; loads: namespaces loaded per 1000 lookups; hot: "
           f"{names[0]} ({report['hot_share']:.0%} of lookups), its requests per replica")
     return report

@@ -58,7 +58,7 @@ def test_bounded_loads_keep_replicas_within_a_quarter_of_the_mean_and_namespaces
     done = subprocess.run(
         [sys.executable, "-m", "embedq.cli", "bench", "balance", "--namespaces", "200",
          "--entries", "1", "--requests", "600", "--callers", "12",
-         "--modes", "bounded", "roundrobin", "--json"],
+         "--modes", "bounded", "roundrobin", "--no-reference", "--json"],
         env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -74,8 +74,7 @@ def test_bounded_loads_keep_replicas_within_a_quarter_of_the_mean_and_namespaces
         for replica in row["replicas"]:
             assert replica["memory"]["namespaces"] == replica["namespaces"] > 0
             assert replica["memory"]["evictions"] == 0  # the default budget holds them all
-            assert 0 < replica["memory_share"] < 1
-    assert report["reference"]["namespaces"] == 200
+            assert replica["memory"]["bytes"] > 0
     # Round robin sends a namespace's lookups to every replica, the ring to its own first.
     held = [sum(r["memory"]["bytes"] for r in row["replicas"]) for row in (bounded, robin)]
     assert held[0] < held[1]
