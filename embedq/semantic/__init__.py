@@ -5,8 +5,11 @@
     index.py     VectorIndex: FAISS (flat, IVF; GPU when present) and an exact fake
     store.py     the tables: entries, the change log, namespace counters
     changes.py   the change log's reads: changes after a watermark, consistent snapshots
-    sync.py      IndexSync: load, follow the change log by watermark, compact, rebuild
-    snapshot.py  index snapshots on disk under Settings.data_dir
+    locks.py     the writers' and followers' advisory locks; why the watermark is exact
+    residency.py which namespaces a process holds within EMBEDQ_SEMANTIC_MEMORY_MB
+    sync.py      IndexSync: load on first use, follow the change log by watermark, compact,
+                 rebuild, drop past the budget
+    snapshot.py  index snapshots on disk under Settings.data_dir, one per namespace
     commands.py  `embedq cache put|lookup|delete|stats`
 """
 

@@ -7,7 +7,12 @@ Three kinds, all held to the end of a transaction:
   tenant      exclusive, by a write to one of the tenant's namespaces: the tenant's caps
               (namespaces, live entries) are counted under it, so two of its puts cannot
               pass a cap together; two tenants' writes run at once.
-  namespace   exclusive by its writers, shared by its followers (changes.py).
+  namespace   exclusive by its writers, shared by its followers (changes.py). A
+              namespace's lock is one of NAMESPACE_STRIPES, chosen by a hash of its name:
+              a follower holding thousands of namespaces takes at most that many locks
+              (each takes a slot of Postgres's shared lock table, sized by
+              max_locks_per_transaction), and two namespaces on one stripe only write
+              one after the other.
 
 Why a follower's watermark stays exact: a change's `seq` is drawn inside its writer's
 transaction, under its namespace's lock (or the exclusive global one). A follower takes
@@ -19,8 +24,9 @@ late below that watermark; the follower does not hold that namespace, and when i
 it, the load reads the namespace under the same locks.
 
 Lock order, so no two transactions wait on each other: global, then tenant, then the
-namespaces in key order. The two-key form (class, 32-bit hash) keeps tenant and namespace
-keys apart from WRITE_LOCK_KEY's one-key space; two names on one hash only share a lock.
+namespaces in stripe order. The two-key form (class, 32-bit key) keeps tenant and
+namespace keys apart from WRITE_LOCK_KEY's one-key space; two tenants on one hash only
+share a lock.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from embedq.errors import DatabaseUnavailable
 WRITE_LOCK_KEY = 0x656D62_5345  # "emb" "SE": the global lock of every semantic-cache writer
 TENANT_CLASS = 0x53_54  # "ST"
 NAMESPACE_CLASS = 0x53_4E  # "SN"
+NAMESPACE_STRIPES = 64
 LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of a wait past lock_timeout
 
 
@@ -45,6 +52,11 @@ def key_of(name: str) -> int:
     """A name's 32-bit signed lock key."""
     return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:4], "big",
                           signed=True)
+
+
+def stripe_of(namespace: str) -> int:
+    """The namespace's lock, one of NAMESPACE_STRIPES."""
+    return key_of(namespace) % NAMESPACE_STRIPES
 
 
 @dataclass(frozen=True)
@@ -85,7 +97,7 @@ def take(s: Session, scope: Scope, lock_ms: int) -> None:
         if scope.tenant is not None:
             calls.append(f"{how}(:tc, :t)")
             params["t"] = key_of(scope.tenant)
-        for i, key in enumerate(sorted({key_of(n) for n in scope.namespaces})):
+        for i, key in enumerate(sorted({stripe_of(n) for n in scope.namespaces})):
             calls.append(f"{how}(:nc, :n{i})")
             params[f"n{i}"] = key
         s.execute(text(f"SELECT {', '.join(calls)}"), params)
