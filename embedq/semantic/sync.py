@@ -90,6 +90,7 @@ class IndexSync:
         self.last_sync: datetime | None = None
         self._skipped: set[int] = set()
         self._rebuilds: dict[str, _Rebuild] = {}
+        self._loading: dict[str, threading.Event] = {}
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -111,34 +112,52 @@ class IndexSync:
     # --- holding namespaces
     def hold(self, namespace: str) -> None:
         """Make `namespace` held and current: the most recently used, loaded if it was not
-        (then the least recently used past the budget are dropped)."""
-        with self._lock:
-            if self.residency.touch(namespace):
-                return
+        (then the least recently used past the budget are dropped). The load reads the
+        snapshot or the table outside the lock, so lookups in held namespaces go on; a
+        second caller for the same namespace waits for the first's load."""
+        while True:
+            with self._lock:
+                if self.residency.touch(namespace):
+                    return
+                loading = self._loading.get(namespace)
+                if loading is None:
+                    loading = self._loading[namespace] = threading.Event()
+                    break
+            loading.wait()
+        try:
             started = time.perf_counter()
-            found = snapshot.load(self.data_dir, self.space, namespace, self.index_config,
-                                  self.store.pruned_horizon(), self.store.change_marker)
-            if found is not None:
-                watermark, index, source = found.watermark, found.index, "snapshot"
-                self.saved[namespace] = watermark
-            else:
-                watermark, ids, blobs = self.store.namespace_vectors(namespace, self.space)
-                index = None
-                if ids:
-                    vectors = _vectors(blobs)
-                    index = build_index(np.asarray(ids, dtype=np.int64), vectors,
-                                        vectors.shape[1], self.index_config)
-                source = "table"
-            if index is not None:
-                self.indexes[namespace] = index
-            self.residency.admit(namespace, watermark)
-            self.loaded_from[namespace] = source
-            self.catch_up()
-            self.load_seconds[source] += time.perf_counter() - started
-            self.load_counts[source] += 1
+            watermark, index, source = self._read(namespace)
+            with self._lock:
+                if index is not None:
+                    self.indexes[namespace] = index
+                if source == "snapshot":
+                    self.saved[namespace] = watermark
+                self.residency.admit(namespace, watermark)
+                self.loaded_from[namespace] = source
+                self.catch_up()
+                self.load_seconds[source] += time.perf_counter() - started
+                self.load_counts[source] += 1
+                self._shed(keep=namespace)
             log.info("semantic %s loaded from %s: %d vectors, watermark %d", namespace,
                      source, len(index) if index is not None else 0, watermark)
-            self._shed(keep=namespace)
+        finally:
+            with self._lock:
+                self._loading.pop(namespace, None)
+            loading.set()
+
+    def _read(self, namespace: str) -> tuple[int, VectorIndex | None, str]:
+        """(watermark, index or None when empty, "snapshot" | "table"): the namespace's
+        current snapshot, else its rows read with the watermark they are exact at."""
+        found = snapshot.load(self.data_dir, self.space, namespace, self.index_config,
+                              self.store.pruned_horizon(), self.store.change_marker)
+        if found is not None:
+            return found.watermark, found.index, "snapshot"
+        watermark, ids, blobs = self.store.namespace_vectors(namespace, self.space)
+        if not ids:
+            return watermark, None, "table"
+        vectors = _vectors(blobs)
+        return watermark, build_index(np.asarray(ids, dtype=np.int64), vectors,
+                                      vectors.shape[1], self.index_config), "table"
 
     def _shed(self, keep: str | None = None) -> None:
         """Drop the least recently used namespaces past the budget (saved first); never
@@ -157,10 +176,12 @@ class IndexSync:
 
     # --- reads
     def search(self, namespace: str, vector: Matrix, k: int) -> list[Hit]:
-        with self._lock:
+        while True:
             self.hold(namespace)
-            index = self.indexes.get(namespace)
-            return index.search(vector, k) if index is not None else []
+            with self._lock:
+                if self.residency.touch(namespace):  # else dropped by another's load
+                    index = self.indexes.get(namespace)
+                    return index.search(vector, k) if index is not None else []
 
     def describe(self, namespace: str) -> dict[str, object]:
         """The namespace's index in this process (nothing is loaded to answer)."""

@@ -94,6 +94,25 @@ def test_past_the_budget_namespaces_are_dropped_and_reload_with_writes_made_mean
         assert reader.lookup(ns, f"{ns} question 42").matches[0].payload == 42
     assert reader.sync.memory()["loads"] > 7
 
+    # Threads looking up in turn across namespaces that do not fit: loads run outside
+    # the lock, evict each other, and every answer is still right.
+    wrong: list[tuple[str, int, Any]] = []
+
+    def ask(offset: int) -> None:
+        for i in range(12):
+            ns, n = names[(i + offset) % len(names)], 3 * i + offset
+            got = reader.lookup(ns, f"{ns} question {n}").matches
+            if not got or got[0].payload != n:
+                wrong.append((ns, n, got))
+
+    threads = [threading.Thread(target=ask, args=(offset,)) for offset in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
+    assert reader.sync.memory()["bytes"] <= 1024 * 1024
+
 
 def test_a_process_holding_no_namespace_reads_nothing(open_cache: Any, salt: str) -> None:
     from sqlalchemy import event
