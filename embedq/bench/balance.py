@@ -10,7 +10,9 @@ answered in one mode is all it touched:
 2. For each mode (bounded, hash, roundrobin: haproxy.MODES) the same --requests lookups,
    each of a namespace drawn Zipf(--zipf, 1.1) over the namespaces (rank 1 the hottest)
    and one of its stored queries, sent through the balancer from --callers connections.
-3. Per mode, from HAProxy's own counts (stats socket, request log) and each replica's
+3. Per mode, from HAProxy's own counts (stats socket), the replica each answer names
+   (X-Embedq-Replica, set by the shipped file: HAProxy's request log drops lines under
+   load) and each replica's
    /metrics (embedq_semantic_replica_*: what it holds, namespaces loaded on first use):
    load peak      the most requests one replica had in flight at once over the mean in
                   flight (callers / replicas): what hash-balance-factor 125 caps at 1.25
@@ -163,9 +165,11 @@ def _reference(env: dict[str, str], tmp: Path, names: list[str], entries: int
 
 
 async def _drive(url: str, paths: list[str], bodies: list[Any], callers: int,
-                 headers: dict[str, str]) -> None:
-    """Each body POSTed once to its path, from `callers` keep-alive connections."""
+                 headers: dict[str, str]) -> list[str]:
+    """Each body POSTed once to its path, from `callers` keep-alive connections; the
+    X-Embedq-Replica each answer names, in request order ("" where none)."""
     pending = iter(range(len(bodies)))
+    answered_by = [""] * len(bodies)
 
     async def caller() -> None:
         conn = loadgen.Connection(url)
@@ -174,10 +178,12 @@ async def _drive(url: str, paths: list[str], bodies: list[Any], callers: int,
                 status, payload = await conn.post_json(bodies[i], headers, paths[i])
                 if status >= 400:
                     raise Unavailable(f"{paths[i]} answered {status}: {payload[:300]!r}")
+                answered_by[i] = conn.headers.get("x-embedq-replica", "")
         finally:
             conn.close()
 
     await asyncio.gather(*[caller() for _ in range(callers)])
+    return answered_by
 
 
 def _phase(mode: str, config: str, env: dict[str, str], tmp: Path, names: list[str],
@@ -189,17 +195,20 @@ def _phase(mode: str, config: str, env: dict[str, str], tmp: Path, names: list[s
     with _replicas(env, tmp, mode) as addresses, \
             haproxy.Balancer(haproxy.variant(config, mode), addresses, tmp, mode) as lb:
         started = time.perf_counter()
-        asyncio.run(_drive(lb.url, paths, bodies, callers, headers))
+        answered_by = asyncio.run(_drive(lb.url, paths, bodies, callers, headers))
         wall = time.perf_counter() - started
         servers = lb.replicas()
-        routes = lb.wait_logged(len(draws))
         held_now = [memory(address, headers) for address in addresses]
     held: dict[str, set[str]] = {s.name: set() for s in servers}
     hot: Counter[str] = Counter()
-    for server, path in routes:
-        namespace = path.split("/")[3]
-        held[server].add(namespace)
-        if namespace == names[0]:
+    unnamed = answered_by.count("")
+    if unnamed or set(answered_by) - set(held):
+        raise ConfigError(f"{unnamed} answers named no replica of {sorted(held)} in "
+                          "X-Embedq-Replica: the haproxy file must keep deploy/haproxy.cfg's "
+                          "`http-response set-header X-Embedq-Replica %s`")
+    for server, k in zip(answered_by, draws, strict=True):
+        held[server].add(names[k])
+        if k == 0:
             hot[server] += 1
     mean_requests = len(draws) / len(servers)
     replicas = [{"name": s.name, "requests": s.requests, "peak_in_flight": s.peak_in_flight,

@@ -24,6 +24,7 @@ class Connection:
         self.path = parts.path or "/"
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self.headers: dict[str, str] = {}  # the last response's, names in lower case
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._reader is None or self._writer is None or self._writer.is_closing():
@@ -45,12 +46,14 @@ class Connection:
         length = -1
         chunked = False
         close = False
+        self.headers = {}
         while True:
             line = await reader.readline()
             if line in (b"\r\n", b""):
                 break
             name, _, value = line.decode("latin-1").partition(":")
             name = name.strip().lower()
+            self.headers[name] = value.strip()
             if name == "content-length":
                 length = int(value)
             elif name == "transfer-encoding" and "chunked" in value.lower():
