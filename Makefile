@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 K ?= 1
 
-.PHONY: demo test test-repeat lint unit integration services faults bench clean promtool gpu-check
+.PHONY: demo test test-repeat lint unit integration services faults bench clean promtool haproxy gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,15 @@ promtool: $(STAMP)
 	  (cd $$tmp && apt-get download -qq prometheus) && dpkg -x $$tmp/prometheus_*.deb $$tmp/x && \
 	  cp $$tmp/x/usr/bin/promtool $(BIN)/promtool && rm -rf $$tmp; }
 
+# haproxy runs deploy/haproxy.cfg in front of three `embedq serve` in `embedq bench balance`
+# and its test (tests/integration/test_balance.py), on loopback, started and stopped by
+# them. Debian's package, installed when absent (its own service is not used); one already
+# on PATH or in /usr/sbin is used as it is.
+haproxy:
+	@command -v haproxy >/dev/null || test -x /usr/sbin/haproxy || { \
+	  (apt-get update -qq || true) && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy; }
+
 lint: $(STAMP)
 	$(BIN)/ruff check embedq tests
 	$(BIN)/mypy
@@ -43,7 +52,7 @@ unit: $(STAMP) promtool
 # a smaller one (EMBEDQ_FAULTS_QUICK, tests/faults/conftest.py), and the API fuzz with
 # fewer examples than `make faults` (a random seed each run either way). The slowest
 # tests are listed at the end: the suite's budget is well under 15 minutes.
-test: $(STAMP) services lint promtool
+test: $(STAMP) services lint promtool haproxy
 	EMBEDQ_FAULTS_QUICK=1 EMBEDQ_FUZZ_EXAMPLES=$${EMBEDQ_FUZZ_EXAMPLES:-20} $(BIN)/pytest -q \
 	  --durations=25 tests
 

@@ -18,6 +18,9 @@
     pipeline.py  `embedq bench pipeline`: the pipeline with a free model against its storage
     scale.py     `embedq bench scale`: workers and API replicas added, on an I/O-bound upstream
     scale_cluster.py  `embedq bench scale --cluster`: coordination on a Redis Cluster
+    balance.py   `embedq bench balance`: namespaces routed to replicas by HAProxy's bounded
+                 loads, against plain hashing and round robin
+    haproxy.py   its haproxy on loopback with deploy/haproxy.cfg, and what haproxy counted
     cluster.py   the serve (and worker) a bench starts for itself, and stops
     stats.py     the percentile they all report with
 
@@ -60,21 +63,8 @@ def add_parser(sub: Any, handler: Any) -> None:
     d.add_argument("--api-key", default=None, help="with --url: the server's API key")
     add("coalesce", "a slow upstream, with and without embedq", n=5000, file=True)
     _semantic_options(add("semantic", "the semantic cache's index at size", file=True))
-    t = add("threshold", "the semantic threshold's table, tune and held-out splits")
-    t.add_argument("--pairs-file", default=None,
-                   help="the tune split (default tests/data/semantic_pairs.tune.jsonl)")
-    t.add_argument("--heldout-file", default=None,
-                   help="the held-out split, reported only "
-                        "(default tests/data/semantic_pairs.heldout.jsonl)")
-    t.add_argument("--lodo", nargs="?", default=None, const="", metavar="FILE",
-                   help="leave-one-domain-out figures on FILE's domains instead of the "
-                        "tune table (default tests/data/semantic_pairs.domains.jsonl)")
-    t.add_argument("--learned", nargs="?", default=None, const="", metavar="FILE",
-                   help="the learned verifier against the rules: leave-one-domain-out on "
-                        "FILE's domains, then the held-out splits")
-    t.add_argument("--train-learned", action="store_true",
-                   help="with --learned: write the fit on every domain as the shipped "
-                        "weights (embedq/data/learned_verifier.json)")
+    _threshold_options(add("threshold", "the semantic threshold's table, tune and "
+                                        "held-out splits"))
     k = add("backends", "torch against ONNX Runtime fp32 and int8", n=5000, file=True)
     k.add_argument("--through-serve", action="store_true",
                    help="instead: the int8 tier through embedq serve (embedded) against "
@@ -92,7 +82,49 @@ def add_parser(sub: Any, handler: Any) -> None:
         file=True)
     _add_scale(add("scale", "throughput as workers and API replicas are added "
                             "(I/O-bound upstream)", file=True))
+    _add_balance(add("balance", "semantic-cache namespaces routed to 3 API replicas by "
+                                "HAProxy (bounded loads, plain hashing, round robin)"))
 
+
+def _threshold_options(t: Any) -> None:
+    """`bench threshold`'s options: the tune table, or (instead) leave-one-domain-out, or
+    the learned verifier against the rules."""
+    t.add_argument("--pairs-file", default=None,
+                   help="the tune split (default tests/data/semantic_pairs.tune.jsonl)")
+    t.add_argument("--heldout-file", default=None,
+                   help="the held-out split, reported only "
+                        "(default tests/data/semantic_pairs.heldout.jsonl)")
+    t.add_argument("--lodo", nargs="?", default=None, const="", metavar="FILE",
+                   help="leave-one-domain-out figures on FILE's domains instead of the "
+                        "tune table (default tests/data/semantic_pairs.domains.jsonl)")
+    t.add_argument("--learned", nargs="?", default=None, const="", metavar="FILE",
+                   help="the learned verifier against the rules: leave-one-domain-out on "
+                        "FILE's domains, then the held-out splits")
+    t.add_argument("--train-learned", action="store_true",
+                   help="with --learned: write the fit on every domain as the shipped "
+                        "weights (embedq/data/learned_verifier.json)")
+
+
+def _add_balance(c: Any) -> None:
+    modes = ["bounded", "hash", "roundrobin"]  # embedq.bench.haproxy.MODES, not imported here
+    c.add_argument("--namespaces", type=int, default=200, help="namespaces stored")
+    c.add_argument("--entries", type=int, default=10, help="entries of each namespace")
+    c.add_argument("--requests", type=int, default=5000,
+                   help="lookups of each mode, the same draws for every mode")
+    c.add_argument("--zipf", type=float, default=1.1,
+                   help="the exponent namespaces are drawn with (rank 1 the hottest)")
+    c.add_argument("--callers", type=int, default=24,
+                   help="connections sending lookups at once; a multiple of 12 makes 1.25 x "
+                        "the mean a whole number of requests per replica")
+    c.add_argument("--modes", nargs="+", choices=modes, default=modes,
+                   help="how the semantic backend balances, each with fresh replicas")
+    c.add_argument("--memory-mb", type=int, default=None,
+                   help="each replica's EMBEDQ_SEMANTIC_MEMORY_MB (default: the setting's)")
+    c.add_argument("--no-reference", action="store_true",
+                   help="skip the replica asked about every namespace: memory in bytes, "
+                        "not as a share of everything")
+    c.add_argument("--config", default=None,
+                   help="the haproxy file (default: deploy/haproxy.cfg of this checkout)")
 
 
 def _semantic_options(s: Any) -> None:
@@ -195,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
         from embedq.bench import scale
 
         report = scale.run(args)
+    elif args.kind == "balance":
+        from embedq.bench import balance
+
+        report = balance.run(args)
     elif args.kind == "threshold":
         from embedq.bench import threshold
 

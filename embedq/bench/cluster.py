@@ -132,10 +132,10 @@ def cluster(settings: Settings, tmp: Path, *, jobs: bool = False) -> Iterator[Ta
             log = tmp / "serve.log"
             procs["serve"] = (processes.spawn_api(env, port, log), log)
             url = f"http://127.0.0.1:{port}"
-            _wait_ready(url, procs)
+            wait_ready(url, procs)
             if "worker" in procs:
                 # /readyz of an API that encodes locally does not wait for workers.
-                _wait_for_worker(settings, procs)
+                wait_for_worker(settings, procs)
             hot = make_hot_store(settings)
             yield Target(url, {"Authorization": f"Bearer {key}"},
                          settings.queue.request_timeout_s + 30,
@@ -145,7 +145,7 @@ def cluster(settings: Settings, tmp: Path, *, jobs: bool = False) -> Iterator[Ta
                 processes.stop(proc)
 
 
-def _wait_for_worker(settings: Settings,
+def wait_for_worker(settings: Settings,
                      procs: dict[str, tuple[subprocess.Popen[bytes], Path]]) -> None:
     """Until the worker this bench started beats for the model (its log if it exits)."""
     proc, log = procs["worker"]
@@ -160,7 +160,7 @@ def _wait_for_worker(settings: Settings,
         time.sleep(0.3)
 
 
-def _wait_ready(url: str, procs: dict[str, tuple[subprocess.Popen[bytes], Path]]) -> None:
+def wait_ready(url: str, procs: dict[str, tuple[subprocess.Popen[bytes], Path]]) -> None:
     """Until /readyz answers 200 (hot store, broker, database, a live worker for the
     model); a started process that exits, or the deadline, ends the bench with its log."""
     deadline = time.monotonic() + START_DEADLINE_S

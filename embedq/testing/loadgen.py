@@ -24,17 +24,19 @@ class Connection:
         self.path = parts.path or "/"
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self.headers: dict[str, str] = {}  # the last response's, names in lower case
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._reader is None or self._writer is None or self._writer.is_closing():
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         return self._reader, self._writer
 
-    async def post_json(self, body: Any, headers: dict[str, str] | None = None
-                        ) -> tuple[int, bytes]:
+    async def post_json(self, body: Any, headers: dict[str, str] | None = None,
+                        path: str | None = None) -> tuple[int, bytes]:
+        """POST to `path` (default: the connection's URL's), on the same connection."""
         data = json.dumps(body).encode()
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        head = (f"POST {self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+        head = (f"POST {path or self.path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n{extra}\r\n")
         reader, writer = await self._open()
         writer.write(head.encode() + data)
@@ -44,12 +46,14 @@ class Connection:
         length = -1
         chunked = False
         close = False
+        self.headers = {}
         while True:
             line = await reader.readline()
             if line in (b"\r\n", b""):
                 break
             name, _, value = line.decode("latin-1").partition(":")
             name = name.strip().lower()
+            self.headers[name] = value.strip()
             if name == "content-length":
                 length = int(value)
             elif name == "transfer-encoding" and "chunked" in value.lower():

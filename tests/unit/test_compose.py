@@ -1,12 +1,14 @@
 """docker-compose.yml as shipped: every EMBEDQ_* variable it sets or reads is a setting and
-its services' settings load; callbacks reach the services that accept and send them; and
-Prometheus scrapes /metrics with a key the API accepts, from the file compose writes.
+its services' settings load; callbacks reach the services that accept and send them;
+Prometheus scrapes /metrics with a key the API accepts, from the file compose writes; and
+the balanced profile's HAProxy fronts three replicas that still require keys.
 
 No Docker engine is needed: the file is read as compose reads it (tests/compose.py), and
 the shell lines it runs are run by sh."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 import yaml
 
 from embedq.api.auth import bearer_token, key_matches
+from embedq.bench.haproxy import default_config
 from embedq.config import OTHER_VARIABLES, VARIABLES, Settings
 from tests.compose import COMPOSE, DOTENV, EMBEDQ_SERVICES, REFERENCE, compose, service_env
 from tests.promql import PROMETHEUS
@@ -88,3 +91,19 @@ def test_prometheus_uses_its_own_key_when_one_is_given(tmp_path: Path) -> None:
     # E.g. a key of `embedq keys create --tenant ops --scopes admin`, in the database.
     env = {**DOTENV, "PROMETHEUS_API_KEY": "ops-admin-key"}
     assert scrape_key_file(env, tmp_path).read_text() == "ops-admin-key"
+
+
+def test_the_balanced_profile_puts_haproxy_before_three_keyed_replicas() -> None:
+    # deploy/haproxy.cfg's default server addresses are the compose services' names.
+    services = compose()["services"]
+    haproxy = services["haproxy"]
+    assert haproxy["profiles"] == ["balanced"]
+    assert "./deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in haproxy["volumes"]
+    text = default_config().read_text()
+    hosts = set(re.findall(r'"\$\{BALANCER_API_\d-([\w-]+):8000\}"', text))
+    assert hosts == {"api", "api-2", "api-3"}
+    assert set(haproxy["depends_on"]) == hosts
+    for name in hosts:
+        assert service_env(name)["EMBEDQ_API_KEYS"] == "key-one,key-two"  # keys stay on
+    assert services["api-2"]["profiles"] == services["api-3"]["profiles"] == ["balanced"]
+    assert services["api-2"]["ports"] == []  # reached through the balancer only
