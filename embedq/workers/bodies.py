@@ -12,7 +12,6 @@ vectors; the wave callback reads the truth from the database.
 from __future__ import annotations
 
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,7 +20,7 @@ from celery.concurrency.thread import TaskPool as ThreadTaskPool
 from celery.exceptions import Reject
 
 from embedq.errors import Unavailable
-from embedq.jobs.dispatch import CHUNKS_PER_WORKER, Dispatcher, workers_on
+from embedq.jobs.dispatch import Dispatcher, workers_on
 from embedq.jobs.store import ChunkCounts, JobStore
 from embedq.tasks import names
 from embedq.workers.chunk import run_chunk
@@ -62,26 +61,6 @@ _RETRY = {
 }
 
 
-class _Running:
-    """The chunk tasks this worker runs now, against its share of a wave."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def take(self) -> bool:
-        """Count one more running chunk; False (counting nothing) when the share is full."""
-        with self._lock:
-            if self.count >= CHUNKS_PER_WORKER:
-                return False
-            self.count += 1
-            return True
-
-    def done(self) -> None:
-        with self._lock:
-            self.count -= 1
-
-
 class AppThreadPool(ThreadTaskPool):  # type: ignore[misc]
     """Celery's threads pool, whose threads run tasks with this worker's app.
 
@@ -99,7 +78,6 @@ class AppThreadPool(ThreadTaskPool):  # type: ignore[misc]
 
 def register(app: Celery, runtime: WorkerRuntime) -> None:
     """Bind embedq's task bodies to `app`, each running on `runtime`."""
-    running = _Running()
 
     @app.task(name=names.EMBED, ignore_result=True, max_retries=30,  # type: ignore[untyped-decorator]
               **_LATE, **_RETRY)
@@ -112,17 +90,7 @@ def register(app: Celery, runtime: WorkerRuntime) -> None:
     @app.task(name=names.BULK_CHUNK, max_retries=60,  # type: ignore[untyped-decorator]
               **_LATE, **_RETRY)
     def bulk_chunk(task: Any, job_id: str, chunk: int, generation: int) -> dict[str, int]:
-        """Embed one chunk of a job; a second run of a finished chunk does nothing.
-
-        A worker already running its share of a wave (CHUNKS_PER_WORKER chunks) hands a
-        further chunk back to the queue once, where a worker waiting for work takes it:
-        Celery lets a worker reserve as many messages as it has threads, and an uneven
-        draw left a wave's last chunks queued behind a busy worker while others idled
-        (8 workers: two chunks done at 8 s, the wave's last at 21 s). Handed back once
-        only: with no idle worker it comes back and runs."""
-        counted = running.take()
-        if not counted and not task.request.retries:
-            raise task.retry(countdown=0)
+        """Embed one chunk of a job; a second run of a finished chunk does nothing."""
         store = JobStore(runtime.db)
         try:
             return run_chunk(runtime, store, job_id, chunk)
@@ -138,9 +106,6 @@ def register(app: Celery, runtime: WorkerRuntime) -> None:
                                   {fp: message for fp, _ in items})
             store.finish_chunk(job_id, chunk, ChunkCounts(failed=len(items)))
             return {"failed": len(items)}
-        finally:
-            if counted:
-                running.done()
 
     @app.task(name=names.CLOSE_JOB, ignore_result=True, max_retries=60,  # type: ignore[untyped-decorator]
               **_LATE, **_RETRY)
