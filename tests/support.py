@@ -235,11 +235,12 @@ class FakeUpstream:
         data: dict[str, int] = httpx.get(f"http://127.0.0.1:{self.port}/stats").json()
         return data
 
-    def faults(self, statuses: list[int] = [], hang_s: float = 0) -> None:  # noqa: B006
+    def faults(self, statuses: list[int] = [], hang_s: float = 0,  # noqa: B006
+               float_only: bool = False) -> None:
         import httpx
 
         httpx.post(f"http://127.0.0.1:{self.port}/faults",
-                   json={"statuses": statuses, "hang_s": hang_s})
+                   json={"statuses": statuses, "hang_s": hang_s, "float_only": float_only})
 
     def reset(self) -> None:
         import httpx

@@ -152,6 +152,11 @@ def _add_scale(c: Any) -> None:
                    help="API replica counts measured")
     c.add_argument("--requests", type=int, default=1000,
                    help="Zipf-drawn one-text requests of each replica run")
+    c.add_argument("--replicas-on", nargs="+", choices=["single", "cluster"],
+                   default=["single", "cluster"],
+                   help="coordination stores the replicas run on: the configured Redis, "
+                        "a local Redis Cluster of 3 masters (started here; needs "
+                        "redis-server)")
     c.add_argument("--cluster", action="store_true",
                    help="instead: coordination on a Redis Cluster of 3 masters against one "
                         "Redis (both started here on loopback; needs redis-server)")

@@ -7,18 +7,24 @@ the two cores of a development machine: each worker may have one call in flight
 
 1. Workers: for k in --workers (1, 2, 4, 8), k `embedq worker` processes on queues of
    their own and a bulk job of k x --per-worker distinct texts, submitted from this
-   process once every worker beats; texts/s from the job's own started/finished times.
-   Then a job of half as many texts, during which one online one-text miss every PROBE_S
-   measures the online p99 under load (apart, as probes take upstream slots).
-   Linearity at k: texts/s at k over k times texts/s at 1.
+   process once every worker beats (a worker beats once its consumer takes messages);
+   texts/s from the job's own started/finished times. Then a job of as many texts,
+   during which k probers each send one online one-text miss every PROBE_S (the same
+   online load per worker at every k, and enough probes for a p99 at 1 worker that is
+   not just the slowest of twenty) measure the online p99 under load (apart, as probes
+   take upstream slots). Linearity at k: texts/s at k over k times texts/s at 1.
 2. Replicas: for r in --replicas (1, 2, 4), r `embedq serve` processes and 2 workers, 50
    callers sending Zipf(1.1)-drawn one-text requests round robin over the replicas;
-   duplicates = texts the upstream computed more than once (its own count).
+   duplicates = texts the upstream computed more than once (its own count). Each r runs
+   with the coordination store on the configured Redis and on a local Redis Cluster of 3
+   masters (`--replicas-on`; the broker stays the configured one).
 3. Health index at the largest k: linearity x (1 - p99 tail growth) x (distinct texts /
    forward passes), the tail growth being the online p99 at k over the p99 at 1, minus 1
    (clipped to [0, 1]), the forward passes the texts the upstream computed in that run.
 
-Needs Redis and Postgres (EMBEDQ_BROKER_URL, EMBEDQ_REDIS_URL, EMBEDQ_DATABASE_URL).
+Needs Redis and Postgres (EMBEDQ_BROKER_URL, EMBEDQ_REDIS_URL, EMBEDQ_DATABASE_URL), and
+redis-server on this machine for the cluster. The load average is reported at the start
+and the end: on a shared machine it says what the figures were measured under.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import shutil
 import tempfile
 import threading
 import time
@@ -47,6 +55,7 @@ from embedq.jobs.service import JobService
 from embedq.models import JobStatus
 from embedq.service import EmbeddingService
 from embedq.testing import loadgen, processes
+from embedq.testing.redis_cluster import LocalRedisCluster
 
 LATENCY_MS = 100.0
 UPSTREAM_SLOTS = 256
@@ -58,9 +67,10 @@ START_DEADLINE_S = 180.0
 
 
 class _Upstream:
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, pid: int) -> None:
         self.url = f"http://127.0.0.1:{port}"
         self.env = upstream_env(port)
+        self.pid = pid
 
     def reset(self) -> None:
         httpx.post(self.url + "/reset", timeout=10).raise_for_status()
@@ -78,8 +88,8 @@ def _env(upstream: _Upstream, tag: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _workers(env: dict[str, str], k: int, tmp: Path, service: EmbeddingService
-             ) -> Iterator[None]:
-    """k workers on env's queues, yielded once every one of them beats."""
+             ) -> Iterator[list[int]]:
+    """k workers on env's queues, their pids yielded once every one of them beats."""
     logs = [tmp / f"worker-{k}-{i}.log" for i in range(k)]
     procs = [processes.spawn_worker(env, log) for log in logs]
     try:
@@ -92,7 +102,7 @@ def _workers(env: dict[str, str], k: int, tmp: Path, service: EmbeddingService
                 raise Unavailable(f"{k} workers did not all start within "
                                   f"{START_DEADLINE_S:.0f} s; a worker's log:\n{tail}")
             time.sleep(0.2)
-        yield
+        yield [p.pid for p in procs]
     finally:
         for proc in procs:
             processes.stop(proc)
@@ -116,22 +126,26 @@ def _workers_run(upstream: _Upstream, k: int, texts: list[str], tmp: Path) -> di
         {key: v for key, v in env.items() if key.startswith("EMBEDQ_")}))
     try:
         jobs = JobService(service)
-        with _workers(env, k, tmp, service):
+        with _workers(env, k, tmp, service) as pids:
             upstream.reset()
+            cpu = [_cpu_s(pids), _cpu_s([upstream.pid])]
             job = _wait(jobs, jobs.submit([f"{tag}-{i} {t}" for i, t in enumerate(texts)]))
             stats = upstream.stats()
-            # The online p99 under load, from a second, shorter job: probes take upstream
-            # slots, so the throughput above is measured without them.
+            cpu = [_cpu_s(pids) - cpu[0], _cpu_s([upstream.pid]) - cpu[1]]
+            # The online p99 under load, from a second job: probes take upstream slots, so
+            # the throughput above is measured without them.
             stop = threading.Event()
             probes: list[float] = []
-            prober = threading.Thread(target=lambda: probes.extend(_probe(service, tag, stop)))
-            prober.start()
+            probers = [threading.Thread(target=lambda n=n: probes.extend(
+                _probe(service, f"{tag}-{n}", stop))) for n in range(k)]
+            for prober in probers:
+                prober.start()
             try:
-                _wait(jobs, jobs.submit([f"{tag}-load-{i} {t}"
-                                         for i, t in enumerate(texts[:len(texts) // 2])]))
+                _wait(jobs, jobs.submit([f"{tag}-load-{i} {t}" for i, t in enumerate(texts)]))
             finally:
                 stop.set()
-                prober.join()
+                for prober in probers:
+                    prober.join()
     finally:
         service.close()
     assert job.started_at is not None and job.finished_at is not None
@@ -140,12 +154,31 @@ def _workers_run(upstream: _Upstream, k: int, texts: list[str], tmp: Path) -> di
            "texts_per_s": round(len(texts) / seconds, 1), "chunks": job.chunks,
            "online_p99_ms": round(percentile(probes, 99), 1) if probes else None,
            "probes": len(probes), "forward_passes": stats["texts"],
-           "distinct_texts": stats["distinct_texts"]}
+           "distinct_texts": stats["distinct_texts"],
+           # CPU the job cost the workers and the upstream, and the cores that took
+           # meanwhile: what a machine must give them, against what it has.
+           "worker_cpu_ms_per_text": round(cpu[0] * 1000 / len(texts), 3),
+           "upstream_cpu_ms_per_text": round(cpu[1] * 1000 / len(texts), 3),
+           "cores_used": round((cpu[0] + cpu[1]) / seconds, 2)}
     print(f"  {k} worker(s): {row['texts']} texts in {row['job_s']} s = "
           f"{row['texts_per_s']} texts/s, {row['chunks']} chunks, upstream computed "
           f"{row['forward_passes']} texts for {row['distinct_texts']} distinct; online "
-          f"p99 under load {row['online_p99_ms']} ms ({row['probes']} probes)")
+          f"p99 under load {row['online_p99_ms']} ms ({row['probes']} probes); CPU a "
+          f"text: workers {row['worker_cpu_ms_per_text']} ms, upstream "
+          f"{row['upstream_cpu_ms_per_text']} ms; {row['cores_used']} cores used")
     return row
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes used so far, from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            # After the command's closing parenthesis: utime and stime are fields 12, 13.
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 def _wait(jobs: JobService, job_id: str) -> Any:
@@ -159,10 +192,13 @@ def _wait(jobs: JobService, job_id: str) -> Any:
 
 
 def _replicas_run(upstream: _Upstream, r: int, corpus: list[str], tmp: Path,
-                  requests: int) -> dict[str, Any]:
+                  requests: int, redis: str, redis_url: str | None) -> dict[str, Any]:
+    """`redis_url`: the coordination store's (a cluster's); None: the configured one."""
     tag = uuid.uuid4().hex[:8]
     env = _env(upstream, tag)
     env["EMBEDQ_UPSTREAM_CONCURRENCY"] = "8"
+    if redis_url is not None:
+        env["EMBEDQ_REDIS_URL"] = redis_url
     ranks = np.random.default_rng(11).zipf(1.1, size=requests)
     draws = [f"{tag} {corpus[(int(x) - 1) % len(corpus)]}" for x in ranks]
     service = EmbeddingService(Settings.from_env(
@@ -183,11 +219,13 @@ def _replicas_run(upstream: _Upstream, r: int, corpus: list[str], tmp: Path,
         for proc in apis:
             processes.stop(proc)
         service.close()
+        service.hot.close()  # its listener, before a cluster it reads stops
     distinct = len(set(draws))
-    row = {"replicas": r, "requests": requests, "distinct_texts": distinct,
+    row = {"replicas": r, "redis": redis, "requests": requests, "distinct_texts": distinct,
            "forward_passes": stats["texts"], "duplicates": stats["texts"] - distinct,
            "wall_s": round(wall, 2), "requests_per_s": round(requests / wall, 1)}
-    print(f"  {r} API replica(s): {requests} requests over {distinct} distinct texts, "
+    print(f"  {r} API replica(s), {redis} Redis: {requests} requests over {distinct} "
+          f"distinct texts, "
           f"upstream computed {row['forward_passes']} ({row['duplicates']} duplicates), "
           f"{row['requests_per_s']} requests/s")
     return row
@@ -216,10 +254,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     counts = sorted(set(args.workers))
     if not counts or counts[0] < 1:
         raise ConfigError("--workers takes worker counts of at least 1, e.g. 1 2 4 8")
+    where = sorted(set(args.replicas_on), key=["single", "cluster"].index)
+    if "cluster" in where and (shutil.which("redis-server") is None
+                               or shutil.which("redis-cli") is None):
+        raise ConfigError("bench scale starts a local Redis Cluster for its replicas: "
+                          "install redis-server (apt-get install redis-server), or pass "
+                          "--replicas-on single")
     corpus = list(dict.fromkeys(load_texts(5000, args.file)))
     need = counts[-1] * args.per_worker
     report: dict[str, Any] = {"upstream_latency_ms": LATENCY_MS, "batch_texts": BATCH_TEXTS,
-                              "per_worker": args.per_worker}
+                              "per_worker": args.per_worker,
+                              "load_average_at_start": _load()}
     print(f"bench scale: upstream {LATENCY_MS:.0f} ms a call, one call of at most "
           f"{BATCH_TEXTS} texts in flight per worker")
     with tempfile.TemporaryDirectory(prefix="embedq-bench-scale-") as tmpdir:
@@ -229,20 +274,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                              tmp / "upstream.log")
         try:
             processes.wait_http(f"http://127.0.0.1:{port}/stats")
-            upstream = _Upstream(port)
+            upstream = _Upstream(port, proc.pid)
             texts = [corpus[i % len(corpus)] for i in range(need)]
             rows = [_workers_run(upstream, k, texts[:k * args.per_worker], tmp)
                     for k in counts]
             report["workers"] = rows
             report["health"] = _summary(rows)
-            report["replicas"] = [_replicas_run(upstream, r, corpus, tmp, args.requests)
-                                  for r in sorted(set(args.replicas))]
+            report["replicas"] = [
+                _replicas_run(upstream, r, corpus, tmp, args.requests, "single", None)
+                for r in sorted(set(args.replicas))] if "single" in where else []
+            if "cluster" in where:
+                cluster = LocalRedisCluster(tmp / "cluster", replicas=0)
+                cluster.start()
+                try:
+                    report["replicas"] += [
+                        _replicas_run(upstream, r, corpus, tmp, args.requests, "cluster",
+                                      cluster.url) for r in sorted(set(args.replicas))]
+                finally:
+                    cluster.stop()
         finally:
             processes.stop(proc)
+    report["load_average_at_end"] = _load()
     h = report["health"]
     print(f"linearity at {h['workers_at']} workers: {h['linearity']}; p99 tail growth "
           f"{h['p99_tail_growth']}; distinct/passes {h['distinct_per_pass']}; health index "
           f"{h['health_index']}")
     for row in rows:
         print(f"  {row['workers']} worker(s): linearity {row['linearity']}")
+    print(f"load average (1 min) at start {report['load_average_at_start']}, at end "
+          f"{report['load_average_at_end']} on {os.cpu_count()} cores")
     return report
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)

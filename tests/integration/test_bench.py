@@ -162,11 +162,12 @@ def test_bench_scale_measures_linearity_and_duplicates_across_replicas(
     redis_url: str, pg_url: str
 ) -> None:
     """On Redis and Postgres with the fake upstream: a job per worker count, timed by the
-    job itself, and Zipf traffic through API replicas, counted by the upstream."""
+    job itself, and Zipf traffic through API replicas on one Redis and on a Redis
+    Cluster, counted by the upstream."""
     env = support.cluster_env(redis_url, pg_url)
     done = subprocess.run(
         [sys.executable, "-m", "embedq.cli", "bench", "scale", "--workers", "1", "2",
-         "--per-worker", "160", "--replicas", "1", "2", "--requests", "120", "--json"],
+         "--per-worker", "160", "--replicas", "2", "--requests", "120", "--json"],
         env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -177,9 +178,24 @@ def test_bench_scale_measures_linearity_and_duplicates_across_replicas(
     for row in report["workers"]:
         assert row["forward_passes"] == row["distinct_texts"] >= row["texts"]
         assert row["probes"] > 0 and row["online_p99_ms"] > 0
-    assert [r["replicas"] for r in report["replicas"]] == [1, 2]
+    assert [(r["replicas"], r["redis"]) for r in report["replicas"]] == [
+        (2, "single"), (2, "cluster")]
     assert all(r["duplicates"] == 0 and r["forward_passes"] == r["distinct_texts"]
                for r in report["replicas"])
+    assert report["load_average_at_start"] >= 0 and report["load_average_at_end"] >= 0
     health = report["health"]
     assert health["workers_at"] == 2 and 0 <= health["health_index"] <= 2
     assert "linearity at 2 workers" in done.stdout
+
+
+def test_bench_scale_without_redis_server_names_the_package_or_the_flag(
+    redis_url: str, pg_url: str, tmp_path: Path
+) -> None:
+    env = {**support.cluster_env(redis_url, pg_url), "PATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "scale", "--workers", "1"],
+        env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode != 0
+    assert "apt-get install redis-server" in done.stderr
+    assert "--replicas-on single" in done.stderr

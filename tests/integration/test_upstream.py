@@ -17,6 +17,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from embedq import Client
 from embedq.config import Settings
+from embedq.encoders.hashing import HashingEncoder
 from embedq.encoders.upstream import UpstreamEncoder
 from embedq.errors import UpstreamError
 from embedq.service import EmbeddingService
@@ -57,6 +58,31 @@ def test_a_batch_goes_upstream_as_one_request(upstream: support.FakeUpstream) ->
     out = enc.encode(["a", "b", "c"])
     assert out.shape == (3, 384) and enc.dimension == 384
     assert upstream.stats()["calls"] == 1
+
+
+def fake_vectors(texts: list[str]) -> np.ndarray:
+    """What the fake upstream answers: the hashing encoder's vectors, normalized."""
+    vectors = HashingEncoder().encode(texts)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_vectors_are_asked_in_base64_and_read_exactly(upstream: support.FakeUpstream
+                                                      ) -> None:
+    enc = encoder_for(upstream)
+    out = enc.encode(["a", "b", "c"])
+    assert enc.encoding_format == "base64" and out.dtype == np.float32
+    assert np.array_equal(out, fake_vectors(["a", "b", "c"]))
+
+
+def test_an_upstream_that_refuses_base64_is_asked_in_floats(
+    upstream: support.FakeUpstream
+) -> None:
+    enc = encoder_for(upstream)
+    upstream.faults(float_only=True)
+    assert np.array_equal(enc.encode(["a", "b"]), fake_vectors(["a", "b"]))
+    assert enc.encoding_format == "float" and upstream.stats()["calls"] == 2
+    assert np.array_equal(enc.encode(["c"]), fake_vectors(["c"]))
+    assert upstream.stats()["calls"] == 3  # floats from then on: no refused call first
 
 
 def test_429_and_500_are_retried_at_most_twice(upstream: support.FakeUpstream) -> None:
