@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from embedq.coordination import layout
@@ -18,9 +19,7 @@ class SharedKeys:
     """Mixed into `RedisHotStore`, which provides the client and its scripts."""
 
     client: Any
-
-    def _run(self, script: str, keys_: list[str], args: list[Any]) -> Any:
-        raise NotImplementedError
+    _run: Callable[[str, list[str], list[Any]], Any]  # RedisHotStore's: run a Lua script
 
     def histograms(self) -> dict[str, HistogramSnapshot]:
         names = list(HISTOGRAMS)
