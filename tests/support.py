@@ -251,3 +251,22 @@ class FakeUpstream:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGTERM)
         self.proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def semantic_caches(make: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
+    """Yields a function that opens a SemanticCache with `make(*args, **kwargs)` (each one a
+    process-to-be), and closes every cache opened, and its service, on exit."""
+    opened: list[Any] = []
+
+    def open_(*args: Any, **kwargs: Any) -> Any:
+        cache = make(*args, **kwargs)
+        opened.append(cache)
+        return cache
+
+    try:
+        yield open_
+    finally:
+        for cache in opened:
+            cache.close(save=False)
+            cache.service.close()

@@ -29,9 +29,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from embedq.bench.lodo import _pct, breakdown, lodo_report
+from embedq.bench.lodo import _pct, breakdown, domains_of, lodo_report
 from embedq.bench.threshold import Embed, Pair, Scored, _mode, is_hit, score_pairs
-from embedq.errors import InvalidInput
 from embedq.semantic.guard import words
 from embedq.semantic.learned import FEATURES, WEIGHTS, Learned, features, fit
 from embedq.semantic.verify import Verifier
@@ -142,11 +141,7 @@ def lodo_decisions(scored: list[Scored], rows: Rows, eligible: npt.NDArray[np.bo
 
 def learned_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
                    default: float) -> dict[str, Any]:
-    domains = sorted({p.domain for p in pairs})
-    if len(domains) < 3 or "" in domains:
-        raise InvalidInput("--learned needs pairs that each name a \"domain\", in three "
-                           "domains or more (tests/data/semantic_pairs.domains.jsonl)",
-                           "lodo")
+    domains = domains_of(pairs, "--learned", 3)
     embed = memo(embed)
     verifier = Verifier(embed)
     every = pairs + [p for split in heldout.values() for p in split]

@@ -87,13 +87,20 @@ def _at(scored: list[Scored], threshold: float) -> list[tuple[Scored, bool]]:
     return [(s, is_hit(s, threshold, *_mode("verifier_on"))) for s in scored]
 
 
+def domains_of(pairs: list[Pair], option: str, least: int) -> list[str]:
+    """The pairs' domains, sorted; InvalidInput unless every pair names one and there are
+    at least `least` (a domain is scored by what was chosen on the others)."""
+    domains = sorted({p.domain for p in pairs})
+    if len(domains) < least or "" in domains:
+        raise InvalidInput(f"{option} needs pairs that each name a \"domain\", in {least} "
+                           "domains or more (tests/data/semantic_pairs.domains.jsonl has "
+                           "them)", "lodo")
+    return domains
+
+
 def lodo_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
                 default: float) -> dict[str, Any]:
-    domains = sorted({p.domain for p in pairs})
-    if len(domains) < 2 or "" in domains:
-        raise InvalidInput("--lodo needs pairs that each name a \"domain\", in two domains "
-                           "or more (tests/data/semantic_pairs.domains.jsonl has them)",
-                           "lodo")
+    domains = domains_of(pairs, "--lodo", 2)
     every = pairs + [p for split in heldout.values() for p in split]
     scored_all = score_pairs(every, embed, Verifier(embed))  # one embed call for every text
     scored, rest = scored_all[:len(pairs)], scored_all[len(pairs):]

@@ -33,19 +33,13 @@ def index_kind(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def open_cache(cluster: Cluster, tmp_path: Path, index_kind: str) -> Iterator[Any]:
     """Opens SemanticCache instances (processes-to-be) sharing the cluster's tables."""
-    opened: list[SemanticCache] = []
-
-    def open_(**overrides: Any) -> SemanticCache:
+    def make(**overrides: Any) -> SemanticCache:
         overrides.setdefault("data_dir", tmp_path)
         overrides.setdefault("semantic_index", index_kind)
-        cache = SemanticCache(cluster.service(**overrides))
-        opened.append(cache)
-        return cache
+        return SemanticCache(cluster.service(**overrides))
 
-    yield open_
-    for cache in opened:
-        cache.close(save=False)
-        cache.service.close()
+    with support.semantic_caches(make) as open_:
+        yield open_
 
 
 @pytest.fixture
@@ -302,7 +296,6 @@ def test_a_snapshot_from_another_database_is_not_used(
     into the other: the snapshot's last-change marker does not match, so it reloads."""
     from embedq.config import Settings
     from embedq.deployment import Deployment
-    from tests import support
 
     support.check_postgres()
     with support.temporary_database() as first_url, support.temporary_database() as second_url:

@@ -56,18 +56,12 @@ def set_up_db(pg_vector_db: str, tmp_path_factory: pytest.TempPathFactory) -> st
 
 @pytest.fixture
 def open_cache(tmp_path: Path) -> Iterator[Opener]:
-    opened: list[SemanticCache] = []
+    def make(url: str, index: str, start: bool = True) -> SemanticCache:
+        return SemanticCache(Deployment.from_settings(_settings(url, tmp_path, index)).service,
+                             start=start)
 
-    def open_(url: str, index: str, start: bool = True) -> SemanticCache:
-        cache = SemanticCache(Deployment.from_settings(_settings(url, tmp_path, index)).service,
-                              start=start)
-        opened.append(cache)
-        return cache
-
-    yield open_
-    for cache in opened:
-        cache.close(save=False)
-        cache.service.close()
+    with support.semantic_caches(make) as open_:
+        yield open_
 
 
 def test_pgvector_before_index_setup_says_to_run_it(pg_vector_db: str, tmp_path: Path

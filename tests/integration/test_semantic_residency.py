@@ -33,18 +33,12 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def open_cache(cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
-    opened: list[SemanticCache] = []
-
-    def open_(**overrides: Any) -> SemanticCache:
+    def make(**overrides: Any) -> SemanticCache:
         overrides.setdefault("data_dir", tmp_path)
-        cache = SemanticCache(cluster.service(**overrides))
-        opened.append(cache)
-        return cache
+        return SemanticCache(cluster.service(**overrides))
 
-    yield open_
-    for cache in opened:
-        cache.close(save=False)
-        cache.service.close()
+    with support.semantic_caches(make) as open_:
+        yield open_
 
 
 def _fill(cache: SemanticCache, namespace: str, texts: list[str]) -> list[int]:

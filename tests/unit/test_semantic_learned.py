@@ -16,28 +16,13 @@ import pytest
 from embedq.bench import threshold
 from embedq.bench.learned import operating_point, out_of_fold
 from embedq.config import Settings
-from embedq.encoders.hashing import HashingEncoder
 from embedq.errors import InvalidInput
 from embedq.semantic.learned import FEATURES, SLOT_FEATURES, WEIGHTS, Learned, features, fit, load
-from embedq.semantic.verify import Verifier
-
-ENCODER = HashingEncoder()
-
-
-def embed(texts: list[str]) -> list[npt.NDArray[np.float32]]:
-    return list(ENCODER.encode(texts))
-
-
-VERIFIER = Verifier(embed)
+from tests.unit.test_semantic_verify import ONE_SLOT_EDITS, VERIFIER
 
 
 @pytest.mark.parametrize(("asked", "stored", "slot"), [
-    ("set a timer for 5 minutes", "set a timer for 50 minutes", "number"),
-    ("is this dish spicy", "is this dish not spicy", "negation"),
-    ("flights from Rome to Madrid", "flights from Madrid to Rome", "order"),
-    ("send an email to John", "read my emails from John", "direction"),
-    ("what's the weather like tomorrow", "what was the weather like yesterday", "time"),
-    ("turn off the kitchen lights", "turn off the garage lights", "content"),
+    *ONE_SLOT_EDITS,
     ("how do I restart a pod", "how do I restart every pod", "scope"),
 ])
 def test_the_slot_a_rule_refuses_on_is_a_feature_set_to_one(asked: str, stored: str,

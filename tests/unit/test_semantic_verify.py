@@ -20,14 +20,20 @@ def embed(texts: list[str]) -> list[npt.NDArray[np.float32]]:
 VERIFIER = Verifier(embed)
 
 
-@pytest.mark.parametrize(("asked", "stored", "slot"), [
+# One edit a slot refuses on (test_semantic_learned.py reads each as its feature too).
+ONE_SLOT_EDITS = [
     ("set a timer for 5 minutes", "set a timer for 50 minutes", "number"),
-    ("set a timer for five minutes", "set a timer for fifty minutes", "number"),
     ("is this dish spicy", "is this dish not spicy", "negation"),
     ("flights from Rome to Madrid", "flights from Madrid to Rome", "order"),
     ("send an email to John", "read my emails from John", "direction"),
     ("what's the weather like tomorrow", "what was the weather like yesterday", "time"),
     ("turn off the kitchen lights", "turn off the garage lights", "content"),
+]
+
+
+@pytest.mark.parametrize(("asked", "stored", "slot"), [
+    *ONE_SLOT_EDITS,
+    ("set a timer for five minutes", "set a timer for fifty minutes", "number"),
 ])
 def test_a_one_slot_edit_is_a_conflict_on_that_slot(asked: str, stored: str,
                                                     slot: str) -> None:
