@@ -8,16 +8,14 @@ disk, and is stopped by `stop`.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from embedq.testing.processes import free_port
+from embedq.testing.processes import stop as stop_process
 
 NODE_TIMEOUT_MS = 2000
 SLOTS = 16384
@@ -113,15 +111,7 @@ class LocalRedisCluster:
 
     def stop(self) -> None:
         for proc in self.procs.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+            stop_process(proc)
         self.procs.clear()
 
     def _spawn(self, port: int) -> None:
