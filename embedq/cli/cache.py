@@ -156,7 +156,8 @@ def _index_setup() -> int:
     try:
         cache = SemanticCache(service, start=False)
         dimension = len(service.embed(["dimension probe"]).vectors()[0])
-        out = pgvector.setup(service.db, cache.space, dimension)
+        out = pgvector.setup(service.db, cache.space, dimension,
+                              settings.semantic.index_build_memory_mb)
         print(json.dumps(out))
     finally:
         service.close()

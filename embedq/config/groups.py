@@ -191,6 +191,8 @@ class SemanticSettings:
     sliding_ttl: bool = False
     index: str = knob("faiss", choices=("faiss", "exact", "pgvector"))
     ef_search: int = knob(100, min=1, max=1000)  # pgvector's HNSW candidate list
+    # pgvector's HNSW build memory (maintenance_work_mem); 0: the server's own setting.
+    index_build_memory_mb: int = knob(0, min=0, max=10**7)
     flat_max: int = knob(10_000, min=1, max=10**9)
     ivf_list_size: int = knob(256, min=1, max=10**7)
     nprobe: int = knob(24, min=1, max=10**6)

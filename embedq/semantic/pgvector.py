@@ -129,14 +129,14 @@ def _create_extension(s: Session) -> None:
         ) from exc
 
 
-def setup(db: Database, space: str, dimension: int) -> dict[str, Any]:
+def setup(db: Database, space: str, dimension: int, memory_mb: int = 0) -> dict[str, Any]:
     """Make what the engine needs, idempotently: the extension (when the role may), the
     `embedding vector(dimension)` column, the pending rows' index, the embeddings of the
     rows of `space` already stored, and the HNSW index (built last: faster on full rows).
     ConfigError, saying what to do, when the server cannot."""
     version = prepare(db, dimension)
     filled = fill_pending(db, space)
-    index_bytes = build_hnsw(db)
+    index_bytes = build_hnsw(db, memory_mb)
     return {"index": PGVECTOR, "pgvector": version, "dimension": dimension,
             "filled": filled, "hnsw_index_bytes": index_bytes}
 
@@ -162,19 +162,36 @@ def prepare(db: Database, dimension: int) -> str:
     return version
 
 
-def build_hnsw(db: Database) -> int:
+def build_hnsw(db: Database, memory_mb: int = 0) -> int:
     """The HNSW index over the column, unless it exists; returns its bytes. Writes to the
-    table wait while it builds (minutes at a million rows: see docs/semantic-cache.md)."""
+    table wait while it builds (minutes at a million rows: see docs/semantic-cache.md).
+    `memory_mb` (EMBEDQ_SEMANTIC_INDEX_BUILD_MEMORY_MB; 0: the server's own
+    maintenance_work_mem) is the build's graph memory: a graph that outgrows it is built on
+    in the index's pages, several times slower, and pgvector's notice says so (logged)."""
     # The build outlasts a request's timeouts at size: a link without them, as migrations.
     engine = make_engine(db.url)
     try:
         with map_db_errors(), engine.begin() as conn:
+            driver = conn.connection.driver_connection
+            if hasattr(driver, "add_notice_handler"):
+                driver.add_notice_handler(_build_notice)
+            if memory_mb:
+                conn.execute(text("SELECT set_config('maintenance_work_mem', :m, true)"),
+                             {"m": f"{int(memory_mb)}MB"})
             conn.execute(text(f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON semantic_entries "
                               f"USING hnsw ({COLUMN} vector_cosine_ops)"))
             return int(conn.scalar(text("SELECT pg_relation_size(CAST(:i AS regclass))"),
                                    {"i": HNSW_INDEX}) or 0)
     finally:
         engine.dispose()
+
+
+def _build_notice(diagnostic: Any) -> None:
+    message = str(getattr(diagnostic, "message_primary", "") or "")
+    if "maintenance_work_mem" in message:
+        log.warning("pgvector: %s; the build goes on several times slower: give it more "
+                    "with EMBEDQ_SEMANTIC_INDEX_BUILD_MEMORY_MB (about 2.5 KB an entry at "
+                    "384 dimensions) and run `%s` again on a fresh index", message, SETUP)
 
 
 def copy_stream(ids: npt.NDArray[np.int64], vectors: Matrix,

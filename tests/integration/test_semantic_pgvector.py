@@ -210,3 +210,35 @@ def test_index_setup_embeds_the_entries_a_faiss_deployment_stored(
         assert pg.lookup("kb", f"{salt} stored after the set-up").hit
         pg.close(save=False)
         faiss.close(save=False)
+
+
+def test_hnsw_build_memory_is_a_setting_and_a_graph_past_it_is_reported(
+        pgvector_admin_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """EMBEDQ_SEMANTIC_INDEX_BUILD_MEMORY_MB is the build's maintenance_work_mem: a graph
+    that outgrows it (1 MB, 1,000 entries) still builds, and pgvector's notice reaches the
+    log with the setting to raise; with room (64 MB) the build says nothing."""
+    import logging
+
+    import numpy as np
+
+    from embedq.bench.semantic_pgvector import _load, scratch_database
+    from embedq.models import Database
+    from embedq.semantic import pgvector
+
+    vectors = np.random.default_rng(7).standard_normal((1000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    for memory_mb, warned in ((1, True), (64, False)):
+        caplog.clear()
+        with scratch_database(pgvector_admin_url) as url:
+            db = Database(url)
+            try:
+                pgvector.prepare(db, 384)
+                _load(url, vectors)
+                with caplog.at_level(logging.WARNING, logger="embedq.semantic"):
+                    assert pgvector.build_hnsw(db, memory_mb) > 0
+            finally:
+                db.dispose()
+        said = [r.getMessage() for r in caplog.records if "maintenance_work_mem" in r.getMessage()]
+        assert bool(said) == warned, said
+        if warned:
+            assert "EMBEDQ_SEMANTIC_INDEX_BUILD_MEMORY_MB" in said[0]
