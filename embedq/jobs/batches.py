@@ -35,7 +35,6 @@ from embedq.errors import EmbedqError, MalformedRequest, NotFound
 from embedq.jobs.files import ENDPOINT, FileStore, parse_requests, unix
 from embedq.jobs.readers import Record
 from embedq.jobs.service import JobService
-from embedq.jobs.windows import as_utc
 from embedq.limits import check_json, plausible_id
 from embedq.models import (
     DEFAULT_TENANT,
@@ -170,7 +169,7 @@ class BatchService:
         job = self.jobs.get(batch.job_id)
         now = self.jobs.clock()
         if batch.finalized_at is None and job.status in JobStatus.active() \
-                and now >= as_utc(batch.expires_at):
+                and now >= batch.expires_at:
             self.jobs.cancel(job.id)
             self._mark(batch.id, expired_at=now)
             batch, job = self.get(batch_id), self.jobs.get(batch.job_id)

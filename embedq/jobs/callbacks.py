@@ -44,7 +44,6 @@ from sqlalchemy import or_, select, update
 from embedq.config import Settings
 from embedq.errors import InvalidInput, Unavailable
 from embedq.jobs.store import JobStore, utcnow
-from embedq.jobs.windows import as_utc
 from embedq.models import Job, JobStatus
 from embedq.models.job import CallbackState
 from embedq.version import __version__
@@ -169,14 +168,14 @@ class Callbacks:
         job = self.store.get(job_id)
         if (job.callback_state != CallbackState.PENDING or not job.callback_url
                 or job.status not in JobStatus.final()
-                or (job.callback_next_at is not None and as_utc(job.callback_next_at) > now)):
+                or (job.callback_next_at is not None and job.callback_next_at > now)):
             return None
         lease = timedelta(seconds=2 * self.settings.callbacks.timeout_s + 5)
         attempt = job.callback_attempts + 1
         if not self._update(job_id, job.callback_attempts, callback_attempts=attempt,
                             callback_next_at=now + lease):
             return None  # another process took this attempt
-        started = as_utc(job.finished_at) if job.finished_at is not None else now
+        started = job.finished_at if job.finished_at is not None else now
         try:
             check_url(job.callback_url, self.settings)
         except InvalidInput as exc:  # the allow list changed since the job was submitted

@@ -35,7 +35,7 @@ from embedq.encoders.catalog import Catalog
 from embedq.errors import EmbedqError, Unavailable
 from embedq.jobs.callbacks import Callbacks
 from embedq.jobs.store import JobStore, Progress, utcnow
-from embedq.jobs.windows import Window, as_utc, may_run
+from embedq.jobs.windows import Window, may_run
 from embedq.models import Job, JobStatus, Priority
 from embedq.tasks import names
 from embedq.tasks.publish import broker_error
@@ -291,7 +291,7 @@ class Dispatcher:
         elif not self.due(job, now)[0]:
             counts["paused"] += self.store.transition(
                 job.id, [JobStatus.RUNNING], job.generation, status=JobStatus.QUEUED)
-        elif job.progress_at is None or as_utc(job.progress_at) + stall <= now:
+        elif job.progress_at is None or job.progress_at + stall <= now:
             log.warning("job %s made no progress for %.0f s: dispatching again",
                         job.id, self.settings.jobs.stall_s)
             if self.store.transition(job.id, [JobStatus.RUNNING], job.generation,

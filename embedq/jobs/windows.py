@@ -99,8 +99,9 @@ class Window:
 
 
 def as_utc(moment: datetime) -> datetime:
-    """`moment` with a timezone: SQLite gives back naive datetimes for timestamp columns
-    (in UTC, as written), Postgres aware ones; comparing the two raises TypeError."""
+    """`moment` with a timezone: a caller's naive moment (a `not_before` sent without an
+    offset, before `check_moment` converted it) is read as UTC, as everywhere in embedq.
+    Rows need none of this: their datetime columns read back aware (`UTCDateTime`)."""
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 

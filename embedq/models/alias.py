@@ -13,12 +13,12 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from sqlalchemy import DateTime, String, select
+from sqlalchemy import String, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from embedq.config import Settings
 from embedq.errors import EmbedqError
-from embedq.models.base import Base
+from embedq.models.base import Base, UTCDateTime
 from embedq.models.engine import Database
 
 log = logging.getLogger("embedq.models")
@@ -34,7 +34,7 @@ class ModelAlias(Base):
     # What the name meant when switched: its fingerprint model and default revision.
     source: Mapped[str] = mapped_column(String(255))
     revision: Mapped[str] = mapped_column(String(255))
-    switched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    switched_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 def read_aliases(db: Database) -> dict[str, str]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, Float, String, func
+from sqlalchemy import BigInteger, Float, String, func
 from sqlalchemy.orm import Mapped, mapped_column
 
-from embedq.models.base import Base
+from embedq.models.base import Base, UTCDateTime
 
 DEFAULT_TENANT = "default"
 
@@ -27,6 +27,5 @@ class ApiKey(Base):
     scopes: Mapped[str] = mapped_column(String(255))  # comma-separated, sorted
     rate_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     texts_per_day: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
-                                                 server_default=func.now())
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=func.now())
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

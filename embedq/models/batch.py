@@ -17,7 +17,6 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     ForeignKey,
     Integer,
     LargeBinary,
@@ -26,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from embedq.models.base import Base
+from embedq.models.base import Base, UTCDateTime
 
 
 class FilePurpose(StrEnum):
@@ -50,7 +49,7 @@ class File(Base):
     # The tenant that uploaded (or whose batch produced) the file; set for every file
     # since migration 0007, None only on rows older than it (read as the default tenant).
     owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(),
                                                  server_default=func.now(), index=True)
 
 
@@ -66,14 +65,13 @@ class Batch(Base):
     meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON, nullable=True)
     requests: Mapped[int] = mapped_column(Integer)  # request lines in the input file
     encoding_format: Mapped[str] = mapped_column(String(8))  # one for every line
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(),
                                                  server_default=func.now(), index=True)
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    cancelled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    expired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    cancelled_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    expired_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     # Set once, when the batch is first seen final: counts and produced files.
-    finalized_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
-                                                          nullable=True)
+    finalized_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     completed: Mapped[int] = mapped_column(Integer, default=0)
     failed: Mapped[int] = mapped_column(Integer, default=0)
     output_file_id: Mapped[str | None] = mapped_column(String(40), nullable=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Integer, LargeBinary, String, func
+from sqlalchemy import Integer, LargeBinary, String, func
 from sqlalchemy.orm import Mapped, mapped_column
 
-from embedq.models.base import Base
+from embedq.models.base import Base, UTCDateTime
 
 
 class Embedding(Base):
@@ -19,4 +19,4 @@ class Embedding(Base):
     dimensions: Mapped[int] = mapped_column(Integer)
     dtype: Mapped[str] = mapped_column(String(16), default="float32")
     vector: Mapped[bytes] = mapped_column(LargeBinary)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=func.now())

@@ -13,7 +13,6 @@ from enum import StrEnum
 
 from sqlalchemy import (
     Boolean,
-    DateTime,
     ForeignKey,
     Index,
     Integer,
@@ -25,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from embedq.models.api_key import DEFAULT_TENANT
-from embedq.models.base import Base
+from embedq.models.base import Base, UTCDateTime
 from embedq.models.states import ChunkStatus, JobStatus, Priority
 
 
@@ -60,7 +59,7 @@ class Job(Base):
     # Off-peak window "HH:MM-HH:MM" in `timezone`; None runs at once.
     window: Mapped[str | None] = mapped_column(String(11), nullable=True)
     timezone: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    not_before: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    not_before: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     total: Mapped[int] = mapped_column(Integer, default=0)
     chunks: Mapped[int] = mapped_column(Integer, default=0)
     # True once every item is stored; a job still loading is never dispatched.
@@ -68,20 +67,19 @@ class Job(Base):
     # Bumped on every dispatch: a chord callback of an older wave is stale and ignored.
     generation: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), server_default=func.now())
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     # Last dispatch or chunk completion: a running job idle past the stall limit is
     # re-dispatched (its messages were lost with a flushed broker or killed workers).
-    progress_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    progress_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     # Where to POST the final state (migration 0006); None: no callback. The delivery
     # state lives here, so a delivery survives the death of every process.
     callback_url: Mapped[str | None] = mapped_column(String(2048), nullable=True)
     callback_state: Mapped[str | None] = mapped_column(String(16), nullable=True)
     callback_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # The next attempt is due then; also a lease: an attempt in flight pushes it ahead.
-    callback_next_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
-                                                              nullable=True)
+    callback_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     callback_error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
@@ -114,4 +112,4 @@ class JobChunk(Base):
     cached: Mapped[int] = mapped_column(Integer, default=0)
     coalesced: Mapped[int] = mapped_column(Integer, default=0)
     failed: Mapped[int] = mapped_column(Integer, default=0)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -16,7 +16,6 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Index,
     Integer,
     LargeBinary,
@@ -28,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from embedq.models.api_key import DEFAULT_TENANT
-from embedq.models.base import Base
+from embedq.models.base import Base, UTCDateTime
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; Postgres gets BIGSERIAL.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -54,12 +53,12 @@ class SemanticEntry(Base):
     vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32 little-endian, unit length
     payload: Mapped[Any] = mapped_column(JSON)
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     ttl_s: Mapped[int | None] = mapped_column(Integer, nullable=True)
     sliding: Mapped[bool] = mapped_column(Boolean, default=False)
     hit_count: Mapped[int] = mapped_column(BigInteger, default=0)
-    last_hit_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_hit_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class SemanticChange(Base):
@@ -73,7 +72,7 @@ class SemanticChange(Base):
     space: Mapped[str] = mapped_column(String(64))
     op: Mapped[str] = mapped_column(String(8))
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now()
+        UTCDateTime(), server_default=func.now()
     )
 
 
@@ -90,5 +89,5 @@ class SemanticNamespace(Base):
     hits: Mapped[int] = mapped_column(BigInteger, default=0)
     misses: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now()
+        UTCDateTime(), server_default=func.now()
     )

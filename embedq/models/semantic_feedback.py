@@ -17,7 +17,6 @@ from datetime import datetime
 from sqlalchemy import (
     BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -28,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from embedq.models.base import Base
+from embedq.models.base import Base, UTCDateTime
 from embedq.models.semantic import BigId
 
 
@@ -42,7 +41,7 @@ class SemanticBudget(Base):
     max_false_hit_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
     threshold: Mapped[float | None] = mapped_column(Float, nullable=True)  # from feedback
     updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now()
+        UTCDateTime(), server_default=func.now()
     )
 
 
@@ -60,8 +59,8 @@ class SemanticHit(Base):
     score: Mapped[float] = mapped_column(Float)
     threshold: Mapped[float] = mapped_column(Float)  # in force when the hit was served
     correct: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # the verdict
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class SemanticFeedback(Base):
@@ -76,7 +75,7 @@ class SemanticFeedback(Base):
     score: Mapped[float] = mapped_column(Float)
     threshold: Mapped[float] = mapped_column(Float)
     correct: Mapped[bool] = mapped_column(Boolean)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class SemanticNegative(Base):
@@ -93,4 +92,4 @@ class SemanticNegative(Base):
         BigInteger, ForeignKey("semantic_entries.id", ondelete="CASCADE"))
     namespace: Mapped[str] = mapped_column(String(255))
     vector: Mapped[bytes] = mapped_column(LargeBinary)  # float32 little-endian, unit length
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -29,13 +29,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def aware(moment: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; every time here is UTC."""
-    if moment is not None and moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment
-
-
 def query_digest(query: str) -> str:
     return hashlib.sha256(query.encode("utf-8")).hexdigest()
 
@@ -63,9 +56,8 @@ class PutResult:
 def entry_of(row: SemanticEntry) -> Entry:
     return Entry(
         id=row.id, namespace=row.namespace, query=row.query, payload=row.payload,
-        metadata=dict(row.meta or {}), created_at=aware(row.created_at) or utcnow(),
-        expires_at=aware(row.expires_at), hit_count=row.hit_count,
-        last_hit_at=aware(row.last_hit_at),
+        metadata=dict(row.meta or {}), created_at=row.created_at,
+        expires_at=row.expires_at, hit_count=row.hit_count, last_hit_at=row.last_hit_at,
     )
 
 

@@ -34,7 +34,7 @@ from embedq.models import (
     SemanticNegative,
 )
 from embedq.semantic.budget import Verdict, budget_threshold
-from embedq.semantic.store import Entry, aware
+from embedq.semantic.store import Entry
 
 HIT_ID_HEX = 32
 
@@ -182,7 +182,7 @@ class FeedbackStore:
         """The hit, or NotFound saying where hit ids come from and how long they last."""
         with self.db.session() as s:
             row = s.get(SemanticHit, hit_id) if _well_formed(hit_id) else None
-            if row is None or row.namespace != namespace or (aware(row.expires_at) or now) <= now:
+            if row is None or row.namespace != namespace or row.expires_at <= now:
                 raise NotFound(
                     f"no served hit {hit_id!r} in namespace {namespace!r}: send the hit_id "
                     "of a match a lookup of this namespace returned; hit ids expire after "
@@ -244,7 +244,7 @@ class FeedbackStore:
         out: dict[int, list[bytes]] = {}
         for entry_id, vector, created in rows:
             entry = entries[int(entry_id)]
-            if (aware(created) or entry.created_at) >= entry.created_at:
+            if created >= entry.created_at:
                 out.setdefault(int(entry_id), []).append(bytes(vector))
         return out
 

@@ -36,7 +36,6 @@ from embedq.semantic.entries import (
     NamespaceLimitReached,
     PutResult,
     TenantCaps,
-    aware,
     entry_of,
     live_at,
     query_digest,
@@ -46,8 +45,8 @@ from embedq.semantic.locks import LOCK_NOT_AVAILABLE, WRITE_LOCK_KEY, Scope, tak
 
 __all__ = [  # Change (changes.py) and the values (entries.py) still importable from here
     "LOCK_NOT_AVAILABLE", "SHARED_NAMES", "SWEEP_BATCH", "WRITE_LOCK_KEY", "Change", "Entry",
-    "NamespaceLimitReached", "PutResult", "SemanticStore", "TenantCaps", "aware",
-    "query_digest", "utcnow",
+    "NamespaceLimitReached", "PutResult", "SemanticStore", "TenantCaps", "query_digest",
+    "utcnow",
 ]
 
 SWEEP_BATCH = 1000

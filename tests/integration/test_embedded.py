@@ -71,7 +71,8 @@ def test_embedded_bulk_runs_the_job_in_the_command(tmp_path: Path) -> None:
 
 def test_a_job_submitted_to_an_embedded_server_runs_to_the_end(tmp_path: Path) -> None:
     """`embedq serve` with no servers runs the jobs it accepts in its own process, and the
-    OpenAI Batch API works on its SQLite database (which gives back naive timestamps)."""
+    OpenAI Batch API works on its SQLite database (whose driver reads timestamps back
+    naive; `UTCDateTime` makes them aware)."""
     import os
 
     import httpx
