@@ -172,7 +172,7 @@ def build_hnsw(db: Database, memory_mb: int = 0) -> int:
     engine = make_engine(db.url)
     try:
         with map_db_errors(), engine.begin() as conn:
-            driver = conn.connection.driver_connection
+            driver: Any = conn.connection.driver_connection
             if hasattr(driver, "add_notice_handler"):
                 driver.add_notice_handler(_build_notice)
             if memory_mb:
