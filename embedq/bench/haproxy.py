@@ -73,7 +73,7 @@ def variant(text: str, mode: str) -> str:
     if mode == "bounded":
         return text
     balance, hash_type = _SHIPPED
-    text = _LIMITS.sub("", _HOT_RULES.sub("", text))
+    text = _LIMITS.sub("", _HOT_RULES.sub("", text)).replace(FACTOR, "")
     if mode == "bounded-all":
         return text.replace(hash_type, hash_type + FACTOR)
     if mode == "roundrobin":

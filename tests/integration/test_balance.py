@@ -41,7 +41,8 @@ def test_the_shipped_file_is_valid_in_every_mode_it_is_compared_in(tmp_path: Pat
     for mode in haproxy.MODES:
         config = haproxy.variant(text, mode)
         assert ("\n    hash-balance-factor 125\n" in config) == (mode == "bounded-all")
-        assert ("use-server" in config) == ("maxconn" in config) == (mode == "bounded")
+        rules, limits = "\n    use-server " in config, " maxconn 5000\n" in config
+        assert rules == limits == (mode == "bounded")
         (tmp_path / f"{mode}.cfg").write_text(config)
         done = subprocess.run([haproxy.binary(), "-c", "-q", "-f", str(tmp_path / f"{mode}.cfg")],
                               env=env, capture_output=True, text=True, timeout=30)
