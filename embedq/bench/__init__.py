@@ -83,7 +83,8 @@ def add_parser(sub: Any, handler: Any) -> None:
     _add_scale(add("scale", "throughput as workers and API replicas are added "
                             "(I/O-bound upstream)", file=True))
     _add_balance(add("balance", "semantic-cache namespaces routed to 3 API replicas by "
-                                "HAProxy (bounded loads, plain hashing, round robin)"))
+                                "HAProxy (as shipped, bounded loads only, plain hashing, "
+                                "round robin)"))
 
 
 def _threshold_options(t: Any) -> None:
@@ -106,7 +107,7 @@ def _threshold_options(t: Any) -> None:
 
 
 def _add_balance(c: Any) -> None:
-    modes = ["bounded", "hash", "roundrobin"]  # embedq.bench.haproxy.MODES, not imported here
+    modes = ["bounded", "bounded-all", "hash", "roundrobin"]  # haproxy.MODES, not imported
     c.add_argument("--namespaces", type=int, default=200, help="namespaces stored")
     c.add_argument("--entries", type=int, default=10, help="entries of each namespace")
     c.add_argument("--requests", type=int, default=5000,

@@ -7,7 +7,8 @@ answered in one mode is all it touched:
 
 1. --namespaces (200) namespaces of --entries entries each are stored from this process
    before any replica starts (no replica touches a namespace to write it).
-2. For each mode (bounded, hash, roundrobin: haproxy.MODES) the same --requests lookups,
+2. For each mode (bounded, bounded-all, hash, roundrobin: haproxy.MODES) the same
+   --requests lookups,
    each of a namespace drawn Zipf(--zipf, 1.1) over the namespaces (rank 1 the hottest)
    and one of its stored queries, sent through the balancer from --callers connections.
 3. Per mode, from HAProxy's own counts (stats socket), the replica each answer names
@@ -15,8 +16,11 @@ answered in one mode is all it touched:
    load) and each replica's
    /metrics (embedq_semantic_replica_*: what it holds, namespaces loaded on first use):
    load peak      the most requests one replica had in flight at once over the mean in
-                  flight (callers / replicas): what hash-balance-factor 125 caps at 1.25
-                  (exactly, when callers is a multiple of 12: whole requests per replica)
+                  flight (callers / replicas): what the shipped file and
+                  hash-balance-factor 125 cap at 1.25 (exactly, when callers is a multiple
+                  of 12: whole requests per replica)
+   queued         the most requests that waited in HAProxy for one replica at once (the
+                  shipped file queues a cold namespace's request at a full replica)
    request share  the most requests one replica was sent over the mean
    memory         the semantic bytes a replica holds over those of a replica that holds
                   every namespace (a fresh one asked about each, after the modes; with
@@ -222,6 +226,7 @@ def _phase(mode: str, config: str, env: dict[str, str], tmp: Path, names: list[s
         "mode": mode, "requests": len(draws), "wall_s": round(wall, 2),
         "load_peak": round(max(s.peak_in_flight for s in servers)
                            / (callers / len(servers)), 3),
+        "queued_peak": max(s.peak_queued for s in servers),
         "request_share": round(max(s.requests for s in servers) / mean_requests, 3),
         "held_share_max": round(max(len(held[s.name]) for s in servers) / len(names), 3),
         "replicas": replicas,
@@ -239,9 +244,9 @@ def _print(row: dict[str, Any]) -> None:
                       else f"{r['memory']['bytes'] // 1024}K" for r in row["replicas"])
     hot = " ".join(f"{share:.2f}" for share in row["hot"]["per_replica"].values())
     copies = "/".join(str(n) for n in row["copies"].values())
-    print(f"  {row['mode']:<10}  {row['load_peak']:>9.2f}  {row['request_share']:>13.2f}  "
-          f"{memory:>18}  {row['loads_per_1000']:>10.1f}  {copies:>11}  {hot:>16}  "
-          f"{row['wall_s']:>6.1f}")
+    print(f"  {row['mode']:<11}  {row['load_peak']:>9.2f}  {row['queued_peak']:>6}  "
+          f"{row['request_share']:>13.2f}  {memory:>18}  {row['loads_per_1000']:>10.1f}  "
+          f"{copies:>11}  {hot:>16}  {row['wall_s']:>6.1f}")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -285,7 +290,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for name in names:
                 cache.drop(name)
     every = report["reference"]["bytes"] if "reference" in report else None
-    print(f"  {'mode':<10}  {'load peak':>9}  {'request share':>13}  "
+    print(f"  {'mode':<11}  {'load peak':>9}  {'queued':>6}  {'request share':>13}  "
           f"{'memory per replica':>18}  {'loads/1000':>10}  {'copies 1/2/3':>11}  "
           f"{'hot per replica':>16}  {'wall s':>6}")
     for row in report["modes"]:
@@ -298,6 +303,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     memory = (f"semantic bytes a replica holds / a replica holding all {len(names)} namespaces "
               f"({every} bytes)" if every else "KiB of semantic indexes a replica holds")
     print(f"load peak: the busiest replica's most requests in flight / (callers / replicas); "
+          f"queued: the most waiting in HAProxy for one replica; "
           f"memory: {memory}; loads: namespaces loaded per 1000 lookups; hot: "
           f"{names[0]} ({report['hot_share']:.0%} of lookups), its requests per replica")
     return report

@@ -1,12 +1,18 @@
 """HAProxy on loopback, run with the shipped deploy/haproxy.cfg, for `embedq bench balance`.
 
 The file is run as shipped, with its addresses set through the environment variables it
-reads (BALANCER_BIND, BALANCER_API_1..3, BALANCER_SOCKET); `variant` rewrites
-only the semantic backend's balance lines, for the modes it is compared with:
+reads (BALANCER_BIND, BALANCER_API_1..3, BALANCER_SOCKET; BALANCER_HOT_PERCENT passes
+through from this process's environment when set); `variant` rewrites only the semantic
+backend's balance lines and hot-namespace rules, for the modes it is compared with:
 
-    bounded     as shipped: consistent hash on the namespace, hash-balance-factor 125
-    hash        the same ring without the bound (every request of a namespace goes home)
-    roundrobin  no hashing: each request to the next replica
+    bounded      as shipped: a hot namespace's requests to the replica with the fewest in
+                 flight, every other one home on a consistent-hash ring, queued there
+                 while its replica serves 1.25 x the mean in flight
+    bounded-all  hash-balance-factor 125 on the ring for every request instead (no hot
+                 rules, no queue): a full replica passes whatever request comes next,
+                 cold or hot, to the next replica on the ring
+    hash         the ring alone (a namespace always goes home, never waits)
+    roundrobin   no hashing: each request to the next replica
 
 `Balancer` reads what HAProxy itself counted: per replica of the semantic backend, the
 requests it was sent and the most it had in flight at once (`show stat` on the stats
@@ -18,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import os
+import re
 import shutil
 import socket
 import subprocess
@@ -28,14 +36,17 @@ from pathlib import Path
 from embedq.errors import ConfigError, Unavailable
 from embedq.testing import processes
 
-MODES = ("bounded", "hash", "roundrobin")
+MODES = ("bounded", "bounded-all", "hash", "roundrobin")
 REPLICAS = 3  # the shipped file's server lines: api1, api2, api3
 BACKEND = "semantic"
 START_DEADLINE_S = 30.0
 INSTALL = ("install Debian's haproxy (`apt-get install haproxy`, or `make haproxy`), or "
            "put an haproxy 2.x on PATH")
-_SHIPPED = ("    balance uri path-only depth 3\n", "    hash-type consistent\n",
-            "    hash-balance-factor 125\n")
+_SHIPPED = ("    balance uri path-only depth 3\n", "    hash-type consistent\n")
+FACTOR = "    hash-balance-factor 125\n"
+# The hot namespaces' rules, and the servers' limits (their queue).
+_HOT_RULES = re.compile(r"^    use-server .*\n", re.M)
+_LIMITS = re.compile(r" minconn \d+ maxconn \d+$", re.M)
 
 
 def default_config() -> Path:
@@ -59,12 +70,14 @@ def variant(text: str, mode: str) -> str:
         raise ConfigError("the haproxy file lacks the semantic backend's lines "
                           f"{' / '.join(line.strip() for line in _SHIPPED)}: bench balance "
                           "compares modes by rewriting them; start from deploy/haproxy.cfg")
-    balance, hash_type, factor = _SHIPPED
-    if mode == "hash":
-        return text.replace(factor, "")
+    if mode == "bounded":
+        return text
+    balance, hash_type = _SHIPPED
+    text = _LIMITS.sub("", _HOT_RULES.sub("", text)).replace(FACTOR, "")
+    if mode == "bounded-all":
+        return text.replace(hash_type, hash_type + FACTOR)
     if mode == "roundrobin":
-        return (text.replace(balance, "    balance roundrobin\n").replace(hash_type, "")
-                .replace(factor, ""))
+        return text.replace(balance, "    balance roundrobin\n").replace(hash_type, "")
     return text
 
 
@@ -75,6 +88,7 @@ class Replica:
     name: str
     requests: int  # stot: requests sent to it
     peak_in_flight: int  # smax: the most it had in flight at once
+    peak_queued: int  # qmax: the most requests waiting in HAProxy for it at once
     status: str
 
 
@@ -92,7 +106,8 @@ class Balancer:
         self.config.write_text(config_text)
         self.env = {"BALANCER_BIND": f"127.0.0.1:{self.port}",
                     "BALANCER_SOCKET": str(self.socket), "PATH": "/usr/sbin:/usr/bin:/bin",
-                    **{f"BALANCER_API_{n}": r for n, r in enumerate(replicas, 1)}}
+                    **{f"BALANCER_API_{n}": r for n, r in enumerate(replicas, 1)},
+                    **{k: os.environ[k] for k in ("BALANCER_HOT_PERCENT",) if k in os.environ}}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Balancer:
@@ -147,6 +162,6 @@ class Balancer:
     def replicas(self) -> list[Replica]:
         """The semantic backend's servers, in the file's order."""
         return [Replica(row["svname"], int(row["stot"] or 0), int(row["smax"] or 0),
-                        row["status"])
+                        int(row["qmax"] or 0), row["status"])
                 for row in self._show_stat()
                 if row["pxname"] == BACKEND and row["svname"] not in ("FRONTEND", "BACKEND")]

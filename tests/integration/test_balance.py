@@ -4,9 +4,10 @@ hashing against round robin on the same draws.
 
 What is asserted are properties of the routing, read from HAProxy's own counts and each
 replica's /metrics: no replica ever had more than 1.25 x the mean requests in flight, each
-replica holds exactly the namespaces HAProxy routed to it (loaded on first use), the
-replicas hold less between them than round robin made them hold, and the hottest
-namespace was served by more than one replica."""
+replica holds exactly the namespaces HAProxy routed to it (loaded on first use), none holds
+more than half of the namespaces the stream asked about, the replicas hold less between
+them than round robin made them hold, and the hottest namespace was served by more than
+one replica."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ def test_the_shipped_file_is_valid_in_every_mode_it_is_compared_in(tmp_path: Pat
            **{f"BALANCER_API_{n}": f"127.0.0.1:{n}" for n in (1, 2, 3)}}
     for mode in haproxy.MODES:
         config = haproxy.variant(text, mode)
-        assert ("\n    hash-balance-factor 125\n" in config) == (mode == "bounded")
+        assert ("\n    hash-balance-factor 125\n" in config) == (mode == "bounded-all")
+        rules, limits = "\n    use-server " in config, " maxconn 5000\n" in config
+        assert rules == limits == (mode == "bounded")
         (tmp_path / f"{mode}.cfg").write_text(config)
         done = subprocess.run([haproxy.binary(), "-c", "-q", "-f", str(tmp_path / f"{mode}.cfg")],
                               env=env, capture_output=True, text=True, timeout=30)
@@ -78,6 +81,9 @@ def test_bounded_loads_keep_replicas_within_a_quarter_of_the_mean_and_namespaces
     # Round robin sends a namespace's lookups to every replica, the ring to its own first.
     held = [sum(r["memory"]["bytes"] for r in row["replicas"]) for row in (bounded, robin)]
     assert held[0] < held[1], (held, bounded["copies"], robin["copies"])
+    # A cold namespace stays home: a replica holds its arc of the ring and the hot few.
+    asked = sum(bounded["copies"].values())
+    assert max(r["namespaces"] for r in bounded["replicas"]) <= asked / 2, bounded["copies"]
     assert bounded["hot"]["replicas"] >= 2, bounded["hot"]  # the hot namespace spilled over
     assert max(bounded["hot"]["per_replica"].values()) < 1
     assert "load peak" in done.stdout
