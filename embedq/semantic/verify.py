@@ -70,6 +70,8 @@ from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.grammar import past, persons, possessed, scope
 from embedq.semantic.guard import moved, words
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
+from embedq.semantic.roles import CHECKS as CLAUSE_CHECKS
+from embedq.semantic.roles import conflict as clause_conflict
 
 
 def _closed(words: str) -> frozenset[str]:
@@ -256,6 +258,13 @@ class Verifier:
             _passed(trace, *GRAMMAR_SLOTS)
         else:
             _skipped(trace, "not a minimal edit", *GRAMMAR_SLOTS)
+        clause = clause_conflict(asked, stored)
+        checks = [check for _, check in CLAUSE_CHECKS]
+        if clause is not None:
+            slot, was, now, check = clause
+            _passed(trace, *checks[:checks.index(check)])
+            return Conflict(slot, was, now, check=check)
+        _passed(trace, *checks)
         if not content:
             _skipped(trace, "the score is above the band", *MODEL_CHECKS)
             return None
