@@ -27,6 +27,9 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from embedq.semantic.lexicon import same_word
+from embedq.semantic.numerals import tokens
+
 
 def _closed(words: str) -> frozenset[str]:
     return frozenset(words.split())
@@ -91,4 +94,63 @@ def conflict(a: list[str], b: list[str]) -> tuple[str, str, str] | None:
     owned = possessed(a, b) or possessed(b, a)
     if owned is not None:
         return "role", owned, owned.removesuffix("'s")
+    return None
+
+
+# Determiners that pick out one thing, and those that take all of a kind; "the" and the
+# possessives pick out one thing when their noun is singular ("my policy").
+_UNIVERSAL = _closed("all every each")
+_THIS = _closed("this that")
+_DEFINITE = _THIS | _closed("the my our your his her their")
+_NOT_NOUN = SCOPE | _DEFINITE | _closed(
+    "of these those a an to in on at for from with by and or but is are was were be do does "
+    "did can will should have has had not i we you he she it they me us him them")
+
+
+def _determined(t: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """(determiner, the words after it) for each determiner in `t` (tokens, articles kept):
+    up to three content words, its noun among them ("all stopped docker containers")."""
+    out = []
+    for i, w in enumerate(t):
+        if w not in _UNIVERSAL and w not in _DEFINITE:
+            continue
+        j = i + 1
+        while w in _UNIVERSAL and j < len(t) and t[j] in ("of", "the", "these", "those", "my",
+                                                          "our", "your", "his", "her", "their"):
+            j += 1
+        run: list[str] = []
+        while j < len(t) and len(run) < 3 and t[j].isalpha() and t[j] not in _NOT_NOUN:
+            run.append(t[j])
+            j += 1
+        if run:
+            out.append((w, tuple(run)))
+    return out
+
+
+def _one_of(q: str, run: tuple[str, ...], ys: list[tuple[str, tuple[str, ...]]]) -> str | None:
+    """The word of `run` (after the universal `q`) that `ys` determines as one thing."""
+    for d, other in ys:
+        for noun in run:
+            same = next((o for o in other if same_word(noun, o)), None)
+            if d in _UNIVERSAL or same is None or any(
+                    u in _UNIVERSAL and any(same_word(noun, n) for n in ns) for u, ns in ys):
+                continue
+            one_set = q == "all" and (noun == same or same.endswith("s"))
+            if d in _THIS or not one_set:
+                return f"{d} {same}"
+    return None
+
+
+def quantifier(asked: str, stored: str) -> tuple[str, str] | None:
+    """One noun taken as all of its kind on one side (all, every, each) and as one thing on
+    the other ("this antihistamine" / "all antihistamines", "my policy" / "each of the
+    policies"); "all my emails" / "my emails" is one set. Any pair, not only minimal
+    edits: the determiner and its noun say it wherever they stand."""
+    da, db = _determined(tokens(asked)), _determined(tokens(stored))
+    for xs, ys, flip in ((da, db, False), (db, da, True)):
+        for q, run in xs:
+            one = _one_of(q, run, ys) if q in _UNIVERSAL else None
+            if one is not None:
+                every = f"{q} {' '.join(run)}"
+                return (one, every) if flip else (every, one)
     return None

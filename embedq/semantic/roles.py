@@ -39,20 +39,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from embedq.semantic.grammar import quantifier
 from embedq.semantic.lexicon import same_word
 from embedq.semantic.numerals import NUMERAL, tokens
+from embedq.semantic.verbs import participle, past_form, same_verb
 
 
 def _closed(words: str) -> frozenset[str]:
     return frozenset(words.split())
 
 
-# The checks, in the order `conflict` runs them: (slot, check).
-CHECKS = (("tense", "aspect"), ("role", "agent"), ("role", "owner"))
+# The checks, in the order `conflict` runs them: (slot, check); grammar.quantifier first.
+CHECKS = (("scope", "quantifier"), ("tense", "aspect"), ("role", "agent"), ("role", "owner"))
 FIRST = _closed("i we i'm i've i'd i'll we're we've we'd we'll")
 _FIRST_ANY = FIRST | _closed("me my mine myself us our ours ourselves")
 _OTHER = _closed("he she they someone somebody others everyone everybody anyone anybody "
                  "nobody he's she's they're they've they'd they'll")
+_PRONOUNS = FIRST | _OTHER | _closed("me us")
 _OWNERS = {"my": "first", "our": "first", "his": "other", "her": "other", "their": "other"}
 _BE = _closed("am is are was were be been being isn't aren't wasn't weren't")
 _DO = _closed("do does did don't doesn't didn't")
@@ -108,18 +111,17 @@ def _content(word: str) -> bool:
         and not word.endswith("'s") and NUMERAL.fullmatch(word) is None
 
 
-def _participle(word: str) -> bool:
-    return word == "been" or (len(word) > 3 and word.endswith(("ed", "en", "wn", "ne")))
-
-
 def _verb(t: list[str], j: int, chain: list[str]) -> tuple[int, list[str]] | None:
     """The main verb after position `j` (past the auxiliaries, negators and "have to"),
     with the chain of words passed, or None where a content word does not follow."""
     while j < len(t) and len(chain) < 6:
         w = t[j]
         ahead = t[j + 1] if j + 1 < len(t) else ""
+        if w in _HAVE and not (ahead in ("to", "got", "been") or ahead in _BETWEEN
+                               or participle(ahead)):
+            return None  # "do I have cover": "have" is the verb
         if w in _AUX or w in _BETWEEN or (w in _SEMI and ahead == "to") or (
-                w in _GET and _participle(ahead)):
+                w in _GET and participle(ahead)):
             chain.append(w)
             j += 1
         else:
@@ -135,8 +137,8 @@ def _clause(t: list[str], k: int, party: str, head: str, start: int,
     if found is None:
         return None
     j, chain = found
-    passive = any(w in _BE for w in chain) and not t[j].endswith("ing") or (
-        any(w in _GET for w in chain))
+    passive = (any(w in _BE for w in chain) and not t[j].endswith("ing")) or any(
+        w in _GET for w in chain)
     before = t[start - 1] if start > 0 else ""
     return Clause(party, head, t[j], tuple(chain), before if before in _OPENERS else "",
                   k, passive, before in _AUX)
@@ -185,8 +187,8 @@ def _noun_subject(t: list[str], k: int, inverted: list[str]) -> Clause | None:
     if inverted:
         at = len(run) - 1
     else:
-        at = next((i for i, w in enumerate(run) if i and w.endswith(("s", "ed"))
-                   and not w.endswith("ss")), 0)
+        at = next((i for i, w in enumerate(run) if i and (
+            past_form(w) or (w.endswith("s") and not w.endswith("ss")))), 0)
         if not at:
             return None
     return _clause(t, k, "other", run[at - 1], k, j - len(run) + at, list(inverted))
@@ -200,29 +202,15 @@ def _past(c: Clause) -> bool | None:
     if any(w in _PAST for w in chain) or any(
             w in _HAVE and chain[i + 1:i + 2] != ["to"] for i, w in enumerate(chain)):
         return True
-    if not chain and c.verb.endswith("ed"):
+    if all(w in _BETWEEN for w in chain) and past_form(c.verb):
         return True
     return None if c.opener in ("after", "once") else False
 
 
-def _root(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            word = word[: -len(suffix)]
-            break
-    word = word.removesuffix("e")
-    return word[:-1] if len(word) > 2 and word[-1] == word[-2] else word
-
-
-def same_verb(x: str, y: str) -> bool:
-    """One verb in two forms: lexicon.same_word, or one root once the inflection, a final
-    "e" and a doubled consonant are dropped ("prune" / "pruned", "stop" / "stopped")."""
-    return same_word(x, y) or _root(x) == _root(y)
-
-
 def _opening(t: list[str]) -> bool | None:
-    """Whether the auxiliary that opens the question `t` is past (None: no question
-    auxiliary opens it); has / have count as past except before "got" or "to"."""
+    """Whether the auxiliary that opens the question `t` is past (did, was, were, had);
+    None where no auxiliary opens it, or a perfect's has / have does: "has my claim been
+    approved" asks what "is my claim approved" asks."""
     at = 0 if t and t[0] in _AUX else None
     if t and t[0] in _WH:
         for j in range(1, min(len(t), 5)):
@@ -231,9 +219,9 @@ def _opening(t: list[str]) -> bool | None:
                 break
             if not _content(t[j]) and t[j] not in ("much", "many", "long", "often"):
                 break
-    if at is None:
+    if at is None or (t[at] in _HAVE and t[at] not in _PAST):
         return None
-    return t[at] in _PAST or (t[at] in _HAVE and not {"got", "to"} & set(t[at + 1:at + 4]))
+    return t[at] in _PAST
 
 
 # As `tokens` writes them ("still" is spelled as "stil", a doubled final l).
@@ -246,23 +234,35 @@ def _same_subject(a: Clause, b: Clause) -> bool:
     return same_word(a.head, b.head)
 
 
-def aspect(asked: str, stored: str) -> tuple[str, str] | None:
-    """The tense slot's clause check (see the module): the two sides' words, or None."""
-    ta, tb = _tokens(asked), _tokens(stored)
+def _asked_when(ta: list[str], tb: list[str]) -> tuple[str, str] | None:
     oa, ob = _opening(ta), _opening(tb)
     if oa is not None and ob is not None and oa != ob:
         return ("past" if oa else "not past"), ("past" if ob else "not past")
-    for a in clauses(asked):
-        for b in clauses(stored):
+    return None
+
+
+def _done_when(asked: str, stored: str) -> tuple[str, str] | None:
+    for a in _doers(clauses(asked)):
+        for b in _doers(clauses(stored)):
             pa, pb = _past(a), _past(b)
             if _same_subject(a, b) and same_verb(a.verb, b.verb) and None not in (
                     pa, pb) and pa != pb:
                 return " ".join((a.head, *a.chain, a.verb)), " ".join((b.head, *b.chain,
                                                                         b.verb))
+    return None
+
+
+def _still(ta: list[str], tb: list[str]) -> tuple[str, str] | None:
     for x, y in ((_STILL, _ALREADY), (_ALREADY, _STILL)):
         if x in ta and y in tb and x not in tb and y not in ta:
             return x, y
     return None
+
+
+def aspect(asked: str, stored: str) -> tuple[str, str] | None:
+    """The tense slot's clause check (see the module): the two sides' words, or None."""
+    ta, tb = _tokens(asked), _tokens(stored)
+    return _asked_when(ta, tb) or _done_when(asked, stored) or _still(ta, tb)
 
 
 def _doers(cs: list[Clause]) -> list[Clause]:
@@ -285,20 +285,30 @@ def _names(t: list[str], c: Clause, skip: int) -> bool:
                if i != skip and (_content(w) or w.endswith("'s")))
 
 
+def _swapped(a: Clause, b: Clause, ta: list[str], tb: list[str]) -> bool:
+    """True when `a` and `b` are different parties: two pronouns of other persons, or, where
+    one is a noun phrase (which may name a thing, not a party), each side names the other
+    side's subject too ("can my landlord enter ... me" / "can I enter my landlord's ...")."""
+    if a.party == b.party:
+        return False
+    if a.head in _PRONOUNS and b.head in _PRONOUNS:
+        return True
+    return _names(ta, b, a.at) and _names(tb, a, b.at)
+
+
 def agent(asked: str, stored: str) -> tuple[str, str] | None:
     """The role slot's doer check (see the module): the two sides' words, or None."""
     ca, cb = _doers(clauses(asked)), _doers(clauses(stored))
+    ta, tb = _tokens(asked), _tokens(stored)
     for a in ca:
         parties_a = {c.party for c in ca if same_verb(c.verb, a.verb)}
-        parties_b = {c.party for c in cb if same_verb(c.verb, a.verb)}
-        if parties_b and not parties_a & parties_b:
-            b = next(c for c in cb if same_verb(c.verb, a.verb))
-            return f"{a.head} {a.verb}", f"{b.head} {b.verb}"
-    a, b = _asks(asked), _asks(stored)
-    if a is not None and b is not None and a.party != b.party and not (a.passive or b.passive):
-        ta, tb = _tokens(asked), _tokens(stored)
-        if _names(ta, b, a.at) and _names(tb, a, b.at):
-            return f"{a.head} {a.verb}", f"{b.head} {b.verb}"
+        bs = [c for c in cb if same_verb(c.verb, a.verb)]
+        if bs and not parties_a & {c.party for c in bs} and _swapped(a, bs[0], ta, tb):
+            return f"{a.head} {a.verb}", f"{bs[0].head} {bs[0].verb}"
+    qa, qb = _asks(asked), _asks(stored)
+    if qa is not None and qb is not None and not (qa.passive or qb.passive) and (
+            qa.party != qb.party and _names(ta, qb, qa.at) and _names(tb, qa, qb.at)):
+        return f"{qa.head} {qa.verb}", f"{qb.head} {qb.verb}"
     return None
 
 
@@ -336,7 +346,7 @@ def owner(asked: str, stored: str) -> tuple[str, str] | None:
 def conflict(asked: str, stored: str) -> tuple[str, str, str, str] | None:
     """(slot, asked words, stored words, check) of the first check in CHECKS that finds a
     change, or None."""
-    for (slot, check), found in zip(CHECKS, (aspect, agent, owner), strict=True):
+    for (slot, check), found in zip(CHECKS, (quantifier, aspect, agent, owner), strict=True):
         words = found(asked, stored)
         if words is not None:
             return slot, *words, check

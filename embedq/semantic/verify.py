@@ -16,7 +16,11 @@ conflict:
              underpay) or a negating one (register / deregister): `opposite`
   scope, tense, role
              in a minimal edit, the scope words, the past, or the persons differ
-             (grammar.py)
+             (grammar.py); in any pair, the clause checks (roles.py) read who does what
+             and when from the grammar: `quantifier` (scope: "this antihistamine" / "all
+             antihistamines"), `aspect` (tense: "do I" / "did I", "my tenancy ends" /
+             "has ended", "still" / "already"), `agent` (role: "can my landlord enter" /
+             "can I enter") and `owner` (role: "my SIM" / "another network's SIM")
   time       an edit changes a date or time: a calendar word (today, tomorrow, Monday,
              May) on one side only, or different time words on both (morning /
              afternoon); a time word only one side adds ("at night", "right now") is a
@@ -39,7 +43,9 @@ conflict:
 
 With a `trace` (`explain`), `conflict` also lists each slot it checked as a `Check`:
 passed, or skipped with why (the grammar slots and `crossed` outside a minimal edit,
-MODEL_CHECKS above the band); `crossed` is the order slot's minimal-edit check. The first
+MODEL_CHECKS above the band); `crossed` is the order slot's minimal-edit check, and the
+clause checks run after the grammar slots under their own names, a conflict they find
+naming its slot ("role: 'landlord enter' vs 'i enter'"). The first
 failing slot is the Conflict returned, so a refused candidate's trace ends before it.
 Without a trace nothing is collected.
 
@@ -171,6 +177,30 @@ def _skipped(trace: list[Check] | None, why: str, *slots: str) -> None:
         trace.extend(Check(slot, "skipped", why) for slot in slots)
 
 
+def _grammar(asked: str, stored: str, edit: bool,
+             trace: list[Check] | None) -> Conflict | None:
+    """The grammar slots' conflict (grammar.py, minimal edits only), else the clause
+    checks' (roles.py: quantifier, aspect, agent, owner, any pair), or None; `trace` gets
+    the checks passed or skipped before it."""
+    a, b = words(asked), words(stored)
+    grammar = grammar_conflict(a, b) if edit else None
+    if grammar is not None:
+        _passed(trace, *GRAMMAR_SLOTS[:GRAMMAR_SLOTS.index(grammar[0])])
+        return Conflict(*grammar)
+    if edit:
+        _passed(trace, *GRAMMAR_SLOTS)
+    else:
+        _skipped(trace, "not a minimal edit", *GRAMMAR_SLOTS)
+    checks = [check for _, check in CLAUSE_CHECKS]
+    found = clause_conflict(asked, stored)
+    if found is None:
+        _passed(trace, *checks)
+        return None
+    slot, was, now, check = found
+    _passed(trace, *checks[:checks.index(check)])
+    return Conflict(slot, was, now, check=check)
+
+
 def _negations(ws: list[str]) -> int:
     return sum(w in _NEGATORS or w.endswith("n't") for w in ws)
 
@@ -250,21 +280,9 @@ class Verifier:
                             " ".join(sorted(_times(b) - _times(a))))
         _passed(trace, "time")
         edit = minimal(a, b)
-        grammar = grammar_conflict(a, b) if edit else None
+        grammar = _grammar(asked, stored, edit, trace)
         if grammar is not None:
-            _passed(trace, *GRAMMAR_SLOTS[:GRAMMAR_SLOTS.index(grammar[0])])
-            return Conflict(*grammar)
-        if edit:
-            _passed(trace, *GRAMMAR_SLOTS)
-        else:
-            _skipped(trace, "not a minimal edit", *GRAMMAR_SLOTS)
-        clause = clause_conflict(asked, stored)
-        checks = [check for _, check in CLAUSE_CHECKS]
-        if clause is not None:
-            slot, was, now, check = clause
-            _passed(trace, *checks[:checks.index(check)])
-            return Conflict(slot, was, now, check=check)
-        _passed(trace, *checks)
+            return grammar
         if not content:
             _skipped(trace, "the score is above the band", *MODEL_CHECKS)
             return None
@@ -292,7 +310,9 @@ class Verifier:
     def slots(self, asked: str, stored: str) -> dict[str, bool]:
         """Each slot's verdict on its own (True: a conflict), every slot checked whatever
         the others say: the learned verifier's features (learned.py). The grammar slots
-        and `crossed` judge minimal edits only, as in `conflict`."""
+        and `crossed` judge minimal edits only, as in `conflict`; the clause checks
+        (roles.py) are no feature, so the shipped weights read the features they were
+        fitted on."""
         a, b = words(asked), words(stored)
         sa, sb = list(map(_singular, a)), list(map(_singular, b))
         edit = minimal(a, b)
