@@ -12,12 +12,14 @@ uses, so they run on every pair:
 
   agent   (role slot) one verb has a first-person doer on one side (I, we, "for me to")
           and another party on the other (he, she, they, someone, others, or a noun
-          phrase: "my landlord", "the tenant"): "I sent money" / "someone sent money";
-          or the two texts' first subjects are the first person on one side and another
-          party on the other while each side names the other's subject outside its own
-          ("do I have to give my landlord" / "does my landlord have to give me"). A subject
-          before a form of "be" or a passive "get" ("I was charged", "is it possible", "do
-          I get paid") does nothing in its clause and is left out.
+          phrase: "my landlord", "the tenant"): "I sent money" / "someone sent money". A
+          noun phrase may name a thing, not a party ("can my phone receive calls" / "can I
+          receive calls on my phone"), so against one each side must name the other's
+          doer too ("can my landlord enter ... me" / "can I enter my landlord's ..."). Or
+          the questions ask two parties about one obligation or ability ("how long do I
+          have to report it to my insurer" / "how long does my insurer have to respond").
+          A subject before a form of "be" or a passive "get" ("I was charged", "is it
+          possible", "do I get paid") does nothing in its clause and is left out.
   owner   (role slot) one noun is owned by the first person on one side (my, our) and by
           another party on the other (his, their, "a network's"): "use another network's
           SIM in my phone" / "use my SIM in another network's phone".
@@ -255,7 +257,7 @@ def _done_when(asked: str, stored: str) -> tuple[str, str] | None:
 def _still(ta: list[str], tb: list[str]) -> tuple[str, str] | None:
     for x, y in ((_STILL, _ALREADY), (_ALREADY, _STILL)):
         if x in ta and y in tb and x not in tb and y not in ta:
-            return x, y
+            return ("still", "already") if x == _STILL else ("already", "still")
     return None
 
 
@@ -307,9 +309,16 @@ def agent(asked: str, stored: str) -> tuple[str, str] | None:
             return f"{a.head} {a.verb}", f"{bs[0].head} {bs[0].verb}"
     qa, qb = _asks(asked), _asks(stored)
     if qa is not None and qb is not None and not (qa.passive or qb.passive) and (
-            qa.party != qb.party and _names(ta, qb, qa.at) and _names(tb, qa, qb.at)):
-        return f"{qa.head} {qa.verb}", f"{qb.head} {qb.verb}"
+            _frame(qa) and _frame(qa) == _frame(qb)) and _swapped(qa, qb, ta, tb):
+        return " ".join((qa.head, *_frame(qa))), " ".join((qb.head, *_frame(qb)))
     return None
+
+
+def _frame(c: Clause) -> tuple[str, ...]:
+    """The obligation or ability a question asks its subject about ("do I have to",
+    "is my landlord allowed to"): its chain past do-support, when it ends in "to"."""
+    tail = tuple(w for w in c.chain if w not in _DO)
+    return tail if tail[-1:] == ("to",) else ()
 
 
 def _owned(text: str) -> list[tuple[str, str]]:

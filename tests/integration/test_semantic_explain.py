@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.model]
 STORED = "how do I open an account"
 PARAPHRASE = "how to create an account"
 VERIFIER_SLOTS = ["number", "negation", "order", "direction", "time", "scope", "tense", "role",
-                  "crossed", "content", "disjoint"]
+                  "quantifier", "aspect", "agent", "owner", "crossed", "content", "disjoint"]
 
 
 def _served(result: LookupResult) -> Considered:
@@ -53,7 +53,9 @@ def test_a_served_hit_names_every_check_it_passed(model_client: Any, salt: str) 
     # A rewording, not a minimal edit: the slots that judge one frame's edits do not apply.
     for slot in ("scope", "tense", "role", "crossed"):
         assert results[slot] == ("skipped", "not a minimal edit"), slot
-    for slot in ("number", "negation", "order", "direction", "time", "disjoint"):
+    # The clause checks read any pair.
+    for slot in ("number", "negation", "order", "direction", "time", "quantifier", "aspect",
+                 "agent", "owner", "disjoint"):
         assert results[slot] == ("pass", None), slot
     assert results["content"] == ("pass", "no content word replaced")
     assert results["negative"] == ("pass", "no negatives")

@@ -21,7 +21,7 @@ ENCODER = HashingEncoder()
 PAIRS = Path(__file__).parents[1] / "data" / "semantic_pairs.domains.jsonl"
 # Every slot verify.py checks, in its order; crossed, content and disjoint only in the band.
 SLOTS = ["number", "negation", "order", "direction", "time", "scope", "tense", "role",
-         "crossed", "content", "disjoint"]
+         "quantifier", "aspect", "agent", "owner", "crossed", "content", "disjoint"]
 
 
 def embed(texts: list[str]) -> list[npt.NDArray[np.float32]]:
@@ -70,6 +70,16 @@ def test_a_refused_pair_lists_the_slots_it_passed_before_the_one_that_refused_it
     assert conflict is not None and conflict.slot == slot
     assert [c.name for c in trace] == SLOTS[:SLOTS.index(slot)]
     assert all(c.result in ("pass", "skipped") for c in trace)
+
+
+def test_a_clause_check_fails_under_its_name_with_its_slot_in_the_reason() -> None:
+    trace: list[Check] = []
+    conflict = VERIFIER.conflict("can my tenant sublet the flat without asking me",
+                                 "can I sublet my tenant's flat without asking him", trace=trace)
+    assert conflict is not None and (conflict.slot, conflict.check) == ("role", "agent")
+    assert str(conflict) == "role: 'tenant sublet' vs 'i sublet'"
+    assert [c.name for c in trace] == SLOTS[:SLOTS.index("agent")]
+    assert {c.name: c.result for c in trace}["role"] == "skipped"  # not a minimal edit
 
 
 def test_content_words_crossed_in_one_frame_fail_the_crossed_check() -> None:

@@ -8,7 +8,8 @@ import numpy.typing as npt
 import pytest
 
 from embedq.encoders.hashing import HashingEncoder
-from embedq.semantic.verify import Verifier
+from embedq.semantic.verbs import participle, past_form, same_verb
+from embedq.semantic.verify import Check, Verifier
 
 ENCODER = HashingEncoder()
 
@@ -246,3 +247,99 @@ def test_swapped_content_words_in_one_frame_are_an_order_conflict() -> None:
     assert conflict is not None and conflict.slot == "order", conflict
     # a modifier moved next to its noun is no swap
     assert TABLE.conflict("how to reverse a Python list", "how to reverse a list in Python") is None
+
+
+# The clause checks (roles.py) read who does what, and when, from the grammar of any pair:
+# most examples are rewordings, which the minimal-edit slots skip. They are written for
+# these tests, in no domain of the labelled pairs.
+@pytest.mark.parametrize(("asked", "stored", "slot", "check"), [
+    # the same verb, done by the first person on one side and another party on the other
+    ("can my tenant sublet the flat without asking me",
+     "can I sublet my tenant's flat without asking him", "role", "agent"),
+    ("I emailed my accountant twice but got no answer",
+     "my accountant emailed me twice but got no answer", "role", "agent"),
+    ("someone used my card online, what should I do",
+     "I used someone else's card online, what should I do", "role", "agent"),
+    # one obligation, asked of two parties
+    ("how long do I have to tell my insurer about a claim",
+     "how long does my insurer have to answer me about a claim", "role", "agent"),
+    # one noun, owned by the first person on one side and another party on the other
+    ("can I charge my phone using a friend's charger",
+     "can I charge a friend's phone with my own charger", "role", "owner"),
+    # the question's auxiliary, past on one side only
+    ("when is the application window open",
+     "when was the window for applications open last spring", "tense", "aspect"),
+    ("does the gym charge a joining fee", "did my old gym make me pay a fee for joining",
+     "tense", "aspect"),
+    # one subject and verb, in the present on one side and the perfect or past on the other
+    ("what happens if my visa expires while I am abroad",
+     "I am abroad and my visa has expired, what happens now", "tense", "aspect"),
+    ("the printer jams when I print double-sided",
+     "the printer jammed twice while I was printing double-sided pages", "tense", "aspect"),
+    ("can I still change my order", "my order has already shipped, can I make changes to it",
+     "tense", "aspect"),
+    # one thing on one side, all of its kind on the other
+    ("does this charger work with my laptop",
+     "are all of these chargers compatible with my laptop", "scope", "quantifier"),
+    ("what fee do I pay on my savings account",
+     "what is the fee on each of the savings accounts I hold", "scope", "quantifier"),
+])
+def test_swapped_roles_and_changed_tenses_conflict_in_any_pair(asked: str, stored: str,
+                                                               slot: str, check: str) -> None:
+    for x, y in ((asked, stored), (stored, asked)):
+        trace: list[Check] = []
+        conflict = VERIFIER.conflict(x, y, content=False, trace=trace)
+        assert conflict is not None and (conflict.slot, conflict.check) == (slot, check), \
+            conflict
+        # explain names the check, and the reason its slot
+        assert str(conflict).startswith(f"{slot}: ")
+        assert [c.result for c in trace if c.name == check] == []
+        assert all(c.result != "fail" for c in trace)
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    # active and passive with the same doer
+    ("can my landlord increase the rent", "can the rent be increased by my landlord"),
+    ("when will my employer pay me", "when do I get paid by my employer"),
+    ("my bank charged me twice", "I was charged twice by my bank"),
+    # one doer, asked two ways; a question and a statement
+    ("is it possible for me to change my flight", "can I change my flight"),
+    ("I want to cancel my membership", "how do I cancel my membership"),
+    ("my laptop won't charge", "why won't my laptop charge"),
+    ("can you refund my order", "can I get a refund for my order"),  # "you": the service
+    # a thing, not a party, as the subject; another verb for one act
+    ("does my policy cover me abroad", "do I have cover abroad under my policy"),
+    ("when will my refund arrive", "when do I get my refund"),
+    ("how do I share my calendar with my team", "how can my team see my calendar"),
+    # a perfect that asks about now, or a present after "after" / "once"
+    ("has my claim been approved", "is my claim approved"),
+    ("can I get a refund after the course ends", "can I get a refund once the course has ended"),
+    # a moved clause; a possessive turned around; all of a set one side names
+    ("if my flight is cancelled can I get a refund",
+     "can I get a refund if my flight is cancelled"),
+    ("how often should I change my car's oil", "how often should I change the oil in my car"),
+    ("how do I delete all my photos", "how do I delete my photos"),
+])
+def test_paraphrases_keep_their_roles_and_tenses(asked: str, stored: str) -> None:
+    for x, y in ((asked, stored), (stored, asked)):
+        conflict = VERIFIER.conflict(x, y, content=False)
+        assert conflict is None or conflict.check not in (
+            "quantifier", "aspect", "agent", "owner"), conflict
+
+
+def test_a_clause_check_is_traced_under_its_own_name() -> None:
+    trace: list[Check] = []
+    assert VERIFIER.conflict("how do I cancel my membership", "I want to cancel my membership",
+                             content=False, trace=trace) is None
+    names = [c.name for c in trace]
+    assert names[names.index("role") + 1:] == ["quantifier", "aspect", "agent", "owner",
+                                               "crossed", "content", "disjoint"]
+    assert {c.name: c.result for c in trace}["agent"] == "pass"
+
+
+def test_verb_forms_regular_and_irregular() -> None:
+    assert same_verb("prune", "pruned") and same_verb("stop", "stopped")
+    assert same_verb("makes", "made") and same_verb("says", "said")
+    assert not same_verb("make", "take")
+    assert past_form("drove") and past_form("finished") and not past_form("put")
+    assert participle("gone") and participle("paid") and not participle("cover")
