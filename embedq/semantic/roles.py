@@ -40,6 +40,7 @@ the score: a party named only by its noun on one side ("when will my refund arri
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from embedq.semantic.grammar import quantifier
 from embedq.semantic.lexicon import same_word
@@ -133,21 +134,27 @@ def _verb(t: list[str], j: int, chain: list[str]) -> tuple[int, list[str]] | Non
     return None
 
 
-def _clause(t: list[str], k: int, party: str, head: str, start: int,
-            verb_from: int, chain: list[str]) -> Clause | None:
+def _clause(t: list[str], k: int, party: str, head: str, verb_from: int,
+            chain: list[str]) -> Clause | None:
+    """The clause whose subject starts at `k`, its verb found from `verb_from`, or None."""
     found = _verb(t, verb_from, chain)
     if found is None:
         return None
     j, chain = found
     passive = (any(w in _BE for w in chain) and not t[j].endswith("ing")) or any(
         w in _GET for w in chain)
-    before = t[start - 1] if start > 0 else ""
+    before = t[k - 1] if k > 0 else ""
     return Clause(party, head, t[j], tuple(chain), before if before in _OPENERS else "",
                   k, passive, before in _AUX)
 
 
 def clauses(text: str) -> list[Clause]:
     """Each subject of `text` the words show, with its verb, in the text's order."""
+    return list(_clauses(text))
+
+
+@lru_cache(maxsize=16384)
+def _clauses(text: str) -> tuple[Clause, ...]:
     t = _tokens(text)
     out: list[Clause] = []
     for k, w in enumerate(t):
@@ -157,9 +164,9 @@ def clauses(text: str) -> list[Clause]:
                        None)
         if w in FIRST or w in _OTHER:
             chain = [*inverted, *([_CONTRACTED[pronoun]] if pronoun else [])]
-            found = _clause(t, k, "first" if w in FIRST else "other", w, k, k + 1, chain)
+            found = _clause(t, k, "first" if w in FIRST else "other", w, k + 1, chain)
         elif w in ("me", "us") and before == "for" and t[k + 1:k + 2] == ["to"]:
-            found = _clause(t, k, "first", w, k, k + 1, [])
+            found = _clause(t, k, "first", w, k + 1, [])
         elif (w in _OWNERS or w in _DETERMINERS or w.endswith("'s")) and (
                 k == 0 or inverted or before in _OPENERS):
             found = _noun_subject(t, k, inverted)
@@ -167,7 +174,7 @@ def clauses(text: str) -> list[Clause]:
             continue
         if found is not None:
             out.append(found)
-    return out
+    return tuple(out)
 
 
 def _noun_subject(t: list[str], k: int, inverted: list[str]) -> Clause | None:
@@ -183,7 +190,7 @@ def _noun_subject(t: list[str], k: int, inverted: list[str]) -> Clause | None:
         j += 1
     ahead = t[j] if j < len(t) else ""
     if run and (ahead in _AUX or ahead in _BETWEEN):
-        return _clause(t, k, "other", run[-1], k, j, list(inverted))
+        return _clause(t, k, "other", run[-1], j, list(inverted))
     if len(run) < 2:
         return None
     if inverted:
@@ -193,7 +200,7 @@ def _noun_subject(t: list[str], k: int, inverted: list[str]) -> Clause | None:
             past_form(w) or (w.endswith("s") and not w.endswith("ss")))), 0)
         if not at:
             return None
-    return _clause(t, k, "other", run[at - 1], k, j - len(run) + at, list(inverted))
+    return _clause(t, k, "other", run[at - 1], j - len(run) + at, list(inverted))
 
 
 def _past(c: Clause) -> bool | None:
@@ -321,7 +328,8 @@ def _frame(c: Clause) -> tuple[str, ...]:
     return tail if tail[-1:] == ("to",) else ()
 
 
-def _owned(text: str) -> list[tuple[str, str]]:
+@lru_cache(maxsize=16384)
+def _owned(text: str) -> tuple[tuple[str, str], ...]:
     """(noun, owner's party) for each noun after a possessive: my, our (first); his, her,
     their, a noun's (other); "your" names the service."""
     t = _tokens(text)
@@ -337,7 +345,7 @@ def _owned(text: str) -> list[tuple[str, str]]:
             if t[j].endswith("'s"):
                 break  # "my partner's pension": the partner's or mine, the words can't say
             j += 1
-    return out
+    return tuple(out)
 
 
 def owner(asked: str, stored: str) -> tuple[str, str] | None:
