@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from embedq.jobs.dispatch import CHUNKS_PER_WORKER, MIN_CHUNK_TEXTS, workers_on
+from embedq.jobs.dispatch import MIN_CHUNK_TEXTS, workers_on
 from embedq.jobs.service import JobService
 from embedq.jobs.store import even_cut
 from embedq.models import JobChunk
 from embedq.service import EmbeddingService
+from embedq.tasks.app import CHUNKS_PER_WORKER
 from tests import support
 from tests.integration.test_jobs import wait_for
 
