@@ -111,7 +111,7 @@ class Channel(redis.Channel):  # type: ignore[misc]
     QoS = QoS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
         options = self.connection.client.transport_options
         self.held_limits: dict[str, int] = dict(options.get(HELD_LIMITS) or {})
 
