@@ -6,6 +6,7 @@ part in it and none idles behind a larger chunk."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,6 +132,53 @@ def test_a_worker_started_before_the_next_wave_takes_part(env: dict[str, str],
                 worker.stop()
     passes = support.ledger_counts(tmp_path / "ledger.txt")
     assert sum(passes.values()) == 800  # every text computed once, split or not
+
+
+def bulk_chunks_received(log: Path) -> int:
+    text = log.read_text(errors="replace")
+    return len(re.findall(r"Task embedq\.bulk_chunk\[[^\]]+\] received", text))
+
+
+def test_a_worker_holds_at_most_its_share_of_a_wave(redis_url: str, pg_url: str,
+                                                    tmp_path: Path, salt: str) -> None:
+    """A wave of four chunks and one worker: it takes CHUNKS_PER_WORKER of them, and the
+    rest stay on the bulk queue, for any other worker to take, until one of its own is
+    done. With only its prefetch (its 32 threads) it took all four, and a worker started
+    meanwhile, or one that finished early, had none of them (three chunks on one worker and
+    one on another held 8 workers at 0.64-0.67 linearity in `embedq bench scale`)."""
+    import redis
+
+    bulk = f"bulk-held-{tmp_path.name}"
+    env = support.cluster_env(
+        redis_url, pg_url, ledger_path=tmp_path / "ledger.txt",
+        online_queue=f"online-held-{tmp_path.name}", bulk_queue=bulk,
+        job_chunk_max_texts=400, job_wave_chunks=4,
+    )
+    service = EmbeddingService(support.settings_from(env))
+    jobs = JobService(service)
+    queued = redis.Redis.from_url(redis_url)
+    worker = support.WorkerProcess(env, tmp_path / "worker.log").start()
+    try:
+        # Four chunks of 100 (MIN_CHUNK_TEXTS 64), each opening with a batch that sleeps:
+        # the worker's first two chunks run for seconds while the others wait.
+        texts = [f"{salt} held {i}" + (" [[sleep:3]]" if i % 100 == 0 else "")
+                 for i in range(400)]
+        job_id = jobs.submit(texts)
+        support.wait_until(lambda: bulk_chunks_received(tmp_path / "worker.log") >= 2
+                           and queued.llen(bulk) == 2, 30, "the worker's first two chunks")
+        for _ in range(10):  # a second: still two held, two on the queue
+            assert bulk_chunks_received(tmp_path / "worker.log") == CHUNKS_PER_WORKER
+            assert queued.llen(bulk) == 4 - CHUNKS_PER_WORKER
+            time.sleep(0.1)
+        state = wait_for(jobs, job_id)  # taken once its first chunks are done
+        assert state["status"] == "succeeded" and state["progress"]["done"] == 400
+        assert state["progress"]["chunks"] == 4
+        assert bulk_chunks_run(tmp_path / "worker.log") == 4
+    finally:
+        worker.stop()
+        service.close()
+        queued.close()
+    assert sum(support.ledger_counts(tmp_path / "ledger.txt").values()) == 400
 
 
 def test_progress_moves_while_a_chunk_runs(redis_url: str, pg_url: str, tmp_path: Path,
