@@ -97,6 +97,10 @@ class QoS(redis.QoS):  # type: ignore[misc]
                         "later sweep, once it takes writes again")
 
 
+# A list nobody pushes to: a channel whose every queue is at its limit BRPOPs it.
+IDLE_QUEUE = "embedq.held-idle"
+
+
 class _Skipping:
     """A channel's queue cycle without the queues in `skip`, for one BRPOP."""
 
@@ -104,7 +108,10 @@ class _Skipping:
         self.cycle, self.skip = cycle, skip
 
     def consume(self, n: int) -> list[str]:
-        return [q for q in self.cycle.consume(n) if q not in self.skip]
+        # With every queue left out, a BRPOP of IDLE_QUEUE: its empty reply (after
+        # brpop_timeout) wakes the consumer to read its limits again. With no BRPOP at
+        # all it would wait for its event loop's next timer, up to 10 s.
+        return [q for q in self.cycle.consume(n) if q not in self.skip] or [IDLE_QUEUE]
 
 
 class Channel(redis.Channel):  # type: ignore[misc]
@@ -128,7 +135,6 @@ class Channel(redis.Channel):  # type: ignore[misc]
             super()._brpop_start(timeout)  # type: ignore[no-untyped-call]
             return
         # kombu builds the BRPOP from the queues its cycle hands out: hand out the others.
-        # With none left, nothing is sent, and the next poll (within a second) asks again.
         cycle = self._queue_cycle
         self._queue_cycle = _Skipping(cycle, full)
         try:
