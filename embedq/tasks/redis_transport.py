@@ -21,7 +21,7 @@ of a wave's chunks while another got one, and the job waited for the first (its 
 upstream slot ran three chunks one batch at a time). A channel that holds a queue's limit
 of unacknowledged messages leaves that queue out of its BRPOP (`Channel._brpop_start`):
 the next message stays in Redis for a consumer with room for it, and this one takes it
-again from its next BRPOP (within `brpop_timeout`) once one of its messages is acked.
+again from its next BRPOP (within HELD_POLL_S) once one of its messages is acked.
 """
 
 from __future__ import annotations
@@ -97,8 +97,10 @@ class QoS(redis.QoS):  # type: ignore[misc]
                         "later sweep, once it takes writes again")
 
 
-# A list nobody pushes to: a channel whose every queue is at its limit BRPOPs it.
-IDLE_QUEUE = "embedq.held-idle"
+# While a queue is left out, BRPOP times out after this long (Redis 6+ takes fractions):
+# the channel reads its limits again that often, so a message held back is taken about
+# this soon after one of this channel's is acked, not after a whole `brpop_timeout`.
+HELD_POLL_S = 0.1
 
 
 class _Skipping:
@@ -108,10 +110,7 @@ class _Skipping:
         self.cycle, self.skip = cycle, skip
 
     def consume(self, n: int) -> list[str]:
-        # With every queue left out, a BRPOP of IDLE_QUEUE: its empty reply (after
-        # brpop_timeout) wakes the consumer to read its limits again. With no BRPOP at
-        # all it would wait for its event loop's next timer, up to 10 s.
-        return [q for q in self.cycle.consume(n) if q not in self.skip] or [IDLE_QUEUE]
+        return [q for q in self.cycle.consume(n) if q not in self.skip]
 
 
 class Channel(redis.Channel):  # type: ignore[misc]
@@ -135,10 +134,12 @@ class Channel(redis.Channel):  # type: ignore[misc]
             super()._brpop_start(timeout)  # type: ignore[no-untyped-call]
             return
         # kombu builds the BRPOP from the queues its cycle hands out: hand out the others.
+        # With none left it sends none, and its event loop asks again at its next turn
+        # (a worker consuming only a bulk queue took its next chunk at once).
         cycle = self._queue_cycle
         self._queue_cycle = _Skipping(cycle, full)
         try:
-            super()._brpop_start(timeout)  # type: ignore[no-untyped-call]
+            super()._brpop_start(HELD_POLL_S if timeout is None else timeout)  # type: ignore[no-untyped-call]
         finally:
             self._queue_cycle = cycle
 
