@@ -189,7 +189,6 @@ def test_a_worker_holds_at_most_its_share_of_a_wave(redis_url: str, pg_url: str,
         service.close()
         queued.close()
     assert sum(support.ledger_counts(tmp_path / "ledger.txt").values()) == 400
-    print(f"third chunk taken {taken_s:.2f} s after the first was done")
     assert taken_s < 3  # a BRPOP timeout (1 s) and the log's poll, with room to spare
 
 
