@@ -102,6 +102,8 @@ def conflict(a: list[str], b: list[str]) -> tuple[str, str, str] | None:
 _UNIVERSAL = _closed("all every each")
 _THIS = _closed("this that")
 _DEFINITE = _THIS | _closed("the my our your his her their")
+# What may stand between "all" / "each" and its noun ("all of the", "each of my").
+_BEFORE_NOUN = _closed("of these those") | (_DEFINITE - _THIS)
 _NOT_NOUN = SCOPE | _DEFINITE | _closed(
     "of these those a an to in on at for from with by and or but is are was were be do does "
     "did can will should have has had not i we you he she it they me us him them")
@@ -115,8 +117,7 @@ def _determined(t: list[str]) -> list[tuple[str, tuple[str, ...]]]:
         if w not in _UNIVERSAL and w not in _DEFINITE:
             continue
         j = i + 1
-        while w in _UNIVERSAL and j < len(t) and t[j] in ("of", "the", "these", "those", "my",
-                                                          "our", "your", "his", "her", "their"):
+        while w in _UNIVERSAL and j < len(t) and t[j] in _BEFORE_NOUN:
             j += 1
         run: list[str] = []
         while j < len(t) and len(run) < 3 and t[j].isalpha() and t[j] not in _NOT_NOUN:
@@ -129,11 +130,13 @@ def _determined(t: list[str]) -> list[tuple[str, tuple[str, ...]]]:
 
 def _one_of(q: str, run: tuple[str, ...], ys: list[tuple[str, tuple[str, ...]]]) -> str | None:
     """The word of `run` (after the universal `q`) that `ys` determines as one thing."""
+    # A noun `ys` also takes as all of its kind somewhere is no contrast.
+    also_all = {noun for noun in run if any(
+        u in _UNIVERSAL and any(same_word(noun, n) for n in ns) for u, ns in ys)}
     for d, other in ys:
         for noun in run:
             same = next((o for o in other if same_word(noun, o)), None)
-            if d in _UNIVERSAL or same is None or any(
-                    u in _UNIVERSAL and any(same_word(noun, n) for n in ns) for u, ns in ys):
+            if d in _UNIVERSAL or same is None or noun in also_all:
                 continue
             one_set = q == "all" and (noun == same or same.endswith("s"))
             if d in _THIS or not one_set:
