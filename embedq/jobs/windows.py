@@ -17,6 +17,7 @@ from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from embedq.errors import InvalidInput
+from embedq.models.base import utc
 
 # How far ahead a job may be scheduled; bounds every date computed from `not_before`.
 MAX_NOT_BEFORE = timedelta(days=366)
@@ -66,7 +67,7 @@ class Window:
         return f"{self.start:%H:%M}-{self.end:%H:%M}"
 
     def is_open(self, now: datetime) -> bool:
-        local = as_utc(now).astimezone(self.tz).time().replace(tzinfo=None)
+        local = utc(now).astimezone(self.tz).time().replace(tzinfo=None)
         if self.start < self.end:
             return self.start <= local < self.end
         return local >= self.start or local < self.end  # across midnight
@@ -76,7 +77,7 @@ class Window:
         when that is past the calendar's end."""
         try:
             if self.is_open(now):
-                return as_utc(now).astimezone(UTC)
+                return utc(now)
             return self._next(self.start, now)
         except (OverflowError, ValueError):
             return NEVER
@@ -89,7 +90,7 @@ class Window:
             return NEVER
 
     def _next(self, at: time, now: datetime) -> datetime:
-        local = as_utc(now).astimezone(self.tz)
+        local = utc(now).astimezone(self.tz)
         for days in (0, 1, 2):
             day = local.date() + timedelta(days=days)
             candidate = datetime.combine(day, at, tzinfo=self.tz)
@@ -98,19 +99,12 @@ class Window:
         raise AssertionError("a daily window opens and closes within two days")
 
 
-def as_utc(moment: datetime) -> datetime:
-    """`moment` with a timezone: a caller's naive moment (a `not_before` sent without an
-    offset, before `check_moment` converted it) is read as UTC, as everywhere in embedq.
-    Rows need none of this: their datetime columns read back aware (`UTCDateTime`)."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 def check_not_before(not_before: datetime | None, now: datetime) -> None:
     """Refuse a start time further ahead than `MAX_NOT_BEFORE` (InvalidInput)."""
     if not_before is None:
         return
     try:
-        too_far = as_utc(not_before) - as_utc(now) > MAX_NOT_BEFORE
+        too_far = utc(not_before) - utc(now) > MAX_NOT_BEFORE
     except OverflowError:
         too_far = True
     if too_far:
@@ -124,9 +118,9 @@ def may_run(
     window: Window | None, not_before: datetime | None, now: datetime
 ) -> tuple[bool, datetime | None]:
     """(True, None) when a job may run at `now`; else (False, when it may start)."""
-    now = as_utc(now)
-    if not_before is not None and as_utc(not_before) > now:
-        start = as_utc(not_before)
+    now = utc(now)
+    if not_before is not None and utc(not_before) > now:
+        start = utc(not_before)
         if window is not None:
             start = window.next_open(start)
         return False, start
