@@ -38,6 +38,7 @@ from embedq.jobs.store import JobStore, Progress, utcnow
 from embedq.jobs.windows import Window, may_run
 from embedq.models import Job, JobStatus, Priority
 from embedq.tasks import names
+from embedq.tasks.app import CHUNKS_PER_WORKER
 from embedq.tasks.publish import broker_error
 
 log = logging.getLogger("embedq.jobs")
@@ -47,10 +48,9 @@ Clock = Callable[[], datetime]
 WorkerCount = Callable[[str], int]
 # A job's running chunks -> items with a vector so far.
 ProgressNotes = Callable[[str], dict[int, int]]
-# A wave holds this many chunks per live worker on the job's queue, so a worker that
-# finishes its chunk while another still runs has the next one (a chord waits for its
-# slowest chunk), and at least `job_wave_chunks`.
-CHUNKS_PER_WORKER = 2
+# A wave holds CHUNKS_PER_WORKER chunks per live worker on the job's queue, so a worker
+# that finishes its chunk while another still runs has the next one (a chord waits for its
+# slowest chunk), and at least `job_wave_chunks`; a worker holds no more of them at once.
 # Chunks are cut again for a wave only into chunks of at least this many texts: below
 # that, a chunk's own bookkeeping (a task, a row, a chord slot) outweighs its texts.
 MIN_CHUNK_TEXTS = 64

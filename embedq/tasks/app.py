@@ -10,6 +10,9 @@ Settings here answer the pitfalls in ARCHITECTURE.md:
   visibility_timeout + restore_interval_s, not ~100 s later; the sweep's mutex expires
   within the visibility timeout (`restore_mutex_expire_s`), not after kombu's 300 s.
 - queue_order_strategy=priority: a worker always drains `online` before `bulk`.
+- a worker holds at most CHUNKS_PER_WORKER messages of a bulk queue (`held_limits`), the
+  share of a job's wave each worker is dispatched for: with its prefetch alone (its
+  thread count) one worker could take three of a wave's chunks and another one.
 - worker_cancel_long_running_tasks_on_connection_loss=False: a broker blip does not
   abandon running batches.
 - a Redis broker goes through `redis_transport` (kombu's, with a fix that keeps a worker
@@ -35,6 +38,10 @@ from embedq.tasks import names, redis_transport
 # too; one at or below it would time out replies that are on their way.
 BRPOP_TIMEOUT_S = 1.0
 MIN_BROKER_SOCKET_TIMEOUT_S = 2 * BRPOP_TIMEOUT_S
+# A job's wave holds this many chunks per live worker (embedq.jobs.dispatch), and a worker
+# holds at most this many messages of a bulk queue at once: each takes its share of a
+# wave, and one that finishes a chunk while another still runs takes the next.
+CHUNKS_PER_WORKER = 2
 
 
 def link_timeouts(settings: Settings) -> dict[str, Any]:
@@ -48,6 +55,18 @@ def link_timeouts(settings: Settings) -> dict[str, Any]:
         "socket_keepalive": True,
         "health_check_interval": max(1, int(socket_timeout_s)),
     }
+
+
+def held_limits(settings: Settings) -> dict[str, int]:
+    """The most unacknowledged messages one worker holds of each bulk queue (those of
+    every served model too). Online queues have none: their messages are small, and a
+    worker batches many at once."""
+    bulk = [settings.queue.bulk_queue]
+    deployment = settings.deployment
+    if deployment.model.models is not None:
+        bulk += [deployment.for_model(entry.name).queue.bulk_queue
+                 for entry in deployment.served_models()]
+    return dict.fromkeys(bulk, CHUNKS_PER_WORKER)
 
 
 def restore_mutex_expire_s(settings: Settings) -> int:
@@ -115,6 +134,7 @@ def transports(settings: Settings) -> Transports:
         links = link_timeouts(settings)
         if settings.links.broker_url.startswith(("redis://", "rediss://")):
             transport.update(links)
+            transport[redis_transport.HELD_LIMITS] = held_limits(settings)
             broker_transport = redis_transport.TRANSPORT
         backend_transport.update(links)
         # Celery's Redis result backend reads its socket options from these settings.

@@ -6,16 +6,18 @@ part in it and none idles behind a larger chunk."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from embedq.jobs.dispatch import CHUNKS_PER_WORKER, MIN_CHUNK_TEXTS, workers_on
+from embedq.jobs.dispatch import MIN_CHUNK_TEXTS, workers_on
 from embedq.jobs.service import JobService
 from embedq.jobs.store import even_cut
 from embedq.models import JobChunk
 from embedq.service import EmbeddingService
+from embedq.tasks.app import CHUNKS_PER_WORKER
 from tests import support
 from tests.integration.test_jobs import wait_for
 
@@ -130,6 +132,64 @@ def test_a_worker_started_before_the_next_wave_takes_part(env: dict[str, str],
                 worker.stop()
     passes = support.ledger_counts(tmp_path / "ledger.txt")
     assert sum(passes.values()) == 800  # every text computed once, split or not
+
+
+def bulk_chunks_received(log: Path) -> int:
+    text = log.read_text(errors="replace")
+    return len(re.findall(r"Task embedq\.bulk_chunk\[[^\]]+\] received", text))
+
+
+@pytest.mark.parametrize("only_bulk", [False, True], ids=["both-queues", "bulk-only"])
+def test_a_worker_holds_at_most_its_share_of_a_wave(redis_url: str, pg_url: str,
+                                                    tmp_path: Path, salt: str,
+                                                    only_bulk: bool) -> None:
+    """A wave of four chunks and one worker: it takes CHUNKS_PER_WORKER of them, and the
+    rest stay on the bulk queue, for any other worker to take, until one of its own is
+    done. With only its prefetch (its 32 threads) it took all four, and a worker started
+    meanwhile, or one that finished early, had none of them (three chunks on one worker and
+    one on another held 8 workers at 0.64-0.67 linearity in `embedq bench scale`). A
+    worker consuming only the bulk queue has no queue left to wait on while it holds its
+    share, and still takes the next chunk within a BRPOP timeout of finishing one."""
+    import redis
+
+    bulk = f"bulk-held-{tmp_path.name}"
+    env = support.cluster_env(
+        redis_url, pg_url, ledger_path=tmp_path / "ledger.txt",
+        online_queue=f"online-held-{tmp_path.name}", bulk_queue=bulk,
+        job_chunk_max_texts=400, job_wave_chunks=4,
+    )
+    service = EmbeddingService(support.settings_from(env))
+    jobs = JobService(service)
+    queued = redis.Redis.from_url(redis_url)
+    log = tmp_path / "worker.log"
+    worker = support.WorkerProcess(env, log, *(["--queues", bulk] if only_bulk else [])
+                                   ).start()
+    try:
+        # Four chunks of 100 (MIN_CHUNK_TEXTS 64), each opening with a batch that sleeps:
+        # the worker's first two chunks run for seconds while the others wait.
+        texts = [f"{salt} held {i}" + (" [[sleep:3]]" if i % 100 == 0 else "")
+                 for i in range(400)]
+        job_id = jobs.submit(texts)
+        support.wait_until(lambda: bulk_chunks_received(log) >= 2
+                           and queued.llen(bulk) == 2, 30, "the worker's first two chunks")
+        for _ in range(10):  # a second: still two held, two on the queue
+            assert bulk_chunks_received(log) == CHUNKS_PER_WORKER
+            assert queued.llen(bulk) == 4 - CHUNKS_PER_WORKER
+            time.sleep(0.1)
+        support.wait_until(lambda: bulk_chunks_run(log) >= 1, 60, "its first chunk done")
+        done_at = time.monotonic()
+        support.wait_until(lambda: bulk_chunks_received(log) >= 3, 60, "its third chunk")
+        taken_s = time.monotonic() - done_at
+        state = wait_for(jobs, job_id)
+        assert state["status"] == "succeeded" and state["progress"]["done"] == 400
+        assert state["progress"]["chunks"] == 4
+        assert bulk_chunks_run(log) == 4
+    finally:
+        worker.stop()
+        service.close()
+        queued.close()
+    assert sum(support.ledger_counts(tmp_path / "ledger.txt").values()) == 400
+    assert taken_s < 3  # a BRPOP timeout (1 s) and the log's poll, with room to spare
 
 
 def test_progress_moves_while_a_chunk_runs(redis_url: str, pg_url: str, tmp_path: Path,

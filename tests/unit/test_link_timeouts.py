@@ -9,8 +9,14 @@ from __future__ import annotations
 from embedq.config import Settings
 from embedq.coordination.redis_store import RedisHotStore
 from embedq.models.engine import DbTimeouts, make_engine
-from embedq.tasks.app import MIN_BROKER_SOCKET_TIMEOUT_S, celery_config, create_app
+from embedq.tasks.app import (
+    CHUNKS_PER_WORKER,
+    MIN_BROKER_SOCKET_TIMEOUT_S,
+    celery_config,
+    create_app,
+)
 from embedq.tasks.publish import DEFAULT_PUBLISH_RETRIES, retry_policy
+from embedq.tasks.redis_transport import HELD_LIMITS
 
 REDIS = "redis://127.0.0.1:6379/0"
 
@@ -115,3 +121,12 @@ def test_the_pools_of_a_process_are_as_large_as_the_settings_say() -> None:
     assert isinstance(vectors, PostgresVectors)
     for engine in (db.engine, vectors.engine):
         assert (engine.pool.size(), engine.pool._max_overflow) == (3, 2)  # type: ignore[attr-defined]
+
+
+def test_a_redis_broker_limits_the_bulk_messages_a_worker_holds() -> None:
+    """Only the bulk queue is limited (to a worker's share of a wave); RabbitMQ's py-amqp
+    transport gets no such option (it would not read it)."""
+    options = celery_config(cluster(bulk_queue="b"))["broker_transport_options"]
+    assert options[HELD_LIMITS] == {"b": CHUNKS_PER_WORKER}
+    rabbit = cluster(broker_url="amqp://guest@127.0.0.1:5672//")
+    assert HELD_LIMITS not in celery_config(rabbit)["broker_transport_options"]

@@ -1,0 +1,81 @@
+"""A Redis channel holds at most its limit of a queue's unacknowledged messages
+(`redis_transport.HELD_LIMITS`): at the limit its BRPOP leaves the queue out, so the next
+message stays in Redis for another consumer, and it takes one again once it acks one.
+Workers hold two of a bulk queue this way (tests/integration/test_job_waves.py shows it
+on a job's wave); here the transport itself, on a real Redis."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from kombu import Connection, Consumer, Producer
+
+from embedq.tasks.app import queue
+from embedq.tasks.redis_transport import HELD_LIMITS, TRANSPORT
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def name(redis_url: str) -> Iterator[str]:
+    name = f"held-{uuid.uuid4().hex[:8]}"
+    yield name
+    redis.Redis.from_url(redis_url).delete(name)
+
+
+def consume(redis_url: str, name: str, limits: dict[str, int], got: list[Any]
+            ) -> tuple[Connection, Consumer]:
+    conn = Connection(redis_url, transport=TRANSPORT,
+                      transport_options={HELD_LIMITS: limits})
+    producer = Producer(conn.default_channel)
+    for n in range(3):
+        producer.publish({"n": n}, exchange=queue(name).exchange, routing_key=name,
+                         declare=[queue(name)], serializer="json")
+    consumer = Consumer(conn, queues=[queue(name)], accept=["json"],
+                        callbacks=[lambda _body, message: got.append(message)])
+    consumer.qos(prefetch_count=32)
+    return conn, consumer
+
+
+def test_a_channel_at_its_limit_leaves_the_rest_on_the_queue(redis_url: str,
+                                                             name: str) -> None:
+    got: list[Any] = []
+    conn, consumer = consume(redis_url, name, {name: 2}, got)
+    depth = redis.Redis.from_url(redis_url)
+    try:
+        with consumer:
+            conn.drain_events(timeout=5)
+            conn.drain_events(timeout=5)
+            assert len(got) == 2
+            # At its limit the third message stays in Redis, however long it waits.
+            with pytest.raises(socket.timeout):
+                conn.drain_events(timeout=2.5)
+            assert len(got) == 2 and depth.llen(name) == 1
+            got[0].ack()
+            conn.drain_events(timeout=5)  # room again: taken at the next BRPOP
+            assert len(got) == 3 and depth.llen(name) == 0
+            for message in got[1:]:
+                message.ack()
+    finally:
+        conn.release()
+        depth.close()
+
+
+def test_without_a_limit_the_prefetch_alone_bounds_a_channel(redis_url: str,
+                                                             name: str) -> None:
+    got: list[Any] = []
+    conn, consumer = consume(redis_url, name, {}, got)
+    try:
+        with consumer:
+            for _ in range(3):
+                conn.drain_events(timeout=5)
+            assert len(got) == 3
+            for message in got:
+                message.ack()
+    finally:
+        conn.release()
