@@ -13,7 +13,10 @@ Every transition is compare-and-set on the job's generation (bumped per wave): a
 callback (an older wave, a duplicate) changes nothing. `tick` (run by `embedq beat`)
 starts queued jobs whose window opened, pauses running jobs whose window closed, and
 re-dispatches running jobs that made no progress for `job_stall_s` (their messages died
-with a flushed broker or killed workers); chunks already done never run again. A job that
+with a flushed broker or killed workers); chunks already done never run again. A wave
+whose chunks are all done but whose callback never came (the broker refused its part
+count or its publish: Redis out of memory as the last chunk finished) is closed by the
+tick after `close_grace`, not left for the stall rescue. A job that
 ends with a `callback_url` gets its first delivery attempt from `finish`; the tick sends
 the rest (jobs/callbacks.py), whatever ended the job.
 """
@@ -51,6 +54,9 @@ ProgressNotes = Callable[[str], dict[int, int]]
 # A wave holds CHUNKS_PER_WORKER chunks per live worker on the job's queue, so a worker
 # that finishes its chunk while another still runs has the next one (a chord waits for its
 # slowest chunk), and at least `job_wave_chunks`; a worker holds no more of them at once.
+# A finished wave's close normally comes within milliseconds (its chord callback); the
+# tick closes one whose callback was lost no sooner than this after its last chunk.
+CLOSE_GRACE_S = 5.0
 # Chunks are cut again for a wave only into chunks of at least this many texts: below
 # that, a chunk's own bookkeeping (a task, a row, a chord slot) outweighs its texts.
 MIN_CHUNK_TEXTS = 64
@@ -261,7 +267,7 @@ class Dispatcher:
         failed, and the others go on; an unreachable broker or database leaves a job as it
         is for the next tick."""
         now = now or self.clock()
-        counts = {"started": 0, "paused": 0, "rescued": 0, "failed": 0,
+        counts = {"started": 0, "paused": 0, "closed": 0, "rescued": 0, "failed": 0,
                   "abandoned": len(self._fail_stale_loading(now))}
         for job_id in self.store.ids_in(JobStatus.active()):
             try:
@@ -298,6 +304,17 @@ class Dispatcher:
                                      generation=job.generation + 1, progress_at=now):
                 self.wave(job.id, job.generation + 1)
                 counts["rescued"] += 1
+        elif (job.progress_at + self.close_grace() <= now
+              and not self.store.sent_chunks(job.id)):
+            # Every chunk of the wave is done, and its close never came: the chord's
+            # callback was lost (a broker refusing writes as the last chunk finished).
+            log.warning("job %s: its wave finished and was not closed: closing it", job.id)
+            counts["closed"] += self.close(job.id, job.generation, now) != "stale"
+
+    def close_grace(self) -> timedelta:
+        """How long a finished wave waits for its chord callback before the tick closes
+        it: two ticks, at least CLOSE_GRACE_S. A callback that arrives later is stale."""
+        return timedelta(seconds=max(CLOSE_GRACE_S, 2 * self.settings.jobs.tick_s))
 
     def _fail_stale_loading(self, now: datetime) -> list[str]:
         """Fail the jobs whose inputs stopped arriving EMBEDQ_JOB_LOAD_TIMEOUT_S ago."""

@@ -1,7 +1,7 @@
 """Every SQL statement about jobs, in one place: rows in, progress out.
 
 Progress is the sum over a job's chunk rows; a chunk turns `done` in one UPDATE guarded by
-`status = 'pending'`, so a chunk that ran twice is counted once. State changes of a job
+`status <> 'done'`, so a chunk that ran twice is counted once. State changes of a job
 are compare-and-set on (status, generation): of two processes that race to dispatch or
 close the same job, exactly one wins.
 """
@@ -24,8 +24,6 @@ from embedq.models.engine import copy_rows
 
 PAGE_ROWS = 2000
 FAILURES_PER_STATEMENT = 500  # fingerprints in one UPDATE's IN list (SQLite's bound: 999+)
-
-
 ITEM_COLUMNS = ("job_id", "index", "external_id", "text", "fingerprint")
 
 
@@ -51,8 +49,8 @@ def even_cut(ranges: Sequence[tuple[int, int]], pieces: int) -> list[tuple[int, 
         else:
             runs.append((a, b))
     ranges = runs
-    total = sum(b - a for a, b in ranges)
     lengths = [b - a for a, b in ranges]
+    total = sum(lengths)
     shares = [max(1, pieces * n // total) for n in lengths]
     # Pieces go where they shorten the longest piece, and come from where the shortest
     # would grow least, until there are `pieces` (or every run has one).
@@ -204,7 +202,7 @@ class JobStore:
                 ).where(JobChunk.job_id == job.id)
             ).one()
             under_way = list(s.scalars(select(JobChunk.chunk).where(
-                JobChunk.job_id == job.id, JobChunk.status == ChunkStatus.PENDING,
+                JobChunk.job_id == job.id, JobChunk.status != ChunkStatus.DONE,
                 JobChunk.chunk.in_(list(running))))) if running else []
         done, cached, coalesced, failed, encoded, chunks_done = (int(v or 0) for v in row)
         if running:
@@ -257,16 +255,25 @@ class JobStore:
         return failed
 
     def pending_chunks(self, job_id: str, limit: int) -> list[int]:
+        """Chunks not done yet (sent in a wave or not), in order."""
         with self.db.session() as s:
             return list(s.scalars(
                 select(JobChunk.chunk).where(
-                    JobChunk.job_id == job_id, JobChunk.status == ChunkStatus.PENDING
+                    JobChunk.job_id == job_id, JobChunk.status != ChunkStatus.DONE
                 ).order_by(JobChunk.chunk).limit(limit)
             ))
 
+    def sent_chunks(self, job_id: str) -> int:
+        """Chunks sent in a wave that have not finished."""
+        sent = (JobChunk.job_id == job_id, JobChunk.status == ChunkStatus.SENT)
+        with self.db.session() as s:
+            return int(s.scalar(select(func.count()).where(*sent)) or 0)
+
     def next_wave(self, job_id: str, width: int, min_texts: int, max_texts: int
                   ) -> list[int]:
-        """Up to `width` pending chunks for the next wave, in input order.
+        """Up to `width` chunks not done for the next wave, in input order, marked sent.
+        One still marked sent from an earlier wave lost its message (a wave is closed
+        only once all its chunks are done), so it is sent again.
 
         When at most two waves' worth of chunks are left (a small job, or a big one's
         tail), the pending chunks are first cut again into equal ones, as many as fill
@@ -279,12 +286,15 @@ class JobStore:
             job = s.execute(select(Job).where(Job.id == job_id).with_for_update()).scalar_one()
             pending = list(s.scalars(
                 select(JobChunk).where(JobChunk.job_id == job_id,
-                                       JobChunk.status == ChunkStatus.PENDING)
+                                       JobChunk.status != ChunkStatus.DONE)
                 .order_by(JobChunk.start)
             ))
             if pending and len(pending) <= 2 * width:
                 pending = self._recut(s, job, pending, width, min_texts, max_texts)
-            return [c.chunk for c in pending[:width]]
+            wave = [c.chunk for c in pending[:width]]
+            s.execute(update(JobChunk).where(JobChunk.job_id == job_id, JobChunk.chunk.in_(wave))
+                      .values(status=ChunkStatus.SENT))
+            return wave
 
     def _recut(self, s: Session, job: Job, pending: list[JobChunk], width: int,
                min_texts: int, max_texts: int) -> list[JobChunk]:
@@ -364,7 +374,7 @@ class JobStore:
             result = s.execute(
                 update(JobChunk).where(
                     JobChunk.job_id == job_id, JobChunk.chunk == chunk,
-                    JobChunk.status == ChunkStatus.PENDING,
+                    JobChunk.status != ChunkStatus.DONE,
                 ).values(status=ChunkStatus.DONE, finished_at=now, **counts.to_json())
             )
             won = bool(getattr(result, "rowcount", 0))

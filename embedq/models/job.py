@@ -1,7 +1,7 @@
 """Jobs: one row per job, its items (one per input line) and its chunks.
 
 A job's progress lives here, never in Redis: a chunk row turns `done` in one guarded
-UPDATE (`WHERE status = 'pending'`), so a chunk task that runs twice counts once, and the
+UPDATE (`WHERE status <> 'done'`), so a chunk task that runs twice counts once, and the
 job's progress is the sum over its chunks. Items keep the text and its fingerprint, so
 any worker can run any chunk again after the broker lost every message.
 """

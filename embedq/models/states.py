@@ -32,6 +32,9 @@ class JobStatus(StrEnum):
 
 class ChunkStatus(StrEnum):
     PENDING = "pending"
+    # In a wave on the broker: its message was sent and it has not finished. Any status
+    # but `done` is work left (a lost message's chunk is sent again by a later wave).
+    SENT = "sent"
     DONE = "done"
 
 

@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kombu.transport import redis, virtual
+from kombu.utils import json
 from redis import exceptions as redis_exceptions
 
 from embedq.coordination.redis_link import out_of_memory
@@ -62,8 +63,21 @@ class QoS(redis.QoS):  # type: ignore[misc]
       (ZADD + HSET) runs without its record instead of being dropped: only a worker that
       dies while running it loses it, and the claim's ttl (online) or beat's stall rescue
       (jobs) bounds what that costs (docs/operations.md);
+    - a requeue Redis refuses (the task met the same outage and its retry could not be
+      published) leaves this channel's hold on the message: one with its record is put
+      back by the visibility sweep; one without (popped during the outage) is kept here
+      and pushed back at each sweep tick until Redis takes it (`requeue_parked`). Held,
+      either would count against the queue's held limit forever and the worker would
+      stop taking that queue;
     - a restore sweep that Redis refuses (its mutex, its requeue) waits for the next one.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        # Messages running without their unacknowledged record, and messages without one
+        # whose requeue Redis refused, waiting for it to take writes: {tag: message}.
+        self.unrecorded: dict[Any, Any] = {}
+        self.parked: dict[Any, Any] = {}
 
     @contextmanager
     def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
@@ -82,7 +96,45 @@ class QoS(redis.QoS):  # type: ignore[misc]
             log.warning("Redis is out of memory: message %s runs without its redelivery "
                         "record (it was popped already; refusing it would lose it)",
                         delivery_tag)
+            self.unrecorded[delivery_tag] = message
             virtual.QoS.append(self, message, delivery_tag)  # type: ignore[no-untyped-call]
+
+    def ack(self, delivery_tag: Any) -> None:
+        self.unrecorded.pop(delivery_tag, None)
+        super().ack(delivery_tag)  # type: ignore[no-untyped-call]
+
+    def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        message = self.unrecorded.pop(delivery_tag, None)
+        if requeue and message is not None:
+            # kombu requeues from the Redis record, and this message has none.
+            self.parked[delivery_tag] = message
+            self.requeue_parked()
+            virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+            return
+        try:
+            super().reject(delivery_tag, requeue)  # type: ignore[no-untyped-call]
+        except redis_exceptions.RedisError as exc:
+            if not (requeue and out_of_memory(exc)):
+                raise
+            # The requeue (a MULTI with LPUSH) is refused whole: the message keeps its
+            # unacknowledged record in Redis, and the visibility sweep requeues it later.
+            log.warning("Redis is out of memory: message %s stays unacknowledged; the "
+                        "visibility sweep puts it back once Redis takes writes", delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+
+    def requeue_parked(self) -> None:
+        """Push the parked messages back on their queues, each once Redis takes it; one
+        it refuses stays parked."""
+        for tag, message in list(self.parked.items()):
+            try:
+                self.channel.push_back(message)
+            except redis_exceptions.RedisError as exc:
+                if not out_of_memory(exc):
+                    raise
+                continue
+            self.parked.pop(tag, None)
+            log.info("message %s, popped while Redis was out of memory, is back on its queue",
+                     tag)
 
     def held(self) -> Counter[str]:
         """Unacknowledged messages on this channel, by routing key. kombu's record of
@@ -94,6 +146,7 @@ class QoS(redis.QoS):  # type: ignore[misc]
 
     def restore_visible(self, *args: Any, **kwargs: Any) -> None:
         try:
+            self.requeue_parked()
             super().restore_visible(*args, **kwargs)  # type: ignore[no-untyped-call]
         except redis_exceptions.RedisError as exc:
             if not out_of_memory(exc):
@@ -142,6 +195,21 @@ class Channel(redis.Channel):  # type: ignore[misc]
         finally:
             self._queue_cycle = cycle
 
+    def push_back(self, message: Any) -> None:
+        """Put a message back on its queue, marked redelivered, where kombu's requeue puts
+        it (LPUSH) from a message's record, but from the message itself (and raising what Redis
+        refuses, where kombu's logs it and goes on)."""
+        payload = message._raw
+        payload.get("headers", {})["redelivered"] = True
+        payload.get("properties", {}).get("delivery_info", {})["redelivered"] = True
+        info = message.delivery_info
+        with self.conn_or_acquire() as client:
+            queues = self._lookup(info["exchange"], info["routing_key"])  # type: ignore[no-untyped-call]
+            for queue in queues:
+                priority = self._get_message_priority(payload, reverse=False)  # type: ignore[no-untyped-call]
+                key = self._q_for_pri(queue, priority)  # type: ignore[no-untyped-call]
+                client.lpush(key, json.dumps(payload))  # type: ignore[no-untyped-call]
+
     def _detached(self) -> bool:
         return getattr(self.connection, "client", None) is None
 
@@ -161,15 +229,7 @@ class Channel(redis.Channel):  # type: ignore[misc]
     def basic_reject(self, delivery_tag: Any, requeue: bool = False) -> None:
         if self._detached():
             return  # the visibility sweep requeues it
-        try:
-            super().basic_reject(delivery_tag, requeue)  # type: ignore[no-untyped-call]
-        except redis_exceptions.RedisError as exc:
-            if not (requeue and out_of_memory(exc)):
-                raise
-            # The requeue (a MULTI with LPUSH) is refused whole: the message keeps its
-            # unacknowledged record, and the visibility sweep requeues it later.
-            log.warning("Redis is out of memory: message %s stays unacknowledged; the "
-                        "visibility sweep puts it back once Redis takes writes", delivery_tag)
+        super().basic_reject(delivery_tag, requeue)  # type: ignore[no-untyped-call]
 
 
 class Transport(redis.Transport):  # type: ignore[misc]

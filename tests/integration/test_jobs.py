@@ -500,3 +500,53 @@ def test_a_job_whose_submission_died_mid_load_is_failed_and_frees_its_tenants_qu
     assert jobs.describe(f"slow{salt}")["status"] == "queued"
     assert jobs.store.queued_inputs(tenant) == 3
     jobs.cancel(f"slow{salt}")
+
+
+def test_a_wave_whose_callback_was_lost_is_closed_by_the_tick(jc: JobCluster,
+                                                              salt: str) -> None:
+    """The chord's callback of a wave can be lost (Redis refusing writes as its last chunk
+    finished): the tick closes a wave whose chunks are all done once the grace has passed,
+    long before the stall rescue, and never one with a chunk still sent."""
+    from sqlalchemy import select
+
+    from embedq.jobs.dispatch import MIN_CHUNK_TEXTS
+    from embedq.models import ChunkStatus, JobChunk
+    from embedq.tasks import names
+
+    jobs = jc.jobs()
+    settings = jobs.service.settings
+    job_id = jobs.submit([f"{salt} lost close {i}" for i in range(40)], start=False)
+    job = jobs.store.get(job_id)
+    generation = job.generation + 1
+    assert jobs.store.transition(job_id, [JobStatus.QUEUED], job.generation,
+                                 status=JobStatus.RUNNING, generation=generation,
+                                 progress_at=datetime.now(UTC), started_at=datetime.now(UTC))
+    chunks = jobs.store.next_wave(job_id, 2, MIN_CHUNK_TEXTS, settings.jobs.chunk_max_texts)
+    assert chunks and jobs.store.sent_chunks(job_id) == len(chunks)
+    grace = jobs.dispatcher.close_grace()
+    assert grace.total_seconds() < settings.jobs.stall_s
+
+    def running_at(generation: int) -> bool:
+        job = jobs.store.get(job_id)
+        return job.status == JobStatus.RUNNING and job.generation == generation
+
+    # A tick while a chunk is sent closes nothing, however late (the other jobs in this
+    # database are the tick's too: only this job's state is asserted).
+    jobs.tick(datetime.now(UTC) + grace * 2)
+    assert running_at(generation)
+    # The wave's chunks without their chord: as if its callback had been lost.
+    for c in chunks:
+        jobs.service.app.send_task(names.BULK_CHUNK, args=[job_id, c, generation],
+                                   queue=settings.queue.bulk_queue)
+    deadline = time.monotonic() + 60
+    while jobs.store.sent_chunks(job_id) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with jobs.service.db.session() as s:
+        statuses = set(s.scalars(select(JobChunk.status).where(JobChunk.job_id == job_id)))
+    assert statuses == {ChunkStatus.DONE}, statuses
+    # Within the grace the close is left to the callback; past it, the tick closes.
+    jobs.tick()
+    assert running_at(generation)
+    assert jobs.tick(datetime.now(UTC) + grace)["closed"] >= 1
+    state = jobs.describe(job_id)
+    assert state["status"] == "succeeded" and state["progress"]["done"] == 40, state
