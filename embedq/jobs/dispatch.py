@@ -311,10 +311,14 @@ class Dispatcher:
             log.warning("job %s: its wave finished and was not closed: closing it", job.id)
             counts["closed"] += self.close(job.id, job.generation, now) != "stale"
 
-    def close_grace(self) -> timedelta:
+    @staticmethod
+    def close_grace_s(settings: Settings) -> float:
         """How long a finished wave waits for its chord callback before the tick closes
         it: two ticks, at least CLOSE_GRACE_S. A callback that arrives later is stale."""
-        return timedelta(seconds=max(CLOSE_GRACE_S, 2 * self.settings.jobs.tick_s))
+        return max(CLOSE_GRACE_S, 2 * settings.jobs.tick_s)
+
+    def close_grace(self) -> timedelta:
+        return timedelta(seconds=self.close_grace_s(self.settings))
 
     def _fail_stale_loading(self, now: datetime) -> list[str]:
         """Fail the jobs whose inputs stopped arriving EMBEDQ_JOB_LOAD_TIMEOUT_S ago."""
