@@ -9,10 +9,11 @@ the two cores of a development machine: each worker may have one call in flight
    their own and a bulk job of k x --per-worker distinct texts, submitted from this
    process once every worker beats (a worker beats once its consumer takes messages);
    texts/s from the job's own started/finished times. Then a job of as many texts,
-   during which k probers each send one online one-text miss every PROBE_S (the same
-   online load per worker at every k, and enough probes for a p99 at 1 worker that is
-   not just the slowest of twenty) measure the online p99 under load (apart, as probes
-   take upstream slots). Linearity at k: texts/s at k over k times texts/s at 1.
+   during which k probers (threads of one process of their own, as online callers are
+   other processes than a job's submitter) each send one online one-text miss every
+   PROBE_S (the same online load per worker at every k, and enough probes for a p99 at
+   1 worker that is not just the slowest of twenty) measure the online p99 under load
+   (apart, as probes take upstream slots). Linearity at k: texts/s at k over k times texts/s at 1.
 2. Replicas: for r in --replicas (1, 2, 4), r `embedq serve` processes and 2 workers, 50
    callers sending Zipf(1.1)-drawn one-text requests round robin over the replicas;
    duplicates = texts the upstream computed more than once (its own count). Each r runs
@@ -32,13 +33,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import shutil
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +110,7 @@ def _workers(env: dict[str, str], k: int, tmp: Path, service: EmbeddingService
             processes.stop(proc)
 
 
-def _probe(service: EmbeddingService, tag: str, stop: threading.Event) -> list[float]:
+def _probe(service: EmbeddingService, tag: str, stop: Any) -> list[float]:
     latencies: list[float] = []
     n = 0
     while not stop.wait(PROBE_S):
@@ -117,6 +119,27 @@ def _probe(service: EmbeddingService, tag: str, stop: threading.Event) -> list[f
         latencies.append((time.perf_counter() - started) * 1000)
         n += 1
     return latencies
+
+
+def _probers(env: dict[str, str], tag: str, k: int, ready: Any, stop: Any, out: Any) -> None:
+    """k probers in a process of their own (a multiprocessing child): online callers are
+    other processes than the one submitting a job. In the bench's own process, the
+    submission of 12,800 texts held the interpreter lock while the probes waited to
+    publish or to read their answer (30-150 ms before the publish alone at 8 workers)."""
+    service = EmbeddingService(Settings.from_env(
+        {key: v for key, v in env.items() if key.startswith("EMBEDQ_")}))
+    probes: list[float] = []
+    try:
+        threads = [threading.Thread(target=lambda n=n: probes.extend(
+            _probe(service, f"{tag}-{n}", stop))) for n in range(k)]
+        for thread in threads:
+            thread.start()
+        ready.set()
+        for thread in threads:
+            thread.join()
+    finally:
+        service.close()
+        out.put(probes)
 
 
 def _workers_run(upstream: _Upstream, k: int, texts: list[str], tmp: Path) -> dict[str, Any]:
@@ -134,18 +157,8 @@ def _workers_run(upstream: _Upstream, k: int, texts: list[str], tmp: Path) -> di
             cpu = [_cpu_s(pids) - cpu[0], _cpu_s([upstream.pid]) - cpu[1]]
             # The online p99 under load, from a second job: probes take upstream slots, so
             # the throughput above is measured without them.
-            stop = threading.Event()
-            probes: list[float] = []
-            probers = [threading.Thread(target=lambda n=n: probes.extend(
-                _probe(service, f"{tag}-{n}", stop))) for n in range(k)]
-            for prober in probers:
-                prober.start()
-            try:
-                _wait(jobs, jobs.submit([f"{tag}-load-{i} {t}" for i, t in enumerate(texts)]))
-            finally:
-                stop.set()
-                for prober in probers:
-                    prober.join()
+            probes = _probed(env, tag, k, lambda: _wait(jobs, jobs.submit(
+                [f"{tag}-load-{i} {t}" for i, t in enumerate(texts)])))
     finally:
         service.close()
     assert job.started_at is not None and job.finished_at is not None
@@ -167,6 +180,27 @@ def _workers_run(upstream: _Upstream, k: int, texts: list[str], tmp: Path) -> di
           f"text: workers {row['worker_cpu_ms_per_text']} ms, upstream "
           f"{row['upstream_cpu_ms_per_text']} ms; {row['cores_used']} cores used")
     return row
+
+
+def _probed(env: dict[str, str], tag: str, k: int, load: Callable[[], object]
+            ) -> list[float]:
+    """The latencies of k probers (`_probers`, in a child process) while `load` runs."""
+    context = multiprocessing.get_context("spawn")
+    ready, stop, out = context.Event(), context.Event(), context.Queue()
+    child = context.Process(target=_probers, args=(env, tag, k, ready, stop, out))
+    child.start()
+    try:
+        deadline = time.monotonic() + START_DEADLINE_S
+        while not ready.wait(0.5):
+            if not child.is_alive() or time.monotonic() > deadline:
+                raise Unavailable("the probers' process did not start (exit code "
+                                  f"{child.exitcode}) within {START_DEADLINE_S:.0f} s")
+        load()
+    finally:
+        stop.set()
+    probes: list[float] = out.get(timeout=START_DEADLINE_S)
+    child.join(timeout=30)
+    return probes
 
 
 def _cpu_s(pids: list[int]) -> float:
