@@ -243,6 +243,9 @@ def _same_subject(a: Clause, b: Clause) -> bool:
     return same_word(a.head, b.head)
 
 
+same_subject = _same_subject  # questions.py compares clauses by it
+
+
 def _asked_when(ta: list[str], tb: list[str]) -> tuple[str, str] | None:
     oa, ob = _opening(ta), _opening(tb)
     if oa is not None and ob is not None and oa != ob:

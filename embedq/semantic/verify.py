@@ -76,6 +76,8 @@ from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.grammar import past, persons, possessed, scope
 from embedq.semantic.guard import moved, words
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
+from embedq.semantic.questions import CHECKS as QUESTION_CHECKS
+from embedq.semantic.questions import conflict as question_conflict
 from embedq.semantic.roles import CHECKS as CLAUSE_CHECKS
 from embedq.semantic.roles import conflict as clause_conflict
 
@@ -191,8 +193,9 @@ def _grammar(asked: str, stored: str, edit: bool,
         _passed(trace, *GRAMMAR_SLOTS)
     else:
         _skipped(trace, "not a minimal edit", *GRAMMAR_SLOTS)
-    checks = [check for _, check in CLAUSE_CHECKS]
-    found = clause_conflict(asked, stored)
+    checks = [check for _, check in (*CLAUSE_CHECKS, *QUESTION_CHECKS)]
+    found = clause_conflict(asked, stored) or question_conflict(
+        asked, stored, _negations, _is_content)
     if found is None:
         _passed(trace, *checks)
         return None

@@ -21,7 +21,8 @@ ENCODER = HashingEncoder()
 PAIRS = Path(__file__).parents[1] / "data" / "semantic_pairs.domains.jsonl"
 # Every slot verify.py checks, in its order; crossed, content and disjoint only in the band.
 SLOTS = ["number", "negation", "order", "direction", "time", "scope", "tense", "role",
-         "quantifier", "aspect", "agent", "owner", "crossed", "content", "disjoint"]
+         "quantifier", "aspect", "agent", "owner", "voice", "modality", "polarity", "excluded",
+         "relation", "asker", "crossed", "content", "disjoint"]
 
 
 def embed(texts: list[str]) -> list[npt.NDArray[np.float32]]:

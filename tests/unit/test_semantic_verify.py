@@ -333,7 +333,9 @@ def test_a_clause_check_is_traced_under_its_own_name() -> None:
                              content=False, trace=trace) is None
     names = [c.name for c in trace]
     assert names[names.index("role") + 1:] == ["quantifier", "aspect", "agent", "owner",
-                                               "crossed", "content", "disjoint"]
+                                               "voice", "modality", "polarity", "excluded",
+                                               "relation", "asker", "crossed", "content",
+                                               "disjoint"]
     assert {c.name: c.result for c in trace}["agent"] == "pass"
 
 
