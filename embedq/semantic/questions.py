@@ -44,7 +44,7 @@ from collections.abc import Callable
 from embedq.semantic.lexicon import same_word
 from embedq.semantic.numerals import tokens
 from embedq.semantic.roles import Clause, clauses, same_subject
-from embedq.semantic.verbs import participle, same_verb
+from embedq.semantic.verbs import participle, past_form, same_verb
 
 
 def _closed(words: str) -> frozenset[str]:
@@ -52,12 +52,13 @@ def _closed(words: str) -> frozenset[str]:
 
 
 # The checks, in the order `conflict` runs them: (slot, check).
-CHECKS = (("role", "voice"), ("modality", "modality"), ("negation", "polarity"),
+CHECKS = (("role", "voice"), ("role", "doer"), ("modality", "modality"), ("negation", "polarity"),
           ("negation", "excluded"), ("time", "relation"), ("question", "asker"))
 _BE_GET = _closed("am is are was were be been being get gets got getting gotten isn't "
                   "aren't wasn't weren't")
 # Modals of permission or ability, and of obligation (with the "to" of "have to").
 _MAY = _closed("can could may might able allowed permitted can't cannot couldn't")
+_DO = _closed("do does did")
 _MUST = _closed("must have has had need needs needed required obliged supposed mustn't")
 # Conjunctions that join two clauses of one sentence.
 _JOINS = _closed("but and while whilst although though because whereas yet so")
@@ -93,6 +94,34 @@ def voice(asked: str, stored: str) -> tuple[str, str] | None:
     return None
 
 
+_POSSESSIVES = _closed("my our his her their")
+
+
+def _doers_named(t: list[str]) -> list[tuple[str, str]]:
+    """(noun, verb) for each possessed noun that does a verb in the past inside a sentence
+    ("jewellery my guest lost", "the damage our dog did"): a relative clause's doer."""
+    out = []
+    for k in range(1, len(t) - 2):
+        if t[k] in _POSSESSIVES and t[k - 1] not in _AUX:
+            noun, verb = t[k + 1], t[k + 2]
+            if noun.isalpha() and noun not in _AUX and past_form(verb):
+                out.append((noun, verb))
+    return out
+
+
+def doer(asked: str, stored: str) -> tuple[str, str] | None:
+    """A relative clause names who did an act on one side ("jewellery my guest lost") and
+    the other names no such party at all ("jewellery lost on holiday"): there the act is
+    the asker's own or anyone's, and a third party's act is another claim."""
+    ta, tb = tokens(asked), tokens(stored)
+    for x, y, flip in ((ta, tb, False), (tb, ta, True)):
+        for noun, verb in _doers_named(x):
+            if not any(same_word(noun, w) for w in y):
+                said = f"my {noun} {verb}"
+                return (verb, said) if flip else (said, verb)
+    return None
+
+
 def _modal(c: Clause) -> str | None:
     may = any(w in _MAY for w in c.chain)
     must = any(w in _MUST and c.chain[i + 1:i + 2] == ("to",) for i, w in
@@ -100,11 +129,40 @@ def _modal(c: Clause) -> str | None:
     return None if may == must else "may" if may else "must"
 
 
+_NEED = _closed("need needs")
+_PERSONAL = _closed("i we he she they")
+
+
+def _asks_modal(text: str) -> tuple[str, str] | None:
+    """(subject, modal) of a yes-no question that opens on a pronoun with a modal: "can
+    I" (may), "must I", "do I have to", "do I need" (must: "need" is the verb of
+    obligation whether a noun or "to" follows); None for another question."""
+    t = tokens(text)
+    c = next((c for c in clauses(text) if c.asks and c.at == 1), None)
+    modal = None if c is None else _modal(c)
+    if modal is not None and c is not None and c.head in _PERSONAL:
+        return c.head, modal
+    if len(t) > 2 and t[0] in _DO and t[1] in _PERSONAL and t[2] in _NEED:
+        return t[1], "must"
+    return None
+
+
+def _asked_modals(text: str) -> set[tuple[str, str]]:
+    """`_asks_modal` of each question `text` joins with "or" ("can I do it myself or do
+    I need an electrician" asks with both modals)."""
+    parts = " ".join(tokens(text)).split(" or ")
+    return {m for m in map(_asks_modal, parts) if m is not None}
+
+
 def modality(asked: str, stored: str) -> tuple[str, str] | None:
     for a, b in _pairs(asked, stored):
         ma, mb = _modal(a), _modal(b)
         if ma and mb and ma != mb:
             return " ".join((a.head, *a.chain, a.verb)), " ".join((b.head, *b.chain, b.verb))
+    qa, qb = _asked_modals(asked), _asked_modals(stored)
+    if qa and qb and not qa & qb and {s for s, _ in qa} == {s for s, _ in qb}:
+        (sa, ma), (sb, mb) = min(qa), min(qb)
+        return f"{ma} {sa}", f"{mb} {sb}"
     return None
 
 
@@ -213,7 +271,8 @@ def conflict(asked: str, stored: str, negated: Callable[[list[str]], int],
     change, or None; `negated` counts a word list's negations, `content` tells a content
     word (verify.py's)."""
     checks: tuple[Callable[[], tuple[str, str] | None], ...] = (
-        lambda: voice(asked, stored), lambda: modality(asked, stored),
+        lambda: voice(asked, stored), lambda: doer(asked, stored),
+        lambda: modality(asked, stored),
         lambda: polarity(asked, stored, negated, content),
         lambda: excluded(asked, stored, negated, content), lambda: relation(asked, stored),
         lambda: asker(asked, stored))
@@ -222,3 +281,23 @@ def conflict(asked: str, stored: str, negated: Callable[[list[str]], int],
         if words is not None:
             return slot, *words, check
     return None
+
+
+# Verbs that carry little of a question's meaning ("get a refund", "make a claim", "do
+# the test"): a question reworded often changes them, so they are never the act compared.
+_LIGHT = _closed("get gets got getting be do does did make makes made have has had take "
+                 "takes took give gives gave go goes went put keep let use")
+
+
+def asked_acts(asked: str, stored: str) -> tuple[str, str] | None:
+    """The main verbs of two yes-no questions that open with the same auxiliary and the
+    same subject ("can my manager refuse" / "can my manager force"), where they are not
+    one verb (nor a light verb: `_LIGHT`); None otherwise. align.other_act asks the
+    model whether they are counterparts."""
+    qa = next((c for c in clauses(asked) if c.asks and c.at == 1), None)
+    qb = next((c for c in clauses(stored) if c.asks and c.at == 1), None)
+    if qa is None or qb is None or qa.chain[:1] != qb.chain[:1] or not same_subject(qa, qb):
+        return None
+    if qa.verb in _LIGHT or qb.verb in _LIGHT or same_verb(qa.verb, qb.verb):
+        return None
+    return qa.verb, qb.verb
