@@ -41,6 +41,11 @@ conflict:
              they score; rewordings that are paraphrases keep a counterpart ("asleep" /
              "sleep", "faster" / "quickly").
 
+The question checks (questions.py: voice, doer, modality, polarity, excluded, relation,
+asker) run after the clause checks on any pair; in the band, `crossed` also refuses two
+replaced words that trade places (align.swapped), and `attribute` and `act` (align.py)
+refuse questions asking for two properties by noun or one subject about two acts.
+
 With a `trace` (`explain`), `conflict` also lists each slot it checked as a `Check`:
 passed, or skipped with why (the grammar slots and `crossed` outside a minimal edit,
 MODEL_CHECKS above the band); `crossed` is the order slot's minimal-edit check, and the
