@@ -184,3 +184,88 @@ def disjoint(asked: list[str], stored: list[str], embed: EmbedTexts,
     vocabulary = sorted(set(asked) | set(stored))
     at = {w: unit(v) for w, v in zip(vocabulary, embed(vocabulary), strict=True)}
     return all(float(at[a] @ at[b]) < min_similarity for a in asked for b in stored)
+
+
+def _similarities(words: Sequence[str], embed: EmbedTexts) -> dict[tuple[str, str], float]:
+    vocabulary = sorted(set(words))
+    at = {w: unit(v) for w, v in zip(vocabulary, embed(vocabulary), strict=True)}
+    return {(x, y): float(at[x] @ at[y]) for x in vocabulary for y in vocabulary}
+
+
+def swapped(subs: list[Substitution], embed: EmbedTexts,
+            min_similarity: float) -> tuple[str, str] | None:
+    """Two one-word substitutions of a minimal edit whose words trade places: each asked
+    word is closer to the other substitution's stored word than to its own ("a new puppy
+    to my older cat" / "a new kitten to my older dog": puppy is nearer dog, cat nearer
+    kitten). The frame is kept and its two arguments exchanged for their counterparts,
+    which `crossed` cannot see (it matches the same words only), and each word still has a
+    counterpart, which the content slot asks. None when no two substitutions cross."""
+    ones = [s for s in subs if len(s.asked) == 1 and len(s.stored) == 1]
+    if len(ones) < 2:
+        return None
+    sim = _similarities([w for s in ones for w in (*s.asked, *s.stored)], embed)
+    for i, x in enumerate(ones):
+        for y in ones[i + 1:]:
+            (ax,), (bx,), (ay,), (by,) = x.asked, x.stored, y.asked, y.stored
+            if min(sim[ax, by], sim[ay, bx]) >= min_similarity and sim[ax, by] > sim[
+                    ax, bx] and sim[ay, bx] > sim[ay, by]:
+                return f"{ax} {ay}", f"{bx} {by}"
+    return None
+
+
+# Words that ask for a thing by its noun: "how many connections", "what paint finish".
+_HOW = frozenset(("many", "much"))
+_WHAT = frozenset(("what", "which"))
+
+
+def asked_nouns(words: Sequence[str], is_content: Callable[[str], bool]) -> list[str]:
+    """The noun phrase a question asks about, where its question word names it: the
+    content words (up to four) after "how many" / "how much", or after an opening "what"
+    / "which" ("what paint finish"), with what a measure is of ("how many hours of
+    sleep" asks about sleep too); [] where the question word asks of a verb ("how much
+    does it cost", "what causes ...")."""
+    start = 1 if len(words) > 1 and words[0] in _WHAT else None
+    for i in range(len(words) - 1):
+        if words[i] == "how" and words[i + 1] in _HOW:
+            start = i + 2
+            break
+    if start is None:
+        return []
+    run: list[str] = []
+    at = start
+    while at < len(words) and len(run) < 4:
+        if is_content(words[at]):
+            run.append(words[at])
+        elif not (run and words[at] == "of"):  # a measure of a thing: "hours of sleep"
+            break
+        at += 1
+    return run if at < len(words) else []
+
+
+def attribute(asked: list[str], stored: list[str], is_content: Callable[[str], bool],
+              embed: EmbedTexts, min_similarity: float) -> tuple[str, str] | None:
+    """Both questions ask for a thing by its noun ("how many connections" / "how much
+    memory", "what is the price" is no such noun) and no word of one noun phrase has a
+    counterpart in the other's (the same word in any form, or embedded alone at or above
+    `min_similarity`): they ask for two properties, however much of the rest they share
+    ("... can Postgres handle" / "... does each Postgres connection use"). A question that
+    asks with a verb or another question word ("how long", "when") is left to the other
+    slots: "how many days" and "when" can ask one thing."""
+    na, nb = asked_nouns(asked, is_content), asked_nouns(stored, is_content)
+    if not na or not nb or any(lexical(w, na, nb) for w in na):
+        return None
+    sim = _similarities([*na, *nb], embed)
+    if all(sim[x, y] < min_similarity for x in na for y in nb):
+        return " ".join(na), " ".join(nb)
+    return None
+
+
+def other_act(verbs: tuple[str, str], embed: EmbedTexts,
+              min_similarity: float) -> tuple[str, str] | None:
+    """The main verbs of two questions that ask one subject the same thing ("can my
+    manager refuse ..." / "can my manager force ..."), or None when they are counterparts
+    (embedded alone at or above `min_similarity`): with the subject and the question kept,
+    the verb is what is asked about, and two acts are two questions."""
+    x, y = verbs
+    sim = _similarities([x, y], embed)
+    return (x, y) if sim[x, y] < min_similarity else None

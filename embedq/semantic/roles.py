@@ -70,8 +70,10 @@ _PAST = _closed("did didn't was wasn't were weren't had hadn't")
 _GET = _closed("get gets got getting gotten")
 # Words that stand between a subject and its verb: negators, adverbs of degree and aspect,
 # and the "to" of "have to", "need to", "want to", "able to".
-_BETWEEN = _closed("not never only just also even ever still already really actually "
-                   "always usually often else then yet to")
+# As `tokens` writes them ("still" is "stil"), so "can I still view" finds "view".
+_BETWEEN = frozenset(tokens(w)[0] for w in _closed(
+    "not never only just also even ever still already really actually always usually "
+    "often else then yet to"))
 _SEMI = _closed("need needs needed want wants wanted going able allowed supposed ought "
                 "have has had got")
 _CONTRACTED = {"'m": "am", "'re": "are", "'ve": "have", "'d": "had", "'ll": "will",
@@ -241,6 +243,9 @@ def _same_subject(a: Clause, b: Clause) -> bool:
     if a.head in FIRST or a.head in _OTHER or b.head in FIRST or b.head in _OTHER:
         return a.party == b.party and (a.head in FIRST) == (b.head in FIRST)
     return same_word(a.head, b.head)
+
+
+same_subject = _same_subject  # questions.py compares clauses by it
 
 
 def _asked_when(ta: list[str], tb: list[str]) -> tuple[str, str] | None:

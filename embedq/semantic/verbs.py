@@ -31,6 +31,7 @@ spent; stand stood stood; steal stole stolen; stick stuck stuck; swim swam swum;
 taken; teach taught taught; tear tore torn; tell told told; think thought thought; throw
 threw thrown; understand understood understood; wake woke woken; wear wore worn; win won
 won; write wrote written""", ";"))
+IRREGULAR = _IRREGULAR
 _BASE_OF = {form: base for base, *forms in _IRREGULAR for form in forms}
 _PAST_FORMS = frozenset(past for base, past, _ in _IRREGULAR if past != base)
 _PARTICIPLES = frozenset(part for base, _, part in _IRREGULAR if part != base)

@@ -41,6 +41,11 @@ conflict:
              they score; rewordings that are paraphrases keep a counterpart ("asleep" /
              "sleep", "faster" / "quickly").
 
+The question checks (questions.py: voice, doer, modality, polarity, excluded, relation,
+asker) run after the clause checks on any pair; in the band, `crossed` also refuses two
+replaced words that trade places (align.swapped), and `attribute` and `act` (align.py)
+refuse questions asking for two properties by noun or one subject about two acts.
+
 With a `trace` (`explain`), `conflict` also lists each slot it checked as a `Check`:
 passed, or skipped with why (the grammar slots and `crossed` outside a minimal edit,
 MODEL_CHECKS above the band); `crossed` is the order slot's minimal-edit check, and the
@@ -65,10 +70,13 @@ from itertools import pairwise
 from embedq.semantic.align import (
     DEFAULT_MIN_WORD_SIMILARITY,
     EmbedTexts,
+    attribute,
     crossed,
     disjoint,
     minimal,
+    other_act,
     substitutions,
+    swapped,
     unaligned,
 )
 from embedq.semantic.grammar import SLOTS as GRAMMAR_SLOTS
@@ -76,8 +84,12 @@ from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.grammar import past, persons, possessed, scope
 from embedq.semantic.guard import moved, words
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
+from embedq.semantic.questions import CHECKS as QUESTION_CHECKS
+from embedq.semantic.questions import asked_acts
+from embedq.semantic.questions import conflict as question_conflict
 from embedq.semantic.roles import CHECKS as CLAUSE_CHECKS
 from embedq.semantic.roles import conflict as clause_conflict
+from embedq.semantic.verbs import IRREGULAR
 
 
 def _closed(words: str) -> frozenset[str]:
@@ -87,7 +99,7 @@ def _closed(words: str) -> frozenset[str]:
 # The slots that ask the model (word embeddings); checked only in the band.
 MODEL_SLOTS = frozenset(("content", "disjoint"))
 # The checks run only in the band, in their order (`trace`).
-MODEL_CHECKS = ("crossed", "content", "disjoint")
+MODEL_CHECKS = ("crossed", "content", "attribute", "act", "disjoint")
 # Wide enough that every candidate at or above a threshold from 0.6 up is verified: the
 # content slot's word embeddings are cached, and minimal edits score up to 0.99.
 DEFAULT_BAND = 0.4
@@ -114,11 +126,22 @@ _PREFIX_PAIRS = (("over", "under"), ("in", "out"), ("up", "down"), ("pre", "post
 _NEGATING = ("un", "dis", "de", "non", "anti")
 
 
+def _bases(word: str) -> set[str]:
+    """`word` and the base forms it may inflect ("received" receive, "sold" sell, "sends"
+    send): a listed opposite keeps its sense in every form of the verb."""
+    out = {word, *(base for base, *forms in IRREGULAR if word in forms)}
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            out.update((word[:-len(suffix)], word[:-len(suffix)] + "e"))
+    return out
+
+
 @lru_cache(maxsize=65536)
 def opposite(x: str, y: str) -> bool:
-    """True when `x` and `y` name opposites: a listed pair, or one word under two opposite
-    prefixes (overpay / underpay) or with a negating one (register / deregister)."""
-    if frozenset((x, y)) in _OPPOSITES:
+    """True when `x` and `y` name opposites: a listed pair in any of their forms, or one
+    word under two opposite prefixes (overpay / underpay) or with a negating one
+    (register / deregister)."""
+    if any(frozenset((p, q)) in _OPPOSITES for p in _bases(x) for q in _bases(y)):
         return True
     for p, q in (*_PREFIX_PAIRS, *((q, p) for p, q in _PREFIX_PAIRS)):
         if x.startswith(p) and y.startswith(q) and x[len(p):] == y[len(q):] and len(
@@ -191,8 +214,9 @@ def _grammar(asked: str, stored: str, edit: bool,
         _passed(trace, *GRAMMAR_SLOTS)
     else:
         _skipped(trace, "not a minimal edit", *GRAMMAR_SLOTS)
-    checks = [check for _, check in CLAUSE_CHECKS]
-    found = clause_conflict(asked, stored)
+    checks = [check for _, check in (*CLAUSE_CHECKS, *QUESTION_CHECKS)]
+    found = clause_conflict(asked, stored) or question_conflict(
+        asked, stored, _negations, _is_content)
     if found is None:
         _passed(trace, *checks)
         return None
@@ -288,23 +312,42 @@ class Verifier:
             return None
         content_a = [w for w in a if _is_content(w)]
         content_b = [w for w in b if _is_content(w)]
-        swapped = crossed(content_a, content_b) if edit else None
-        if swapped is not None:
-            return Conflict("order", *swapped, check="crossed")
+        subs = substitutions(a, b, _is_content)
+        across = crossed(content_a, content_b) or swapped(
+            subs, self.embed, self.min_word_similarity) if edit else None
+        if across is not None:
+            return Conflict("order", *across, check="crossed")
         if edit:
             _passed(trace, "crossed")
         else:
             _skipped(trace, "not a minimal edit", "crossed")
-        subs = substitutions(a, b, _is_content)
         found = unaligned(subs, content_a, content_b, self.embed, self.min_word_similarity,
                           frames=(a, b))
         if found is not None:
             return Conflict("content", *found)
         if trace is not None:
             trace.append(Check("content", "pass", None if subs else "no content word replaced"))
+        asks = self._asked_about(asked, stored, a, b, trace)
+        if asks is not None:
+            return asks
         if disjoint(content_a, content_b, self.embed, self.min_word_similarity):
             return Conflict("disjoint", " ".join(content_a), " ".join(content_b))
         _passed(trace, "disjoint")
+        return None
+
+    def _asked_about(self, asked: str, stored: str, a: list[str], b: list[str],
+                     trace: list[Check] | None) -> Conflict | None:
+        """The content slot's question checks (align.py): `attribute`, the nouns both
+        questions ask for, and `act`, the verbs one subject is asked about."""
+        noun = attribute(a, b, _is_content, self.embed, self.min_word_similarity)
+        if noun is not None:
+            return Conflict("content", *noun, check="attribute")
+        _passed(trace, "attribute")
+        acts = asked_acts(asked, stored)
+        act = None if acts is None else other_act(acts, self.embed, self.min_word_similarity)
+        if act is not None:
+            return Conflict("content", *act, check="act")
+        _passed(trace, "act")
         return None
 
     def slots(self, asked: str, stored: str) -> dict[str, bool]:

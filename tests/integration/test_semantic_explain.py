@@ -23,7 +23,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.model]
 STORED = "how do I open an account"
 PARAPHRASE = "how to create an account"
 VERIFIER_SLOTS = ["number", "negation", "order", "direction", "time", "scope", "tense", "role",
-                  "quantifier", "aspect", "agent", "owner", "crossed", "content", "disjoint"]
+                  "quantifier", "aspect", "agent", "owner", "voice", "doer", "modality",
+                  "polarity", "excluded", "relation", "asker", "crossed", "content", "attribute",
+                  "act", "disjoint"]
 
 
 def _served(result: LookupResult) -> Considered:

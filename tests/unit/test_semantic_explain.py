@@ -21,7 +21,9 @@ ENCODER = HashingEncoder()
 PAIRS = Path(__file__).parents[1] / "data" / "semantic_pairs.domains.jsonl"
 # Every slot verify.py checks, in its order; crossed, content and disjoint only in the band.
 SLOTS = ["number", "negation", "order", "direction", "time", "scope", "tense", "role",
-         "quantifier", "aspect", "agent", "owner", "crossed", "content", "disjoint"]
+         "quantifier", "aspect", "agent", "owner", "voice", "doer", "modality",
+         "polarity", "excluded", "relation", "asker", "crossed", "content", "attribute", "act",
+         "disjoint"]
 
 
 def embed(texts: list[str]) -> list[npt.NDArray[np.float32]]:
@@ -54,6 +56,8 @@ def test_outside_a_minimal_edit_the_grammar_slots_and_crossed_are_skipped() -> N
                        "role": "not a minimal edit",
                        "crossed": "the score is above the band",
                        "content": "the score is above the band",
+                       "attribute": "the score is above the band",
+                       "act": "the score is above the band",
                        "disjoint": "the score is above the band"}
 
 

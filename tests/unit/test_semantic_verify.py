@@ -333,7 +333,9 @@ def test_a_clause_check_is_traced_under_its_own_name() -> None:
                              content=False, trace=trace) is None
     names = [c.name for c in trace]
     assert names[names.index("role") + 1:] == ["quantifier", "aspect", "agent", "owner",
-                                               "crossed", "content", "disjoint"]
+                                               "voice", "doer", "modality", "polarity", "excluded",
+                                               "relation", "asker", "crossed", "content",
+                                               "attribute", "act", "disjoint"]
     assert {c.name: c.result for c in trace}["agent"] == "pass"
 
 
@@ -343,3 +345,12 @@ def test_verb_forms_regular_and_irregular() -> None:
     assert not same_verb("make", "take")
     assert past_form("drove") and past_form("finished") and not past_form("put")
     assert participle("gone") and participle("paid") and not participle("cover")
+
+
+def test_an_opposite_is_found_in_any_form_of_its_verb() -> None:
+    conflict = VERIFIER.conflict("I sold a bike last week, how do I ship it",
+                                 "I bought a bike last week, how do I ship it")
+    assert conflict is not None and conflict.slot == "direction", conflict
+    conflict = VERIFIER.conflict("I received an invoice by mistake, who do I tell",
+                                 "I want to send an invoice by mistake, who do I tell")
+    assert conflict is not None and conflict.slot == "direction", conflict
