@@ -156,7 +156,7 @@ def _judged(query: str, stored: str, score: float, threshold: float, guard: bool
         trace.append(Check(
             "band", "pass" if in_band else "skipped",
             f"score {score:.4f} {'<' if in_band else '>='} {threshold + verifier.band:.4f} "
-            f"(threshold + band): crossed, content and disjoint "
+            f"(threshold + band): crossed, content, disjoint, attribute and act "
             f"{'checked' if in_band else 'skipped'}"))
     conflict = verifier.conflict(query, stored, content=in_band, trace=trace)
     if conflict is None:

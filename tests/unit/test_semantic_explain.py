@@ -19,7 +19,8 @@ from embedq.semantic.verify import Check, Verifier
 
 ENCODER = HashingEncoder()
 PAIRS = Path(__file__).parents[1] / "data" / "semantic_pairs.domains.jsonl"
-# Every slot verify.py checks, in its order; crossed, content and disjoint only in the band.
+# Every slot verify.py checks, in its order; crossed, content, disjoint, attribute and act
+# only in the band.
 SLOTS = ["number", "negation", "order", "direction", "time", "scope", "tense", "role",
          "quantifier", "aspect", "agent", "owner", "voice", "doer", "modality",
          "polarity", "excluded", "relation", "asker", "crossed", "content", "attribute", "act",
@@ -106,8 +107,8 @@ def test_refusal_names_the_threshold_guard_band_and_filter_it_passed() -> None:
                                        "filter"]
     assert trace[0] == Check("threshold", "pass", "score 0.9000 >= threshold 0.6200")
     assert trace[2] == Check("guard", "skipped", "EMBEDQ_SEMANTIC_CONTRAST_GUARD=false")
-    assert trace[3].result == "pass" and "crossed, content and disjoint checked" in str(
-        trace[3].detail)
+    assert trace[3].result == "pass"
+    assert "crossed, content, disjoint, attribute and act checked" in str(trace[3].detail)
     assert trace[-1] == Check("filter", "pass")
 
 
