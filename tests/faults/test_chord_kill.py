@@ -23,7 +23,7 @@ TEXTS = 1000
 CHUNK = 100
 # Each batch sleeps this long: enough for the kill to land mid-job. After the kill, every
 # text of the batch in flight is a suspect, encoded alone, and pays it once more per text.
-BATCH_S = 0.1
+BATCH_S = 0.05
 CALLBACK = re.compile(r"Task embedq\.close_job\[([^\]]+)\] succeeded in [0-9.]+s: '(\w+)'")
 
 
