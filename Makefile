@@ -48,7 +48,7 @@ lint: $(STAMP)
 unit: $(STAMP) promtool
 	$(BIN)/pytest -q tests/unit
 
-# The suite runs each fault scenario once, the three that are long only for their size at
+# The suite runs each fault scenario once, those that are long only for their size at
 # a smaller one (EMBEDQ_FAULTS_QUICK, tests/faults/conftest.py), and the API fuzz with
 # fewer examples than `make faults` (a random seed each run either way). The slowest
 # tests are listed at the end: the suite's budget is well under 15 minutes.

@@ -5,8 +5,9 @@ runs each once. Every run records its figures and pass/fail through `record`.
 
 `EMBEDQ_FAULTS_QUICK=1` (set by `make test`) runs the scenarios that are long only
 because of their size at a smaller one (`helpers.scaled`): a shorter database outage, fewer
-identical requests, a smaller job under the Redis restart. The assertions and bounds are
-the same; `make faults` runs the full sizes, and its report comes from them.
+identical requests, smaller jobs under the Redis restart and out of memory, fewer texts
+near the visibility timeout. The assertions and bounds are the same; `make faults` runs
+the full sizes, and its report comes from them.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def test_worker_survives_losing_redis_with_messages_unacked(
     assert worker.proc is not None
     ledger = Path(env["EMBEDQ_LEDGER_PATH"])
     service = EmbeddingService(settings)
-    texts = [f"{salt} in flight {i} [[sleep:2]]" for i in range(4)]
+    texts = [f"{salt} in flight {i} [[sleep:1]]" for i in range(4)]
 
     def caller(text: str) -> None:
         # The outage may fail these; what is under test is the worker.

@@ -21,6 +21,9 @@ pytestmark = pytest.mark.integration
 
 TEXTS = 1000
 CHUNK = 100
+# Each batch sleeps this long: enough for the kill to land mid-job. After the kill, every
+# text of the batch in flight is a suspect, encoded alone, and pays it once more per text.
+BATCH_S = 0.05
 CALLBACK = re.compile(r"Task embedq\.close_job\[([^\]]+)\] succeeded in [0-9.]+s: '(\w+)'")
 
 
@@ -32,7 +35,7 @@ def test_killed_worker_mid_chord_closes_each_wave_once_with_every_item(
     logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
     worker = support.WorkerProcess(env, logs[0]).start()
     jobs = JobService(EmbeddingService(support.settings_from(env)))
-    job_id = jobs.submit([f"{salt} chord {i} [[sleep:0.2]]" for i in range(TEXTS)])
+    job_id = jobs.submit([f"{salt} chord {i} [[sleep:{BATCH_S}]]" for i in range(TEXTS)])
     chunks = TEXTS // CHUNK
     try:
         wait_until(lambda: jobs.describe(job_id)["progress"]["chunks_done"] >= chunks // 2,

@@ -24,7 +24,7 @@ from tests.integration.test_api_support import ApiServer, TcpProxy
 
 pytestmark = pytest.mark.integration
 
-OUTAGE_S = scaled(30, 10)
+OUTAGE_S = scaled(30, 6)
 CLIENTS = 4
 CLIENT_TIMEOUT_S = 20  # a request slower than this counts as a hang
 
@@ -49,8 +49,8 @@ def test_database_outage_answers_503_and_keeps_every_accepted_job(
     api = ApiServer({**env, "EMBEDQ_DATABASE_URL": proxied}, tmp_path / "api.log").start()
     stop = threading.Event()
     accepted: list[str] = []
-    # (route, status, has Retry-After, sent at, answered at)
-    statuses: list[tuple[str, int, bool, float, float]] = []
+    # (route, status, has Retry-After, sent at, answered at, client)
+    statuses: list[tuple[str, int, bool, float, float, int]] = []
     hangs: list[str] = []
     lock = threading.Lock()
 
@@ -74,16 +74,21 @@ def test_database_outage_answers_503_and_keeps_every_accepted_job(
                         continue
                     with lock:
                         statuses.append((route, r.status_code, "retry-after" in r.headers, sent,
-                                         time.monotonic()))
+                                         time.monotonic(), n))
                         if route == "submit" and r.status_code == 202:
                             accepted.append(r.json()["id"])
                 time.sleep(0.1)
+
+    def answered_since(moment: float) -> set[int]:
+        with lock:
+            return {s[5] for s in statuses if s[3] > moment and s[1] in {200, 202}}
 
     threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(CLIENTS)]
     try:
         for t in threads:
             t.start()
-        time.sleep(3)
+        # Jobs accepted before the cut, for the clients to poll through the outage.
+        wait_until(lambda: len(accepted) >= 2 * CLIENTS, 30, "jobs accepted before the cut")
         proxy.stop()
         cut_at = time.monotonic()
         time.sleep(OUTAGE_S)
@@ -91,16 +96,20 @@ def test_database_outage_answers_503_and_keeps_every_accepted_job(
         proxy.start()
         first = httpx.post(api.url + "/v1/jobs", json={"input": [f"{salt} first after"]},
                            timeout=CLIENT_TIMEOUT_S)
-        time.sleep(3)
+        # The load goes on past the restore until every client has been answered again.
+        wait_until(lambda: answered_since(restored_at) == set(range(CLIENTS)), 30,
+                   "every client answered after the restore")
         stop.set()
         for t in threads:
             t.join(timeout=CLIENT_TIMEOUT_S + 5)
         assert first.status_code == 202, (first.status_code, first.text)
         accepted.append(first.json()["id"])
-        finished = wait_until(
-            lambda: all(httpx.get(f"{api.url}/v1/jobs/{j}").json()["status"] == "succeeded"
-                        for j in accepted), 120, "every accepted job finishing", interval_s=0.5)
-        missing = [j for j in accepted if httpx.get(f"{api.url}/v1/jobs/{j}").status_code != 200]
+        with httpx.Client(base_url=api.url, timeout=CLIENT_TIMEOUT_S) as http:
+            finished = wait_until(
+                lambda: all(http.get(f"/v1/jobs/{j}").json()["status"] == "succeeded"
+                            for j in accepted), 120, "every accepted job finishing",
+                interval_s=0.5)
+            missing = [j for j in accepted if http.get(f"/v1/jobs/{j}").status_code != 200]
     finally:
         stop.set()
         api.stop()

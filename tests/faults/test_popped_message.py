@@ -31,8 +31,8 @@ from tests.faults.test_redis_restart import start_beat
 
 pytestmark = pytest.mark.integration
 
-CLAIM_TTL_MS = 5000
-STALL_S = 4
+CLAIM_TTL_MS = 3000
+STALL_S = 3
 TICK_S = 1
 SLACK_S = 3.0  # a publish, one batch and the answer's delivery, generously
 

@@ -67,7 +67,8 @@ def test_redis_restarted_empty_mid_job_and_mid_requests(
     jobs = JobService(EmbeddingService(settings))
     job_id = jobs.submit([f"{salt} bulk {i} [[sleep:0.05]]" for i in range(JOB_TEXTS)])
     service = EmbeddingService(settings)
-    online = [f"{salt} online {i} [[sleep:0.4]]" for i in range(ONLINE)]
+    # Each online batch sleeps, so callers are still waiting on their claims at the kill.
+    online = [f"{salt} online {i} [[sleep:0.2]]" for i in range(ONLINE)]
     outcomes: dict[int, tuple[object, float]] = {}
 
     def caller(i: int) -> None:

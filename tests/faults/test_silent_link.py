@@ -108,7 +108,7 @@ def test_silent_links_never_hang_a_request(
 
         recovered = wait_until(recent_success, 30, "a request succeeding after the link is back")
         settled_at = time.monotonic()
-        time.sleep(4)  # an observation window: the load goes on after recovery, checked below
+        time.sleep(2.5)  # an observation window: the load goes on after recovery, checked below
         stop.set()
         for t in threads:
             t.join(timeout=REQUEST_TIMEOUT_S + 35)

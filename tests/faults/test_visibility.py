@@ -13,12 +13,14 @@ import pytest
 
 from embedq.service import EmbeddingService
 from tests import support
-from tests.faults.helpers import digest, fault_env
+from tests.faults.helpers import digest, fault_env, scaled
 from tests.faults.recorder import Recorder
 
 pytestmark = pytest.mark.integration
 
-TEXTS = 48
+# Each worker takes 4 messages and encodes 2 a batch: the next 2 wait past the timeout,
+# whatever the number of rounds (quick: 2 rounds of 2.5 s batches a worker, full: 3).
+TEXTS = scaled(48, 32)
 PER_MESSAGE = 4
 VISIBILITY_TIMEOUT_S = 3
 BATCH_S = 2.5  # of the 3 s timeout, before any wait in the batcher

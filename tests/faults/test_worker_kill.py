@@ -26,6 +26,9 @@ pytestmark = pytest.mark.integration
 TEXTS = 500
 WAITERS = 10
 BATCH = 64  # texts per batch (the CPU default), set explicitly so the bound is derived
+# Each batch sleeps this long, so a batch is in flight when the worker is stopped. After
+# the kill each text of that batch is a suspect, encoded alone: up to BATCH sleeps more.
+BATCH_S = 0.05
 
 
 @pytest.mark.parametrize("target", ["process", "group"])
@@ -37,7 +40,7 @@ def test_killed_worker_loses_nothing_and_answers_within_the_bound(
     settings = support.settings_from(env)
     batch = settings.worker.batch_max_texts
     ledger = Path(env["EMBEDQ_LEDGER_PATH"])
-    texts = [f"{salt} kill {target} {i} [[sleep:0.15]]" for i in range(TEXTS)]
+    texts = [f"{salt} kill {target} {i} [[sleep:{BATCH_S}]]" for i in range(TEXTS)]
     first = support.WorkerProcess(env, tmp_path / "w1.log").start()
     service = EmbeddingService(settings)
     per_waiter = TEXTS // WAITERS

@@ -49,7 +49,7 @@ def test_job_survives_killed_workers_and_a_flushed_broker(
     worker = support.WorkerProcess(env, tmp_path / "worker.log").start()
     beat = start_beat(env, tmp_path / "beat.log")
     jobs = JobService(EmbeddingService(support.settings_from(env)))
-    texts = [f"{salt} resume {i % 2800} [[sleep:0.1]]" for i in range(3000)]
+    texts = [f"{salt} resume {i % 2800} [[sleep:0.05]]" for i in range(3000)]
     job_id = jobs.submit(texts)
     try:
         deadline = time.monotonic() + 120

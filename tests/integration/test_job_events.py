@@ -49,7 +49,7 @@ class EventsCluster:
     worker: support.WorkerProcess
 
     def ticks(self) -> int:
-        """`embedq.jobs_tick` tasks the worker has finished (beat sends one a second)."""
+        """`embedq.jobs_tick` tasks the worker has finished (beat sends two a second)."""
         log = (self.tmp / "worker.log").read_text(errors="replace")
         return len(re.findall(r"Task embedq\.jobs_tick\[[^\]]+\] succeeded", log))
 
@@ -98,8 +98,10 @@ def ec(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Eve
         env = support.cluster_env(
             redis_url, pg_url, ledger_path=tmp / "ledger.txt", online_queue="online-events",
             bulk_queue="bulk-events", job_chunk_max_texts=50, job_wave_chunks=1,
-            job_tick_s=1, callback_secret=SECRET, callback_allow="127.0.0.1",
-            callback_backoff_s=0.5, callback_timeout_s=5, api_keys=KEY,
+            job_tick_s=0.5, callback_secret=SECRET, callback_allow="127.0.0.1",
+            # The receiver is in this process and answers at once; an attempt cut off by a
+            # killed worker is sent again after a lease of 2 x this timeout + 5 s.
+            callback_backoff_s=0.25, callback_timeout_s=2, api_keys=KEY,
         )
         worker = support.WorkerProcess(env, tmp / "worker.log").start()
         beat = start_beat(env, tmp / "beat.log")
@@ -133,7 +135,7 @@ def test_a_job_with_a_callback_gets_exactly_one_signed_delivery(ec: EventsCluste
                         callback_url=receiver.url())
         job = ec.wait_state(job_id, CallbackState.DELIVERED)
         assert job.callback_attempts == 1 and job.callback_error is None
-        # Beat's tick runs every second: three more ticks must send nothing again.
+        # Beat's tick runs every half second: three more ticks must send nothing again.
         ticks = ec.ticks()
         support.wait_until(lambda: ec.ticks() >= ticks + 3, 30, "three more ticks")
         [delivery] = receiver.got()
@@ -172,7 +174,7 @@ def test_a_receiver_that_is_down_gets_the_delivery_once_it_is_back(ec: EventsClu
         assert refused_n >= 1
         assert {d.delivery_id for d in got} == {job_id}  # one idempotency id throughout
         assert all(verify(SECRET, d.signature, d.body) for d in got)
-        # Backoff: the wait after failure n is 0.5 s * 2**(n-1); the 500s were attempts
+        # Backoff: the wait after failure n is 0.25 s * 2**(n-1); the 500s were attempts
         # refused_n + 1 and + 2.
         settings = ec.jobs.settings
         gaps = [b.at - a.at for a, b in itertools.pairwise(got)]

@@ -283,7 +283,9 @@ def test_a_claim_left_by_a_dead_encoding_process_is_rescued(
     the text, and a worker computes it."""
     caplog.set_level(logging.WARNING, logger="embedq.service")
     redis = Redis.from_url(local.env["EMBEDQ_REDIS_URL"])
-    env = {**local.env, "EMBEDQ_CLAIM_TTL_MS": "2000"}
+    # The dead process's run lease lapses before the worker may encode the text: 3 s
+    # rather than the default 15 s (it is refreshed each second while its runner lives).
+    env = {**local.env, "EMBEDQ_CLAIM_TTL_MS": "2000", "EMBEDQ_RUN_LEASE_MS": "3000"}
     text = f"{salt} its encoder dies [[sleep:4]]"
     fp = fingerprint(local.service.spec(), text)
     queueing = {**env, "EMBEDQ_ONLINE_ENCODE": "queue"}

@@ -90,13 +90,14 @@ def test_a_busy_model_does_not_hold_up_the_other(two: TwoModels, salt: str) -> N
     slow: dict[str, httpx.Response] = {}
 
     def ask_large() -> None:
-        # The large model's batch sleeps 10 s: its worker's model is busy all that time.
-        slow["answer"] = embed(two, [f"{salt} slow [[sleep:10]]"], "large")
+        # The large model's batch sleeps 5 s: its worker's model is busy all that time
+        # (five small requests take well under a second).
+        slow["answer"] = embed(two, [f"{salt} slow [[sleep:5]]"], "large")
         release.set()
 
     thread = threading.Thread(target=ask_large, daemon=True)
     thread.start()
-    support.wait_until(lambda: support.text_digest(f"{salt} slow [[sleep:10]]")
+    support.wait_until(lambda: support.text_digest(f"{salt} slow [[sleep:5]]")
                        in support.ledger_counts(two.ledgers["large"]), 30,
                        "the large model to start its slow batch")
     quick = [f"{salt} quick {i}" for i in range(5)]

@@ -128,16 +128,24 @@ def jobs(api: ApiServer) -> JobService:
     return JobService(EmbeddingService(support.settings_from(api.env)))
 
 
-def send(api: ApiServer, method: str, path: str, body: Any) -> httpx.Response:
+@pytest.fixture(scope="module")
+def http(api: ApiServer) -> Iterator[httpx.Client]:
+    """One client for the module's thousands of requests: a bare `httpx.get` builds an
+    SSL context each time (about 25 ms), which was most of what an example cost."""
+    with httpx.Client(base_url=api.url, timeout=60) as client:
+        yield client
+
+
+def send(http: httpx.Client, method: str, path: str, body: Any) -> httpx.Response:
     raw = json.dumps(body, ensure_ascii=True, allow_nan=True)  # \ud800 and NaN, as sent
-    got = httpx.request(method, api.url + path, content=raw.encode("ascii"),
-                        headers={"Content-Type": "application/json"}, timeout=60)
+    got = http.request(method, path, content=raw.encode("ascii"),
+                       headers={"Content-Type": "application/json"})
     assert got.status_code < 500, (path, body, got.text)
     return got
 
 
-def read(api: ApiServer, path: str) -> Any:
-    got = httpx.get(api.url + path, timeout=60)
+def read(http: httpx.Client, path: str) -> Any:
+    got = http.get(path)
     assert got.status_code == 200, (path, got.text)
     media = got.headers.get("content-type", "").split(";")[0]
     return got.json() if media == "application/json" else got.text
@@ -149,39 +157,39 @@ def read(api: ApiServer, path: str) -> Any:
 @example(body={"input": ["a"], "not_before": "9999-12-31T23:00:00-05:00"})
 @example(body={"input": ["a"], "callback_url": "http://hooks.example/\x00"})
 def test_every_job_stored_reads_back_through_every_reader(
-        api: ApiServer, jobs: JobService, tmp_path: Path, body: dict[str, Any]) -> None:
-    got = send(api, "POST", "/v1/jobs", body)
+        http: httpx.Client, jobs: JobService, tmp_path: Path, body: dict[str, Any]) -> None:
+    got = send(http, "POST", "/v1/jobs", body)
     if got.status_code != 202:
         assert got.json()["error"]["param"], got.text  # a 4xx names what to change
         return
     job_id = got.json()["id"]
     total = len(body["input"])
-    assert read(api, f"/v1/jobs/{job_id}")["id"] == job_id
-    assert read(api, f"/v1/jobs/{job_id}/results")["total"] == total
-    assert job_id in {j["id"] for j in read(api, "/v1/jobs?limit=100")["data"]}
+    assert read(http, f"/v1/jobs/{job_id}")["id"] == job_id
+    assert read(http, f"/v1/jobs/{job_id}/results")["total"] == total
+    assert job_id in {j["id"] for j in read(http, "/v1/jobs?limit=100")["data"]}
     assert job_id in {j["id"] for j in jobs.list(1000)}
     jobs.tick()
     state = jobs.describe(job_id)
     assert "cannot be scheduled" not in (state["error"] or ""), state
     for suffix in (".jsonl", ".parquet", ".npy"):
         assert export(jobs.store, job_id, tmp_path / f"out{suffix}") == total
-    assert send(api, "DELETE", f"/v1/jobs/{job_id}", None).status_code == 200
+    assert send(http, "DELETE", f"/v1/jobs/{job_id}", None).status_code == 200
 
 
 @PROPERTY
 @given(body=one_hostile(CACHE_PLAIN, CACHE_HOSTILE), config=CONFIG)
 def test_every_cache_entry_and_config_stored_reads_back(
-        api: ApiServer, body: dict[str, Any], config: dict[str, Any]) -> None:
+        http: httpx.Client, body: dict[str, Any], config: dict[str, Any]) -> None:
     ns = "stored-values"
-    put = send(api, "PUT", f"/v1/semantic-cache/{ns}", body)
+    put = send(http, "PUT", f"/v1/semantic-cache/{ns}", body)
     if put.status_code == 200:
-        found = send(api, "POST", f"/v1/semantic-cache/{ns}/lookup",
+        found = send(http, "POST", f"/v1/semantic-cache/{ns}/lookup",
                      {"query": body["query"], "threshold": 1.0, "k": 5})
         assert found.status_code == 200 and found.json()["hit"], found.text
         assert any(m["payload"] == body["payload"] for m in found.json()["matches"])
-    configured = send(api, "PUT", f"/v1/semantic-cache/{ns}/config", config)
+    configured = send(http, "PUT", f"/v1/semantic-cache/{ns}/config", config)
     assert configured.status_code in (200, 404, 422), configured.text
-    read(api, f"/v1/semantic-cache/{ns}/stats")
+    read(http, f"/v1/semantic-cache/{ns}/stats")
 
 
 @PROPERTY
@@ -192,35 +200,36 @@ def test_every_cache_entry_and_config_stored_reads_back(
 @example(line={"custom_id": "a", "input": ["a"], "metadata": {"k": "\ud800"}})
 @example(line={"custom_id": "a", "input": ["a"], "filename": "a\x00b.jsonl"})
 @example(line={"custom_id": "a", "input": ["a"], "dimensions": 385})
-def test_every_file_and_batch_stored_reads_back(api: ApiServer, line: dict[str, Any]) -> None:
+def test_every_file_and_batch_stored_reads_back(http: httpx.Client, line: dict[str, Any]
+                                               ) -> None:
     custom_ids, texts = [line.get("custom_id"), "second"], line.get("input")
     filename, metadata = str(line.get("filename", "f.jsonl")), line.get("metadata")
     request = {"input": texts, "dimensions": line.get("dimensions")}
     lines = [json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/embeddings",
                          "body": {k: v for k, v in request.items() if v is not None}},
                         ensure_ascii=True, allow_nan=True) for cid in custom_ids]
-    got = httpx.post(api.url + "/v1/files", timeout=60, content=multipart(
+    got = http.post("/v1/files", content=multipart(
         filename.encode("utf-8", "surrogatepass"), "\n".join(lines).encode()),
         headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
     assert got.status_code < 500, got.text
     if got.status_code != 200:
         return
     file_id = got.json()["id"]
-    assert read(api, f"/v1/files/{file_id}")["id"] == file_id
-    assert file_id in {f["id"] for f in read(api, "/v1/files?limit=100")["data"]}
-    assert read(api, f"/v1/files/{file_id}/content")
-    before = {b["id"] for b in read(api, "/v1/batches?limit=100")["data"]}
-    batch = send(api, "POST", "/v1/batches", {"input_file_id": file_id,
+    assert read(http, f"/v1/files/{file_id}")["id"] == file_id
+    assert file_id in {f["id"] for f in read(http, "/v1/files?limit=100")["data"]}
+    assert read(http, f"/v1/files/{file_id}/content")
+    before = {b["id"] for b in read(http, "/v1/batches?limit=100")["data"]}
+    batch = send(http, "POST", "/v1/batches", {"input_file_id": file_id,
                                               "metadata": metadata})
     # The file was checked whole at upload: nothing in it can refuse its batch now.
     assert batch.status_code == 200 or batch.json()["error"]["param"] == "metadata", batch.text
     if batch.status_code == 200:
         batch_id = batch.json()["id"]
-        assert read(api, f"/v1/batches/{batch_id}")["metadata"] == metadata
-        assert batch_id in {b["id"] for b in read(api, "/v1/batches?limit=100")["data"]}
-        assert send(api, "POST", f"/v1/batches/{batch_id}/cancel", None).status_code == 200
+        assert read(http, f"/v1/batches/{batch_id}")["metadata"] == metadata
+        assert batch_id in {b["id"] for b in read(http, "/v1/batches?limit=100")["data"]}
+        assert send(http, "POST", f"/v1/batches/{batch_id}/cancel", None).status_code == 200
     else:  # refused: no batch row is left behind
-        assert {b["id"] for b in read(api, "/v1/batches?limit=100")["data"]} == before
+        assert {b["id"] for b in read(http, "/v1/batches?limit=100")["data"]} == before
 
 
 BOUNDARY = "embedq-stored-values"
@@ -237,7 +246,8 @@ def multipart(filename: bytes, content: bytes) -> bytes:
 
 
 def test_a_row_no_driver_can_load_is_skipped_by_the_tick_the_list_and_cancel(
-        api: ApiServer, jobs: JobService, caplog: pytest.LogCaptureFixture, salt: str) -> None:
+        api: ApiServer, http: httpx.Client, jobs: JobService, caplog: pytest.LogCaptureFixture,
+        salt: str) -> None:
     """Written straight into Postgres as an older release stored such values: 1 BC."""
     from sqlalchemy import text
 
@@ -262,11 +272,11 @@ def test_a_row_no_driver_can_load_is_skipped_by_the_tick_the_list_and_cancel(
         listed = {j["id"] for j in jobs.list(1000)}
         assert due in listed and bad not in listed
         assert bad in caplog.text and "left out of the list" in caplog.text
-        assert due in {j["id"] for j in read(api, "/v1/jobs?limit=100")["data"]}
+        assert due in {j["id"] for j in read(http, "/v1/jobs?limit=100")["data"]}
         counts = jobs.tick()
     assert counts["started"] >= 1 and counts["failed"] >= 1, counts
     assert jobs.describe(due)["status"] == "running"
     assert f"job {bad} cannot be scheduled" in caplog.text
     assert jobs.tick()["failed"] == 0  # marked failed once: no longer looked after
     assert not jobs.cancel(bad)  # found (by its owner alone), already final
-    assert send(api, "DELETE", f"/v1/jobs/{due}", None).status_code == 200
+    assert send(http, "DELETE", f"/v1/jobs/{due}", None).status_code == 200

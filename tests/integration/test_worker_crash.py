@@ -33,10 +33,10 @@ def test_killed_worker_loses_nothing(redis_url: str, pg_url: str, tmp_path: Path
         concurrency=16,
     )
     settings = support.settings_from(env)
-    # Each batch sleeps 50 ms, so the kill lands mid-job. A message the killed worker had
+    # Each batch sleeps 20 ms, so the kill lands mid-job. A message the killed worker had
     # popped but not yet recorded as unacknowledged is re-queued only when its claim
     # expires (60 s; docs/operations.md, "Recovery bound"): the timeout leaves room for it.
-    texts = [f"{salt} crash {i} [[sleep:0.05]]" for i in range(500)]
+    texts = [f"{salt} crash {i} [[sleep:0.02]]" for i in range(500)]
     first = support.WorkerProcess(env, tmp_path / "w1.log").start()
     service = EmbeddingService(settings)
     result: list[EmbedResult] = []
