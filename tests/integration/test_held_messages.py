@@ -28,12 +28,14 @@ def name(redis_url: str) -> Iterator[str]:
     redis.Redis.from_url(redis_url).delete(name)
 
 
-def consume(redis_url: str, name: str, limits: dict[str, int], got: list[Any]
-            ) -> tuple[Connection, Consumer]:
+def consume(redis_url: str, name: str, limits: dict[str, int], got: list[Any],
+            messages: int = 3, **options: Any) -> tuple[Connection, Consumer]:
+    """A consumer of `name` (prefetch 32) under `limits`, after `messages` were published
+    there; `options` are more transport options."""
     conn = Connection(redis_url, transport=TRANSPORT,
-                      transport_options={HELD_LIMITS: limits})
+                      transport_options={HELD_LIMITS: limits, **options})
     producer = Producer(conn.default_channel)
-    for n in range(3):
+    for n in range(messages):
         producer.publish({"n": n}, exchange=queue(name).exchange, routing_key=name,
                          declare=[queue(name)], serializer="json")
     consumer = Consumer(conn, queues=[queue(name)], accept=["json"],

@@ -16,11 +16,10 @@ from typing import Any
 
 import pytest
 import redis
-from kombu import Connection, Consumer, Producer
+from kombu import Connection, Consumer
 
-from embedq.tasks.app import queue
-from embedq.tasks.redis_transport import HELD_LIMITS, TRANSPORT
 from tests.faults.procs import RedisServer
+from tests.integration.test_held_messages import consume
 
 pytestmark = pytest.mark.integration
 
@@ -37,16 +36,7 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 def connect(url: str, got: list[Any]) -> tuple[Connection, Consumer]:
-    conn = Connection(url, transport=TRANSPORT,
-                      transport_options={HELD_LIMITS: {NAME: 2}, "visibility_timeout": 1})
-    producer = Producer(conn.default_channel)
-    for n in range(2):
-        producer.publish({"n": n}, exchange=queue(NAME).exchange, routing_key=NAME,
-                         declare=[queue(NAME)], serializer="json")
-    consumer = Consumer(conn, queues=[queue(NAME)], accept=["json"],
-                        callbacks=[lambda _body, message: got.append(message)])
-    consumer.qos(prefetch_count=32)
-    return conn, consumer
+    return consume(url, NAME, {NAME: 2}, got, messages=2, visibility_timeout=1)
 
 
 def held(conn: Connection) -> int:
