@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from embedq.semantic.guard import stem
 from embedq.semantic.lexicon import acronym, same_word
+from embedq.semantic.vocabulary import same_sense
 
 EmbedTexts = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
 
@@ -267,5 +268,7 @@ def other_act(verbs: tuple[str, str], embed: EmbedTexts,
     (embedded alone at or above `min_similarity`): with the subject and the question kept,
     the verb is what is asked about, and two acts are two questions."""
     x, y = verbs
+    if same_sense(x, y):
+        return None
     sim = _similarities([x, y], embed)
     return (x, y) if sim[x, y] < min_similarity else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from embedq.semantic.lexicon import same_word
 from embedq.semantic.numerals import tokens
+from embedq.semantic.vocabulary import reconcile
 
 ARTICLES = frozenset({"a", "an", "the"})
 
@@ -61,8 +62,9 @@ def moved(a: list[str], b: list[str]) -> bool:
 def contrast(asked: str, stored: str) -> str | None:
     """Why `asked` and `stored` are one word (or one word order) apart, or None. Two
     forms of one word (lexicon.same_word: a spelling, a typo, an abbreviation) are no
-    difference, nor is a moved clause (`moved`)."""
-    a, b = words(asked), words(stored)
+    difference, nor is a British / American pair (vocabulary.reconcile: "flat" /
+    "apartment"), nor is a moved clause (`moved`)."""
+    a, b = reconcile(words(asked), words(stored))
     if len(a) == len(b) and all(same_word(x, y) for x, y in zip(a, b, strict=True)):
         return None
     if sorted(a) == sorted(b):

@@ -90,6 +90,7 @@ from embedq.semantic.questions import conflict as question_conflict
 from embedq.semantic.roles import CHECKS as CLAUSE_CHECKS
 from embedq.semantic.roles import conflict as clause_conflict
 from embedq.semantic.verbs import IRREGULAR
+from embedq.semantic.vocabulary import reconcile
 
 
 def _closed(words: str) -> frozenset[str]:
@@ -205,7 +206,7 @@ def _grammar(asked: str, stored: str, edit: bool,
     """The grammar slots' conflict (grammar.py, minimal edits only), else the clause
     checks' (roles.py: quantifier, aspect, agent, owner, any pair), or None; `trace` gets
     the checks passed or skipped before it."""
-    a, b = words(asked), words(stored)
+    a, b = reconcile(words(asked), words(stored))
     grammar = grammar_conflict(a, b) if edit else None
     if grammar is not None:
         _passed(trace, *GRAMMAR_SLOTS[:GRAMMAR_SLOTS.index(grammar[0])])
@@ -282,7 +283,7 @@ class Verifier:
         """The first slot `asked` and `stored` disagree on, or None; the content slot only
         with `content` (the score is in the band). `trace` (explain) gets a Check for each
         slot that passed or was skipped before that."""
-        a, b = words(asked), words(stored)
+        a, b = reconcile(words(asked), words(stored))
         na, ns = numbers(a), numbers(b)
         if na != ns:
             return Conflict("number", " ".join(sorted(na - ns)), " ".join(sorted(ns - na)))
@@ -356,7 +357,7 @@ class Verifier:
         and `crossed` judge minimal edits only, as in `conflict`; the clause checks
         (roles.py) are no feature, so the shipped weights read the features they were
         fitted on."""
-        a, b = words(asked), words(stored)
+        a, b = reconcile(words(asked), words(stored))
         sa, sb = list(map(_singular, a)), list(map(_singular, b))
         edit = minimal(a, b)
         content_a = [w for w in a if _is_content(w)]
@@ -380,5 +381,5 @@ class Verifier:
 
     def content_words(self, asked: str, stored: str) -> tuple[list[str], list[str]]:
         """The content words of each side, as the content slot reads them."""
-        return ([w for w in words(asked) if _is_content(w)],
-                [w for w in words(stored) if _is_content(w)])
+        a, b = reconcile(words(asked), words(stored))
+        return [w for w in a if _is_content(w)], [w for w in b if _is_content(w)]
