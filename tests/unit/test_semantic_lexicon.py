@@ -84,3 +84,30 @@ def test_ordinals_and_cardinals_are_different_numbers() -> None:
 
 def test_an_abbreviated_time_word_is_the_time_word() -> None:
     assert words("how many hrs per wk") == words("how many hours per week")
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("cdoe", "code"), ("jbo", "job"), ("wihtout", "without"), ("teh", "the"),
+])
+def test_two_neighbouring_letters_swapped_is_a_typo_of_any_length(typed: str,
+                                                                  meant: str) -> None:
+    assert same_word(typed, meant)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("form", "from"),  # a closed-class word is no typo of a short word
+    ("no", "on"),
+    ("abut", "about"),  # an insertion in a short word: another word as often as a typo
+    ("after", "alter"),  # a closed-class word's typo is a swap only
+])
+def test_short_words_and_closed_words_take_no_other_edit(a: str, b: str) -> None:
+    assert not same_word(a, b)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("policies", "policy"), ("miles", "mi"), ("taxes", "tax"), ("acess", "access"),
+    ("classes", "class"), ("pt", "part-time"),
+])
+def test_regular_endings_and_hyphenated_initials_are_read(a: str, b: str) -> None:
+    assert same_word(a, b)
+
