@@ -33,7 +33,9 @@ conflict:
              "bedroom"), while synonyms align ("reboot" / "restart"); align.py. Its
              limit: the model places some co-hyponyms as close as synonyms ("dog" /
              "cat" 0.66), so a replaced word whose counterpart is a sibling passes here;
-             the contrast guard refuses it when it is the only word replaced.
+             the contrast guard refuses it when it is the only word replaced. The words
+             that frame a question asked another way ("is it possible to", "is there a
+             way to", "can you tell me") are no content words (`_FRAME`).
   disjoint   no content word of one side has a counterpart on the other (same stem, or
              the words embedded alone at or above `min_word_similarity`): the texts
              share a frame of function words at most ("how can I fall asleep faster" /
@@ -166,6 +168,9 @@ _FUNCTION = _closed(
     "shall should may might must have has had what what's which who whom whose when where "
     "why how there here of for with at by about as if or and but so than too very just "
     "please any some all each every to from in on into out off up down")
+# The frame of a question asked another way ("is it possible to", "is there a way to", "I
+# want to know", "can you tell me"): no content of its own.
+_FRAME = _closed("possible way able want wondering know tell")
 
 
 @dataclass(frozen=True)
@@ -257,7 +262,7 @@ def _time_conflict(a: list[str], b: list[str]) -> bool:
 
 
 def _is_content(word: str) -> bool:
-    return not (word in _FUNCTION or word in _NEGATORS or word in _TIME
+    return not (word in _FUNCTION or word in _FRAME or word in _NEGATORS or word in _TIME
                 or word in _NUMBER_WORDS or _DIGITS.fullmatch(word) is not None
                 or NUMERAL.fullmatch(word) is not None)
 

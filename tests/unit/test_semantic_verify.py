@@ -361,3 +361,23 @@ def test_an_opposite_is_found_in_any_form_of_its_verb() -> None:
     conflict = VERIFIER.conflict("I received an invoice by mistake, who do I tell",
                                  "I want to send an invoice by mistake, who do I tell")
     assert conflict is not None and conflict.slot == "direction", conflict
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("is it possible to change my direct debit date", "can I change my direct debit date"),
+    ("is there a way to export my data", "how can I export my data"),
+    ("I want to know how to cancel my plan", "how do I cancel my plan"),
+    ("can you tell me how to reset my router", "how do I reset my router"),
+])
+def test_a_question_asked_in_another_frame_is_no_content_conflict(asked: str,
+                                                                  stored: str) -> None:
+    assert VERIFIER.conflict(asked, stored) is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("is it possible to change my direct debit date", "is it possible to cancel my direct debit"),
+    ("is there a way to export my contacts", "is there a way to import my contacts"),
+    ("can you tell me how to reset my router", "can you tell me how to replace my router"),
+])
+def test_the_frame_words_hide_no_other_edit(asked: str, stored: str) -> None:
+    assert VERIFIER.conflict(asked, stored) is not None
