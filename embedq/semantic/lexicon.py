@@ -30,7 +30,7 @@ abbreviation of another (verify.py's number slot owns it), nor is a word naming 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import lru_cache
 
 # Abbreviations of the closed class of time words (the time slot's vocabulary): a word
@@ -185,3 +185,18 @@ def same_word(a: str, b: str) -> bool:
         return acronym(a, [b]) or acronym(b, [a])
     sa, sb = _base(spelling(_bare(a))), _base(spelling(_bare(b)))
     return sa == sb or typo(sa, sb) or shortens(sa, sb) or shortens(sb, sa)
+
+
+def misspelt(a: str, b: str, known: Collection[str]) -> bool:
+    """True when one of `a`, `b` is a word of `known` (the model's vocabulary of whole
+    words) and the other is not, one edit apart (two from eight letters), the first letter
+    kept, three letters or more: a typo of a known word ("stoped" / "stopped", "aple" /
+    "apple"). Two known words an edit apart ("filed" / "filled", "then" / "than") stay two
+    words, as do closed-class words; with no vocabulary (`known` empty) nothing is."""
+    if not known or (a in known) == (b in known) or a in CLOSED or b in CLOSED:
+        return False
+    shorter = min(len(a), len(b))
+    if shorter < 3 or a[0] != b[0] or not (a.isalpha() and b.isalpha()):
+        return False
+    limit = 1 if shorter < 8 else 2
+    return _edits(a, b, limit) <= limit

@@ -275,10 +275,14 @@ class Verifier:
     """Slot checks for candidates; `embed` embeds words alone with the model."""
 
     def __init__(self, embed: EmbedTexts, *, band: float = DEFAULT_BAND,
-                 min_word_similarity: float = DEFAULT_MIN_WORD_SIMILARITY) -> None:
+                 min_word_similarity: float = DEFAULT_MIN_WORD_SIMILARITY,
+                 known: frozenset[str] = frozenset()) -> None:
         self.embed = embed
         self.band = band
         self.min_word_similarity = min_word_similarity
+        # The model's whole words (encoders.tokens.known_words): a word one edit from one
+        # of them and not one itself is its typo (lexicon.misspelt), here and in the guard.
+        self.known = known
 
     def in_band(self, score: float, threshold: float) -> bool:
         return threshold <= score < threshold + self.band
@@ -328,7 +332,7 @@ class Verifier:
         else:
             _skipped(trace, "not a minimal edit", "crossed")
         found = unaligned(subs, content_a, content_b, self.embed, self.min_word_similarity,
-                          frames=(a, b))
+                          frames=(a, b), known=self.known)
         if found is not None:
             return Conflict("content", *found)
         if trace is not None:

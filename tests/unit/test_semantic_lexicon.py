@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from embedq.semantic.guard import words
-from embedq.semantic.lexicon import same_word, spelling
+from embedq.semantic.guard import contrast, words
+from embedq.semantic.lexicon import misspelt, same_word, spelling
 from embedq.semantic.numerals import numbers
 
 
@@ -111,3 +111,34 @@ def test_short_words_and_closed_words_take_no_other_edit(a: str, b: str) -> None
 def test_regular_endings_and_hyphenated_initials_are_read(a: str, b: str) -> None:
     assert same_word(a, b)
 
+
+
+# A model's whole words, as encoders.tokens.known_words reads them (a few of them here).
+KNOWN = frozenset(("stopped", "apple", "puppy", "excel", "filed", "filled", "then", "than",
+                   "code", "loan", "lean", "leak", "form", "from"))
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("stoped", "stopped"), ("aple", "apple"), ("pupy", "puppy"), ("exel", "excel"),
+])
+def test_a_word_the_model_does_not_know_one_edit_from_one_it_does_is_its_typo(
+        typed: str, meant: str) -> None:
+    assert not same_word(typed, meant)  # no rule of spelling alone says so
+    assert misspelt(typed, meant, KNOWN) and misspelt(meant, typed, KNOWN)
+    assert contrast(f"why has my {typed} not started", f"why has my {meant} not started",
+                    KNOWN) is None
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("filed", "filled"), ("then", "than"), ("loan", "lean"),  # both known: two words
+    ("form", "from"),  # a closed-class word
+    ("leaks", "teaks"),  # an unknown word whose first letter differs
+    ("ap", "apple"),  # more than one edit
+])
+def test_known_words_an_edit_apart_stay_two_words(a: str, b: str) -> None:
+    assert not misspelt(a, b, KNOWN)
+
+
+def test_with_no_vocabulary_no_word_is_misspelt() -> None:
+    assert not misspelt("stoped", "stopped", frozenset())
+    assert contrast("why has my job stoped", "why has my job stopped") is not None

@@ -381,3 +381,10 @@ def test_a_question_asked_in_another_frame_is_no_content_conflict(asked: str,
 ])
 def test_the_frame_words_hide_no_other_edit(asked: str, stored: str) -> None:
     assert VERIFIER.conflict(asked, stored) is not None
+
+
+def test_a_typo_of_a_word_the_model_knows_is_its_own_counterpart() -> None:
+    known = frozenset(("stopped", "printer"))
+    asked, stored = "why has my printer stoped printing", "why has my printer stopped printing"
+    assert VERIFIER.conflict(asked, stored) is not None  # the hashing encoder: no counterpart
+    assert Verifier(embed, known=known).conflict(asked, stored) is None
