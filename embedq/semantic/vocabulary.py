@@ -144,6 +144,29 @@ jumble sale = rummage sale; lay-by = rest stop; petrol tank = gas tank;
 petrol cap = gas cap; housing estate = housing development;
 holiday pay = vacation pay; holiday allowance = vacation days;
 holiday entitlement = vacation days; holiday leave = vacation leave;
+excess = deductible; policy excess = deductible; home insurance = homeowners insurance;
+buildings insurance = homeowners insurance; contents insurance = renters insurance;
+car insurance = auto insurance; motor insurance = auto insurance;
+no claims bonus = no claims discount; no claims discount = claims-free discount;
+power cut = power outage; power cut = blackout; energy bill = utility bill;
+energy supplier = utility company; energy provider = utility company;
+water heater = boiler; loft = attic; plasterboard = drywall; double glazing = double-pane windows;
+tumble dryer = dryer; en suite = private bathroom; sat nav = gps; speed bump = speed hump;
+learner driver = student driver; driving test = driver's test; driving test = road test;
+driving lessons = driver's ed; sacked = fired; got sacked = got fired; get sacked = get fired;
+pay rise = raise; pay rise = pay raise; flexitime = flextime; line manager = supervisor;
+on the dole = on unemployment; jobseeker's allowance = unemployment benefits;
+lecturer = professor; postgraduate = graduate student; postgraduate = grad student;
+cough sweets = cough drops; nappy rash = diaper rash; pay as you go = prepaid;
+mobile contract = phone plan; mobile tariff = phone plan;
+standing order = recurring payment; standing order = automatic payment;
+direct debit = automatic payment; direct debit = autopay; bank transfer = wire transfer;
+building society = savings and loan; remortgage = refinance; remortgaging = refinancing;
+tenancy agreement = lease; tenancy agreement = rental agreement; letting = renting;
+flatmate = roommate; flatmates = roommates;
+fitted kitchen = built-in kitchen; do washing = do laundry;
+tick = check mark; ticked = checked; tick box = checkbox;
+sellotape = tape; post-it = sticky note; photocopy = xerox;
 """
 
 
