@@ -128,6 +128,11 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str],
     that holds it (wfh / working from home), either way."""
     if any(same_word(word, o) or misspelt(word, o, known) for o in other):
         return True
+    # A hyphenated word is its parts written apart ("mid-tenancy" / "middle of the tenancy").
+    parts = [p for o in other if "-" in o for p in o.split("-") if p]
+    if any(same_word(word, p) for p in parts) or ("-" in word and all(
+            any(same_word(p, o) for o in other) for p in word.split("-") if p)):
+        return True
     if 2 <= len(word) <= 6 and any(acronym(word, other[i:j]) for i in range(len(other))
                                    for j in range(i + 2, min(len(other), i + 6) + 1)):
         return True

@@ -142,3 +142,20 @@ def test_known_words_an_edit_apart_stay_two_words(a: str, b: str) -> None:
 def test_with_no_vocabulary_no_word_is_misspelt() -> None:
     assert not misspelt("stoped", "stopped", frozenset())
     assert contrast("why has my job stoped", "why has my job stopped") is not None
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("can I travel w/o my passport", "can I travel without my passport"),
+    ("pay w/ my card", "pay with my card"),
+    ("d/l the statement", "download the statement"),
+    ("a 5% rise", "a 5 per cent rise"),
+    ("a 5% rise", "a 5 percent rise"),
+    ("send 50 EUR", "send 50 euros"),
+])
+def test_signs_codes_and_slashed_words_are_their_words(a: str, b: str) -> None:
+    assert words(a) == words(b)
+
+
+def test_a_slash_between_words_is_no_abbreviation() -> None:
+    assert words("and/or the w/o") == ["and", "or", "without"]
+    assert words("50 GBP") != words("50 euros")

@@ -388,3 +388,10 @@ def test_a_typo_of_a_word_the_model_knows_is_its_own_counterpart() -> None:
     asked, stored = "why has my printer stoped printing", "why has my printer stopped printing"
     assert VERIFIER.conflict(asked, stored) is not None  # the hashing encoder: no counterpart
     assert Verifier(embed, known=known).conflict(asked, stored) is None
+
+
+def test_a_hyphenated_word_is_its_parts_written_apart() -> None:
+    asked, stored = "can I end my lease mid-tenancy", "can I end my lease in the middle tenancy"
+    assert VERIFIER.conflict(asked, stored) is None
+    assert VERIFIER.conflict("can I end my lease mid-tenancy",
+                             "can I end my lease mid-year") is not None
