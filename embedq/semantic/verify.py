@@ -35,7 +35,8 @@ conflict:
              "cat" 0.66), so a replaced word whose counterpart is a sibling passes here;
              the contrast guard refuses it when it is the only word replaced. The words
              that frame a question asked another way ("is it possible to", "is there a
-             way to", "can you tell me") are no content words (`_FRAME`).
+             way to", "can you tell me", "is it ok to", "really", "ever") are no
+             content words (`_FRAME`), nor is a negative contraction ("hasn't").
   disjoint   no content word of one side has a counterpart on the other (same stem, or
              the words embedded alone at or above `min_word_similarity`): the texts
              share a frame of function words at most ("how can I fall asleep faster" /
@@ -170,7 +171,8 @@ _FUNCTION = _closed(
     "please any some all each every to from in on into out off up down")
 # The frame of a question asked another way ("is it possible to", "is there a way to", "I
 # want to know", "can you tell me"): no content of its own.
-_FRAME = _closed("possible way able want wondering know tell")
+_FRAME = _closed("possible way able want wondering know tell whether ok okay really "
+                 "actually ever")
 
 
 @dataclass(frozen=True)
@@ -262,7 +264,8 @@ def _time_conflict(a: list[str], b: list[str]) -> bool:
 
 
 def _is_content(word: str) -> bool:
-    return not (word in _FUNCTION or word in _FRAME or word in _NEGATORS or word in _TIME
+    return not (word in _FUNCTION or word in _FRAME or word in _NEGATORS
+                or word.endswith("n't") or word in _TIME
                 or word in _NUMBER_WORDS or _DIGITS.fullmatch(word) is not None
                 or NUMERAL.fullmatch(word) is not None)
 

@@ -368,6 +368,8 @@ def test_an_opposite_is_found_in_any_form_of_its_verb() -> None:
     ("is there a way to export my data", "how can I export my data"),
     ("I want to know how to cancel my plan", "how do I cancel my plan"),
     ("can you tell me how to reset my router", "how do I reset my router"),
+    ("is it ok to pay my deposit late", "can I pay my deposit late"),
+    ("why has my refund really not arrived", "why hasn't my refund arrived"),
 ])
 def test_a_question_asked_in_another_frame_is_no_content_conflict(asked: str,
                                                                   stored: str) -> None:
@@ -378,6 +380,7 @@ def test_a_question_asked_in_another_frame_is_no_content_conflict(asked: str,
     ("is it possible to change my direct debit date", "is it possible to cancel my direct debit"),
     ("is there a way to export my contacts", "is there a way to import my contacts"),
     ("can you tell me how to reset my router", "can you tell me how to replace my router"),
+    ("is it ok to pay my deposit late", "is it ok to pay my rent late"),
 ])
 def test_the_frame_words_hide_no_other_edit(asked: str, stored: str) -> None:
     assert VERIFIER.conflict(asked, stored) is not None
