@@ -207,10 +207,41 @@ def _find(phrase: tuple[str, ...], ws: Sequence[str]) -> tuple[int, int] | None:
     return None
 
 
+def _keys(phrase: tuple[str, ...]) -> set[str]:
+    """The words one of which a text must hold for `_find` to find `phrase` in it."""
+    last = _forms(phrase[-1])
+    if len(phrase) == 1:
+        return set(last)
+    return {phrase[0]} | {j.join(phrase[:-1]) + j + f for j in ("", "-") for f in last}
+
+
+def _index(entries: Sequence[tuple[tuple[str, ...], tuple[str, ...]]]) -> tuple[
+        dict[str, set[int]], dict[str, set[int]]]:
+    """Per side (British, American), the entries (their places in `entries`) each word
+    keys: a pair of texts asks only the entries its words key, not all 444."""
+    keyed: tuple[dict[str, set[int]], dict[str, set[int]]] = ({}, {})
+    for at, entry in enumerate(entries):
+        for side, index in zip(entry, keyed, strict=True):
+            for key in _keys(side):
+                index.setdefault(key, set()).add(at)
+    return keyed
+
+
+# Longest first: a longer phrase is written before the words it holds.
+_ORDERED = tuple(sorted(ENTRIES, key=lambda e: -len(e[0]) - len(e[1])))
+_KEYED = _index(_ORDERED)
+
+
+def _keyed(ws: Sequence[str], side: int) -> set[int]:
+    return {at for w in ws for at in _KEYED[side].get(w, ())}
+
+
 @lru_cache(maxsize=16384)
 def _reconciled(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[tuple[str, ...],
                                                                  tuple[str, ...]]:
-    for british, american in sorted(ENTRIES, key=lambda e: -len(e[0]) - len(e[1])):
+    both = (_keyed(a, 0) & _keyed(b, 1)) | (_keyed(b, 0) & _keyed(a, 1))
+    for at in sorted(both):
+        british, american = _ORDERED[at]
         for left, right in ((a, b), (b, a)):
             at_b, at_a = _find(british, left), _find(american, right)
             if at_b is None or at_a is None or _find(british, right) or _find(american, left):
