@@ -99,10 +99,13 @@ def domains_of(pairs: list[Pair], option: str, least: int) -> list[str]:
 
 
 def lodo_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
-                default: float) -> dict[str, Any]:
+                default: float, known: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The report; `known`: the model's whole words, as the cache's verifier holds them
+    (encoders.tokens.known_words)."""
     domains = domains_of(pairs, "--lodo", 2)
     every = pairs + [p for split in heldout.values() for p in split]
-    scored_all = score_pairs(every, embed, Verifier(embed))  # one embed call for every text
+    # One embed call for every text.
+    scored_all = score_pairs(every, embed, Verifier(embed, known=known))
     scored, rest = scored_all[:len(pairs)], scored_all[len(pairs):]
     per_domain, decided = [], []
     for domain in domains:

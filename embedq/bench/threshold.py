@@ -51,6 +51,7 @@ import numpy.typing as npt
 
 from embedq.bench.stats import percentile
 from embedq.config import Settings
+from embedq.encoders.tokens import known_words
 from embedq.errors import BadInputFile, InvalidInput
 from embedq.semantic.guard import contrasting
 from embedq.semantic.index import unit_rows
@@ -149,7 +150,9 @@ def score_pairs(pairs: list[Pair], embed: Embed,
     for p in pairs:
         conflict = None if verifier is None else verifier.conflict(p.query, p.stored)
         out.append(Scored(p, float(at[p.query] @ at[p.stored]),
-                          contrasting(p.query, p.stored), conflict))
+                          contrasting(p.query, p.stored,
+                                      frozenset() if verifier is None else verifier.known),
+                          conflict))
     return out
 
 
@@ -250,8 +253,8 @@ def choose(tune: list[Scored]) -> float:
 
 
 def threshold_report(tune_pairs: list[Pair], heldout_pairs: list[Pair], embed: Embed,
-                     default: float) -> dict[str, Any]:
-    verifier = Verifier(embed)
+                     default: float, known: frozenset[str] = frozenset()) -> dict[str, Any]:
+    verifier = Verifier(embed, known=known)
     tune = score_pairs(tune_pairs, embed, verifier)
     heldout = score_pairs(heldout_pairs, embed, verifier)
     chosen = choose(tune)
@@ -357,13 +360,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
                 splits = {heldout_path.stem: heldout, FRESH.stem: load_pairs(FRESH)}
                 report = lodo_report(domains, splits, client.embed,
-                                     default=settings.semantic.threshold)
+                                     default=settings.semantic.threshold,
+                                     known=known_words(settings))
                 report["model"] = settings.model.model
                 if not args.json:
                     print_lodo(report, settings.model.model)
                 return report
             report = threshold_report(tune, heldout, client.embed,
-                                      default=settings.semantic.threshold)
+                                      default=settings.semantic.threshold,
+                                      known=known_words(settings))
             report["lookup_ms"] = lookup_cost(heldout, client)
     report["model"] = settings.model.model
     if not args.json:

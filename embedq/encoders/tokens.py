@@ -260,3 +260,27 @@ def _dimension(folder: Path) -> int | None:
         hidden = _read_json(folder / "config.json").get("hidden_size")
         width = int(hidden) if isinstance(hidden, int) else None
     return width
+
+
+def known_words(settings: Settings) -> frozenset[str]:
+    """The whole words of the configured model's vocabulary, lower-cased (tokenizer.json's
+    WordPiece, BPE or Unigram vocabulary, word-start marks dropped, pieces that continue a
+    word left out): the semantic checks read a word one edit from one of these, and not
+    one itself, as its typo (semantic/lexicon.misspelt). Empty for the hashing and
+    upstream encoders and where the model is no folder with a tokenizer.json."""
+    if settings.model.encoder != "sentence-transformers":
+        return frozenset()
+    path = Path(model_path(settings.model.model)) / "tokenizer.json"
+    if not path.is_file():
+        return frozenset()
+    vocab = json.loads(path.read_text(encoding="utf-8")).get("model", {}).get("vocab", {})
+    pieces = [p for p in (vocab.keys() if isinstance(vocab, dict) else (r[0] for r in vocab))
+              if isinstance(p, str)]
+    # BPE and Unigram mark the pieces that start a word (a piece without the mark goes on
+    # one); WordPiece marks those that go on ("##").
+    marked = {p[1:] for p in pieces if p[:1] in _WORD_START}
+    words = marked or {p for p in pieces if not p.startswith("##")}
+    return frozenset(w.lower() for w in words if len(w) >= 2 and w.isalpha() and w.isascii())
+
+
+_WORD_START = ("\u0120", "\u2581")  # BPE's "G with a dot", SentencePiece's lower block

@@ -22,14 +22,15 @@ every content word of the other text; a word whose best cosine is below
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from embedq.semantic.guard import stem
-from embedq.semantic.lexicon import acronym, same_word
+from embedq.semantic.lexicon import acronym, misspelt, same_word
+from embedq.semantic.vocabulary import same_sense
 
 EmbedTexts = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
 
@@ -119,11 +120,18 @@ def unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return vector / norm if norm else vector
 
 
-def lexical(word: str, own: Sequence[str], other: Sequence[str]) -> bool:
+def lexical(word: str, own: Sequence[str], other: Sequence[str],
+            known: Collection[str] = frozenset()) -> bool:
     """True when `word` (of `own`) has a counterpart in `other` without asking the model:
-    the same word (lexicon.same_word: stem, spelling, typo, short form), or an acronym
-    spelled by a run of words that holds it (wfh / working from home), either way."""
-    if any(same_word(word, o) for o in other):
+    the same word (lexicon.same_word: stem, spelling, typo, short form; lexicon.misspelt
+    against `known`, the model's whole words), or an acronym spelled by a run of words
+    that holds it (wfh / working from home), either way."""
+    if any(same_word(word, o) or misspelt(word, o, known) for o in other):
+        return True
+    # A hyphenated word is its parts written apart ("mid-tenancy" / "middle of the tenancy").
+    parts = [p for o in other if "-" in o for p in o.split("-") if p]
+    if any(same_word(word, p) for p in parts) or ("-" in word and all(
+            any(same_word(p, o) for o in other) for p in word.split("-") if p)):
         return True
     if 2 <= len(word) <= 6 and any(acronym(word, other[i:j]) for i in range(len(other))
                                    for j in range(i + 2, min(len(other), i + 6) + 1)):
@@ -137,11 +145,13 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str]) -> bool:
 
 def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
               embed: EmbedTexts, min_similarity: float,
-              frames: tuple[list[str], list[str]] | None = None) -> tuple[str, str] | None:
+              frames: tuple[list[str], list[str]] | None = None,
+              known: Collection[str] = frozenset()) -> tuple[str, str] | None:
     """The first substitution with a word that has no counterpart among the other text's
     content words (`asked`, `stored`), as its two spans; None when every word has one.
     A word the other text holds in another form (`lexical`, against `frames`: the texts'
-    whole word lists, default the content words) is its own counterpart; a span added on
+    whole word lists, default the content words; `known`: the model's whole words) is its
+    own counterpart; a span added on
     one side only (an inserted qualifier) is judged the same way."""
     if not subs:
         return None
@@ -152,7 +162,7 @@ def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
 
     def orphan(word: str, own: list[str], other_frame: list[str],
                other: Sequence[str]) -> bool:
-        if lexical(word, own, other_frame):
+        if lexical(word, own, other_frame, known):
             return False
         if not other:
             return True
@@ -267,5 +277,7 @@ def other_act(verbs: tuple[str, str], embed: EmbedTexts,
     (embedded alone at or above `min_similarity`): with the subject and the question kept,
     the verb is what is asked about, and two acts are two questions."""
     x, y = verbs
+    if same_sense(x, y):
+        return None
     sim = _similarities([x, y], embed)
     return (x, y) if sim[x, y] < min_similarity else None

@@ -20,8 +20,11 @@ turns it off.
 
 from __future__ import annotations
 
-from embedq.semantic.lexicon import same_word
+from collections.abc import Collection
+
+from embedq.semantic.lexicon import misspelt, same_word
 from embedq.semantic.numerals import tokens
+from embedq.semantic.vocabulary import reconcile
 
 ARTICLES = frozenset({"a", "an", "the"})
 
@@ -58,12 +61,18 @@ def moved(a: list[str], b: list[str]) -> bool:
                for k, w in enumerate(ma) if 0 < k < len(ma) - 1)
 
 
-def contrast(asked: str, stored: str) -> str | None:
+def contrast(asked: str, stored: str, known: Collection[str] = frozenset()) -> str | None:
     """Why `asked` and `stored` are one word (or one word order) apart, or None. Two
-    forms of one word (lexicon.same_word: a spelling, a typo, an abbreviation) are no
-    difference, nor is a moved clause (`moved`)."""
-    a, b = words(asked), words(stored)
-    if len(a) == len(b) and all(same_word(x, y) for x, y in zip(a, b, strict=True)):
+    forms of one word (lexicon.same_word: a spelling, a typo, an abbreviation; and
+    lexicon.misspelt against `known`, the model's whole words) are no difference, nor is
+    a British / American pair (vocabulary.reconcile: "flat" / "apartment"), nor is a
+    moved clause (`moved`)."""
+    a, b = reconcile(words(asked), words(stored))
+
+    def same(x: str, y: str) -> bool:
+        return same_word(x, y) or misspelt(x, y, known)
+
+    if len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True)):
         return None
     if sorted(a) == sorted(b):
         if moved(a, b):
@@ -71,12 +80,12 @@ def contrast(asked: str, stored: str) -> str | None:
         return f"same words reordered: {' '.join(a)!r} vs {' '.join(b)!r}"
     if len(a) != len(b):
         return None
-    differing = [(x, y) for x, y in zip(a, b, strict=True) if not same_word(x, y)]
+    differing = [(x, y) for x, y in zip(a, b, strict=True) if not same(x, y)]
     if len(differing) != 1:
         return None
     return f"one word apart: {differing[0][0]!r} vs {differing[0][1]!r}"
 
 
-def contrasting(asked: str, stored: str) -> bool:
+def contrasting(asked: str, stored: str, known: Collection[str] = frozenset()) -> bool:
     """True when `asked` and `stored` are one word (or one word order) apart."""
-    return contrast(asked, stored) is not None
+    return contrast(asked, stored, known) is not None

@@ -12,7 +12,10 @@ The rules follow how English spells and shortens, not a word list fitted to a co
              eight letters or more (cancelled), a doubled final l (enroll)
   typo       one edit (insert, delete, replace, swap two neighbours) in words of five to
              seven letters, two from eight, keeping the first letter: a typo keeps it, and
-             the antonyms an edit makes (register / deregister, import / export) do not
+             the antonyms an edit makes (register / deregister, import / export) do not;
+             two neighbouring letters swapped in a word of any length from three (cdoe /
+             code, jbo / job), a closed-class word's from five only (wihtout / without,
+             but form / from stays two words)
   short      a numeronym (k8s: k, 8 letters, s), a truncation or contraction: the short
              form keeps the first letter, is two or more letters shorter and its letters
              appear in order in the long one (wk / week, acct / account, intl /
@@ -27,7 +30,7 @@ abbreviation of another (verify.py's number slot owns it), nor is a word naming 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import lru_cache
 
 # Abbreviations of the closed class of time words (the time slot's vocabulary): a word
@@ -92,12 +95,25 @@ def _edits(a: str, b: str, limit: int) -> int:
     return previous[-1]
 
 
+def transposed(a: str, b: str) -> bool:
+    """True when `b` is `a` with two neighbouring letters swapped, the first letter kept
+    ("cdoe" / "code", "wihtout" / "without"): the slip of two keys struck out of order."""
+    if len(a) != len(b) or len(a) < 3 or a[0] != b[0]:
+        return False
+    at = [i for i in range(len(a)) if a[i] != b[i]]
+    return len(at) == 2 and at[1] == at[0] + 1 and a[at[0]] == b[at[1]] and a[
+        at[1]] == b[at[0]]
+
+
 def typo(a: str, b: str) -> bool:
     """True when one of `a`, `b` is a typo of the other (see the module's rules)."""
-    shorter = min(len(a), len(b))
-    if a in CLOSED or b in CLOSED or shorter < 5 or a[0] != b[0]:
-        return False
     if not (a.isalpha() and b.isalpha()):
+        return False
+    shorter = min(len(a), len(b))
+    closed = a in CLOSED or b in CLOSED
+    if transposed(a, b) and not (closed and shorter < 5) and not (a in CLOSED and b in CLOSED):
+        return True
+    if closed or shorter < 5 or a[0] != b[0]:
         return False
     return _edits(a, b, 1 if shorter < 8 else 2) <= (1 if shorter < 8 else 2)
 
@@ -135,8 +151,17 @@ def _bare(word: str) -> str:
 
 
 def _base(word: str) -> str:
+    """`word` without a regular ending: -ies as -y (policies), -es only after a sibilant
+    (taxes, classes, but miles), and no -s off a word in -ss (access, class), which is no
+    plural."""
+    if word.endswith("ss"):
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
     for suffix in ("ing", "es", "ed", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            if suffix == "es" and not word[:-2].endswith(("s", "x", "z", "ch", "sh")):
+                continue
             return word[: -len(suffix)]
     return word
 
@@ -156,5 +181,22 @@ def same_word(a: str, b: str) -> bool:
         return all(same_word(x, y) for x, y in zip(pa, pb, strict=True))
     if _NUMERONYM.fullmatch(a) or _NUMERONYM.fullmatch(b):
         return shortens(a, b) or shortens(b, a)
+    if "-" in a or "-" in b:  # the initials of a hyphenated word: pt / part-time
+        return acronym(a, [b]) or acronym(b, [a])
     sa, sb = _base(spelling(_bare(a))), _base(spelling(_bare(b)))
     return sa == sb or typo(sa, sb) or shortens(sa, sb) or shortens(sb, sa)
+
+
+def misspelt(a: str, b: str, known: Collection[str]) -> bool:
+    """True when one of `a`, `b` is a word of `known` (the model's vocabulary of whole
+    words) and the other is not, one edit apart (two from eight letters), the first letter
+    kept, three letters or more: a typo of a known word ("stoped" / "stopped", "aple" /
+    "apple"). Two known words an edit apart ("filed" / "filled", "then" / "than") stay two
+    words, as do closed-class words; with no vocabulary (`known` empty) nothing is."""
+    if not known or (a in known) == (b in known) or a in CLOSED or b in CLOSED:
+        return False
+    shorter = min(len(a), len(b))
+    if shorter < 3 or a[0] != b[0] or not (a.isalpha() and b.isalpha()):
+        return False
+    limit = 1 if shorter < 8 else 2
+    return _edits(a, b, limit) <= limit

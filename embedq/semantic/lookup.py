@@ -141,7 +141,7 @@ def _judged(query: str, stored: str, score: float, threshold: float, guard: bool
     """The contrast guard's or the verifier's refusal of a candidate that is another
     text, or None."""
     if guard:
-        why = contrast(query, stored)
+        why = contrast(query, stored, verifier.known if verifier is not None else frozenset())
         if why is not None:
             return "guard", why
     if trace is not None:

@@ -14,6 +14,9 @@ each the one way the guard, the verifier and the aligner compare:
              name, not a number: only a token that starts with a digit holds one
   spelling   a British or American spelling is one word (lexicon.spelling), and an
              abbreviated time word is that word (lexicon.TIME_ABBREVIATIONS: "wk" is "week")
+  signs      "%" and "per cent" are "percent", a currency code its word ("EUR": "euros"),
+             and the words shortened with a slash theirs ("w/o" without, "w/" with, "b/c"
+             because, "d/l" download)
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ _ORDINAL_WORDS = _listed("first second third fourth fifth sixth seventh eighth n
 MULTIPLIERS = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9,
                "k": 1000, "bn": 10**9}
 _CURRENCY = {"£": "pounds", "$": "dollars", "€": "euros"}
+# A currency's code is its word ("50 EUR" / "50 euros").
+_CODES = {"gbp": "pounds", "usd": "dollars", "eur": "euros"}
+# Words shortened with a slash, as everyone writes them ("w/o" / "without").
+_SLASH_WORDS = {"w/o": "without", "w/": "with", "b/c": "because", "d/l": "download"}
+_SLASHED = re.compile(r"(?<![\w/])(?:w/o|b/c|d/l|w/(?=\s))(?![\w/])", re.IGNORECASE)
 _MONEY = re.compile(r"([£$€])\s?(\d[\d,]*(?:\.\d+)?)\s?(k|m|bn)?\b", re.IGNORECASE)
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 _WORD = re.compile(r"\d+(?:\.\d+)+[a-z]*|[^\W_]+(?:['-][^\W_]+)*")
@@ -101,6 +109,10 @@ def _canonical(words: list[str]) -> list[str]:
                 out.append(str(value))
         elif word == "single" and before == "a":
             out[-1] = "1"
+        elif word == "cent" and before == "per":
+            out[-1] = "percent"
+        elif word in _CODES:
+            out.append(_CODES[word])
         elif word in ORDINALS and not (word == "second" and _unit(words, i, before)):
             out.append(ORDINALS[word])
         else:
@@ -126,6 +138,8 @@ def tokens(text: str) -> list[str]:
 
 @lru_cache(maxsize=16384)
 def _tokens(text: str) -> tuple[str, ...]:
+    text = _SLASHED.sub(lambda m: f" {_SLASH_WORDS[m.group(0).lower()]} ", text)
+    text = text.replace("%", " percent ")
     text = _MONEY.sub(_money, text)
     text = _THOUSANDS.sub("", text)
     text = re.sub(r"(?<![\d/])1/2(?![\d/])", " half ", text)

@@ -45,6 +45,7 @@ import numpy.typing as npt
 
 from embedq.config import Settings
 from embedq.coordination.hot_keys import RATES
+from embedq.encoders.tokens import known_words
 from embedq.errors import EmbedqError, InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import space_of
 from embedq.limits import check_input_chars, check_json, check_text
@@ -113,8 +114,8 @@ class SemanticCache:
                                       window=s.feedback_window)
         self.spaces = Spaces(service, self.settings, self.store, [self.feedback.sweep],
                              start)
-        self.verifier = (Verifier(self._embed_spans, band=s.verify_band)
-                         if s.verify else None)
+        self.verifier = (Verifier(self._embed_spans, band=s.verify_band,
+                                  known=known_words(self.settings)) if s.verify else None)
 
     def view(self) -> Space:
         """The space of the model the `default` alias names now."""

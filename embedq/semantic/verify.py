@@ -33,7 +33,10 @@ conflict:
              "bedroom"), while synonyms align ("reboot" / "restart"); align.py. Its
              limit: the model places some co-hyponyms as close as synonyms ("dog" /
              "cat" 0.66), so a replaced word whose counterpart is a sibling passes here;
-             the contrast guard refuses it when it is the only word replaced.
+             the contrast guard refuses it when it is the only word replaced. The words
+             that frame a question asked another way ("is it possible to", "is there a
+             way to", "can you tell me", "is it ok to", "really", "ever") are no
+             content words (`_FRAME`), nor is a negative contraction ("hasn't").
   disjoint   no content word of one side has a counterpart on the other (same stem, or
              the words embedded alone at or above `min_word_similarity`): the texts
              share a frame of function words at most ("how can I fall asleep faster" /
@@ -90,6 +93,7 @@ from embedq.semantic.questions import conflict as question_conflict
 from embedq.semantic.roles import CHECKS as CLAUSE_CHECKS
 from embedq.semantic.roles import conflict as clause_conflict
 from embedq.semantic.verbs import IRREGULAR
+from embedq.semantic.vocabulary import reconcile
 
 
 def _closed(words: str) -> frozenset[str]:
@@ -165,6 +169,10 @@ _FUNCTION = _closed(
     "shall should may might must have has had what what's which who whom whose when where "
     "why how there here of for with at by about as if or and but so than too very just "
     "please any some all each every to from in on into out off up down")
+# The frame of a question asked another way ("is it possible to", "is there a way to", "I
+# want to know", "can you tell me"): no content of its own.
+_FRAME = _closed("possible way able want wondering know tell whether ok okay really "
+                 "actually ever")
 
 
 @dataclass(frozen=True)
@@ -205,7 +213,7 @@ def _grammar(asked: str, stored: str, edit: bool,
     """The grammar slots' conflict (grammar.py, minimal edits only), else the clause
     checks' (roles.py: quantifier, aspect, agent, owner, any pair), or None; `trace` gets
     the checks passed or skipped before it."""
-    a, b = words(asked), words(stored)
+    a, b = reconcile(words(asked), words(stored))
     grammar = grammar_conflict(a, b) if edit else None
     if grammar is not None:
         _passed(trace, *GRAMMAR_SLOTS[:GRAMMAR_SLOTS.index(grammar[0])])
@@ -256,7 +264,8 @@ def _time_conflict(a: list[str], b: list[str]) -> bool:
 
 
 def _is_content(word: str) -> bool:
-    return not (word in _FUNCTION or word in _NEGATORS or word in _TIME
+    return not (word in _FUNCTION or word in _FRAME or word in _NEGATORS
+                or word.endswith("n't") or word in _TIME
                 or word in _NUMBER_WORDS or _DIGITS.fullmatch(word) is not None
                 or NUMERAL.fullmatch(word) is not None)
 
@@ -269,10 +278,14 @@ class Verifier:
     """Slot checks for candidates; `embed` embeds words alone with the model."""
 
     def __init__(self, embed: EmbedTexts, *, band: float = DEFAULT_BAND,
-                 min_word_similarity: float = DEFAULT_MIN_WORD_SIMILARITY) -> None:
+                 min_word_similarity: float = DEFAULT_MIN_WORD_SIMILARITY,
+                 known: frozenset[str] = frozenset()) -> None:
         self.embed = embed
         self.band = band
         self.min_word_similarity = min_word_similarity
+        # The model's whole words (encoders.tokens.known_words): a word one edit from one
+        # of them and not one itself is its typo (lexicon.misspelt), here and in the guard.
+        self.known = known
 
     def in_band(self, score: float, threshold: float) -> bool:
         return threshold <= score < threshold + self.band
@@ -282,7 +295,7 @@ class Verifier:
         """The first slot `asked` and `stored` disagree on, or None; the content slot only
         with `content` (the score is in the band). `trace` (explain) gets a Check for each
         slot that passed or was skipped before that."""
-        a, b = words(asked), words(stored)
+        a, b = reconcile(words(asked), words(stored))
         na, ns = numbers(a), numbers(b)
         if na != ns:
             return Conflict("number", " ".join(sorted(na - ns)), " ".join(sorted(ns - na)))
@@ -322,7 +335,7 @@ class Verifier:
         else:
             _skipped(trace, "not a minimal edit", "crossed")
         found = unaligned(subs, content_a, content_b, self.embed, self.min_word_similarity,
-                          frames=(a, b))
+                          frames=(a, b), known=self.known)
         if found is not None:
             return Conflict("content", *found)
         if trace is not None:
@@ -356,7 +369,7 @@ class Verifier:
         and `crossed` judge minimal edits only, as in `conflict`; the clause checks
         (roles.py) are no feature, so the shipped weights read the features they were
         fitted on."""
-        a, b = words(asked), words(stored)
+        a, b = reconcile(words(asked), words(stored))
         sa, sb = list(map(_singular, a)), list(map(_singular, b))
         edit = minimal(a, b)
         content_a = [w for w in a if _is_content(w)]
@@ -380,5 +393,5 @@ class Verifier:
 
     def content_words(self, asked: str, stored: str) -> tuple[list[str], list[str]]:
         """The content words of each side, as the content slot reads them."""
-        return ([w for w in words(asked) if _is_content(w)],
-                [w for w in words(stored) if _is_content(w)])
+        a, b = reconcile(words(asked), words(stored))
+        return [w for w in a if _is_content(w)], [w for w in b if _is_content(w)]

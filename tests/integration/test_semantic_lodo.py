@@ -31,9 +31,12 @@ def subset() -> list[Any]:
 def test_each_domain_is_scored_at_the_threshold_chosen_without_it(
         model_client: Any, subset: list[Any]) -> None:
     fresh = load_pairs(FRESH)[:10]
+    known = model_client.semantic.verifier.known
     report = lodo_report(subset, {"fresh": fresh}, model_client.embed,
-                         default=model_client.semantic.settings.semantic.threshold)
-    scored = score_pairs(subset, model_client.embed, Verifier(model_client.embed))
+                         default=model_client.semantic.settings.semantic.threshold,
+                         known=known)
+    scored = score_pairs(subset, model_client.embed, Verifier(model_client.embed,
+                                                              known=known))
     assert [row["domain"] for row in report["per_domain"]] == sorted(SUBSET)
     found = served = 0
     for row in report["per_domain"]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from embedq.semantic.guard import words
-from embedq.semantic.lexicon import same_word, spelling
+from embedq.semantic.guard import contrast, words
+from embedq.semantic.lexicon import misspelt, same_word, spelling
 from embedq.semantic.numerals import numbers
 
 
@@ -84,3 +84,78 @@ def test_ordinals_and_cardinals_are_different_numbers() -> None:
 
 def test_an_abbreviated_time_word_is_the_time_word() -> None:
     assert words("how many hrs per wk") == words("how many hours per week")
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("cdoe", "code"), ("jbo", "job"), ("wihtout", "without"), ("teh", "the"),
+])
+def test_two_neighbouring_letters_swapped_is_a_typo_of_any_length(typed: str,
+                                                                  meant: str) -> None:
+    assert same_word(typed, meant)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("form", "from"),  # a closed-class word is no typo of a short word
+    ("no", "on"),
+    ("abut", "about"),  # an insertion in a short word: another word as often as a typo
+    ("after", "alter"),  # a closed-class word's typo is a swap only
+])
+def test_short_words_and_closed_words_take_no_other_edit(a: str, b: str) -> None:
+    assert not same_word(a, b)
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("policies", "policy"), ("miles", "mi"), ("taxes", "tax"), ("acess", "access"),
+    ("classes", "class"), ("pt", "part-time"),
+])
+def test_regular_endings_and_hyphenated_initials_are_read(a: str, b: str) -> None:
+    assert same_word(a, b)
+
+
+
+# A model's whole words, as encoders.tokens.known_words reads them (a few of them here).
+KNOWN = frozenset(("stopped", "apple", "puppy", "excel", "filed", "filled", "then", "than",
+                   "code", "loan", "lean", "leak", "form", "from"))
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("stoped", "stopped"), ("aple", "apple"), ("pupy", "puppy"), ("exel", "excel"),
+])
+def test_a_word_the_model_does_not_know_one_edit_from_one_it_does_is_its_typo(
+        typed: str, meant: str) -> None:
+    assert not same_word(typed, meant)  # no rule of spelling alone says so
+    assert misspelt(typed, meant, KNOWN) and misspelt(meant, typed, KNOWN)
+    assert contrast(f"why has my {typed} not started", f"why has my {meant} not started",
+                    KNOWN) is None
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("filed", "filled"), ("then", "than"), ("loan", "lean"),  # both known: two words
+    ("form", "from"),  # a closed-class word
+    ("leaks", "teaks"),  # an unknown word whose first letter differs
+    ("ap", "apple"),  # more than one edit
+])
+def test_known_words_an_edit_apart_stay_two_words(a: str, b: str) -> None:
+    assert not misspelt(a, b, KNOWN)
+
+
+def test_with_no_vocabulary_no_word_is_misspelt() -> None:
+    assert not misspelt("stoped", "stopped", frozenset())
+    assert contrast("why has my job stoped", "why has my job stopped") is not None
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("can I travel w/o my passport", "can I travel without my passport"),
+    ("pay w/ my card", "pay with my card"),
+    ("d/l the statement", "download the statement"),
+    ("a 5% rise", "a 5 per cent rise"),
+    ("a 5% rise", "a 5 percent rise"),
+    ("send 50 EUR", "send 50 euros"),
+])
+def test_signs_codes_and_slashed_words_are_their_words(a: str, b: str) -> None:
+    assert words(a) == words(b)
+
+
+def test_a_slash_between_words_is_no_abbreviation() -> None:
+    assert words("and/or the w/o") == ["and", "or", "without"]
+    assert words("50 GBP") != words("50 euros")

@@ -361,3 +361,40 @@ def test_an_opposite_is_found_in_any_form_of_its_verb() -> None:
     conflict = VERIFIER.conflict("I received an invoice by mistake, who do I tell",
                                  "I want to send an invoice by mistake, who do I tell")
     assert conflict is not None and conflict.slot == "direction", conflict
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("is it possible to change my direct debit date", "can I change my direct debit date"),
+    ("is there a way to export my data", "how can I export my data"),
+    ("I want to know how to cancel my plan", "how do I cancel my plan"),
+    ("can you tell me how to reset my router", "how do I reset my router"),
+    ("is it ok to pay my deposit late", "can I pay my deposit late"),
+    ("why has my refund really not arrived", "why hasn't my refund arrived"),
+])
+def test_a_question_asked_in_another_frame_is_no_content_conflict(asked: str,
+                                                                  stored: str) -> None:
+    assert VERIFIER.conflict(asked, stored) is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("is it possible to change my direct debit date", "is it possible to cancel my direct debit"),
+    ("is there a way to export my contacts", "is there a way to import my contacts"),
+    ("can you tell me how to reset my router", "can you tell me how to replace my router"),
+    ("is it ok to pay my deposit late", "is it ok to pay my rent late"),
+])
+def test_the_frame_words_hide_no_other_edit(asked: str, stored: str) -> None:
+    assert VERIFIER.conflict(asked, stored) is not None
+
+
+def test_a_typo_of_a_word_the_model_knows_is_its_own_counterpart() -> None:
+    known = frozenset(("stopped", "printer"))
+    asked, stored = "why has my printer stoped printing", "why has my printer stopped printing"
+    assert VERIFIER.conflict(asked, stored) is not None  # the hashing encoder: no counterpart
+    assert Verifier(embed, known=known).conflict(asked, stored) is None
+
+
+def test_a_hyphenated_word_is_its_parts_written_apart() -> None:
+    asked, stored = "can I end my lease mid-tenancy", "can I end my lease in the middle tenancy"
+    assert VERIFIER.conflict(asked, stored) is None
+    assert VERIFIER.conflict("can I end my lease mid-tenancy",
+                             "can I end my lease mid-year") is not None
