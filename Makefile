@@ -51,10 +51,14 @@ unit: $(STAMP) promtool
 # The suite runs each fault scenario once, those that are long only for their size at
 # a smaller one (EMBEDQ_FAULTS_QUICK, tests/faults/conftest.py), and the API fuzz with
 # fewer examples than `make faults` (a random seed each run either way). The slowest
-# tests are listed at the end: the suite's budget is well under 15 minutes.
+# tests are listed at the end: the suite's budget is well under 15 minutes. Two sessions
+# run at once (pytest-xdist, a module's tests in one of them, each session its own Redis db
+# and Postgres database): most tests wait on worker processes, not on the two cores.
+# TEST_PROCS=1 runs one session.
+TEST_PROCS ?= 2
 test: $(STAMP) services lint promtool haproxy
 	EMBEDQ_FAULTS_QUICK=1 EMBEDQ_FUZZ_EXAMPLES=$${EMBEDQ_FUZZ_EXAMPLES:-20} $(BIN)/pytest -q \
-	  --durations=25 tests
+	  -n $(TEST_PROCS) --dist loadfile --durations=25 tests
 
 # Hunting a flaky test: FILE (a module, or a test's id) N times in a row, the whole
 # selection once per round (pytest-repeat's session scope), stopping at the first failure.

@@ -27,7 +27,24 @@ from embedq.testing.processes import stop as stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 CI = bool(os.environ.get("CI"))
-REDIS_URL = os.environ.get("EMBEDQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+
+def _session_redis_url(base: str, xdist_worker: str | None) -> str:
+    """The session's Redis db: `base`'s, plus the xdist worker's number under `make test`'s
+    parallel run (gw0 keeps it, gw1 takes the next), so sessions never flush each other."""
+    if not xdist_worker:
+        return base
+    head, _, db = base.rpartition("/")
+    number = int(db or 0) + int(xdist_worker.removeprefix("gw"))
+    if number > 15:
+        raise RuntimeError(f"EMBEDQ_TEST_REDIS_URL={base} leaves no Redis db for xdist worker "
+                           f"{xdist_worker}: give a lower db number (the suite takes one per worker)")
+    return f"{head}/{number}"
+
+
+REDIS_URL = _session_redis_url(
+    os.environ.get("EMBEDQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/13"),
+    os.environ.get("PYTEST_XDIST_WORKER"))
 PG_ADMIN_URL = os.environ.get(
     "EMBEDQ_TEST_POSTGRES_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
