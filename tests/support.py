@@ -37,8 +37,9 @@ def _session_redis_url(base: str, xdist_worker: str | None) -> str:
     head, _, db = base.rpartition("/")
     number = int(db or 0) + int(xdist_worker.removeprefix("gw"))
     if number > 15:
-        raise RuntimeError(f"EMBEDQ_TEST_REDIS_URL={base} leaves no Redis db for xdist worker "
-                           f"{xdist_worker}: give a lower db number (the suite takes one per worker)")
+        raise RuntimeError(f"EMBEDQ_TEST_REDIS_URL={base} leaves no Redis db for xdist "
+                           f"worker {xdist_worker}: give a lower db number (the suite takes "
+                           "one per worker)")
     return f"{head}/{number}"
 
 
