@@ -22,7 +22,7 @@ import numpy as np
 from embedq.semantic.guard import contrast
 from embedq.semantic.index import Matrix
 from embedq.semantic.store import Entry
-from embedq.semantic.verify import Check, Verifier
+from embedq.semantic.verify import MODEL_CHECKS, Check, Verifier
 
 EXACT = 1.0
 
@@ -156,7 +156,7 @@ def _judged(query: str, stored: str, score: float, threshold: float, guard: bool
         trace.append(Check(
             "band", "pass" if in_band else "skipped",
             f"score {score:.4f} {'<' if in_band else '>='} {threshold + verifier.band:.4f} "
-            f"(threshold + band): crossed, content, disjoint, attribute and act "
+            f"(threshold + band): {', '.join(MODEL_CHECKS[:-1])} and {MODEL_CHECKS[-1]} "
             f"{'checked' if in_band else 'skipped'}"))
     conflict = verifier.conflict(query, stored, content=in_band, trace=trace)
     if conflict is None:

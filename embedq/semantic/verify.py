@@ -46,8 +46,9 @@ conflict:
 
 The question checks (questions.py: voice, doer, modality, polarity, excluded, relation,
 asker) run after the clause checks on any pair; in the band, `crossed` also refuses two
-replaced words that trade places (align.swapped), and `attribute` and `act` (align.py)
-refuse questions asking for two properties by noun or one subject about two acts.
+replaced words that trade places (align.swapped), `attribute` and `act` (align.py) two
+properties asked by noun or two acts of one subject, `asked` and `condition` (asked.py)
+what a "what" question names and a narrowing condition, without a counterpart.
 
 With a `trace` (`explain`), `conflict` also lists each slot it checked as a `Check`:
 passed, or skipped with why (the grammar slots and `crossed` outside a minimal edit,
@@ -57,17 +58,15 @@ naming its slot ("role: 'landlord enter' vs 'i enter'"). The first
 failing slot is the Conflict returned, so a refused candidate's trace ends before it.
 Without a trace nothing is collected.
 
-The lexical slots (number to time) cost microseconds. The content and disjoint slots cost
-one embedding call each of the pair's content words (served from the exact cache when seen
-before) and is checked in the band [threshold, threshold + band), which the default
-makes cover every score above the threshold.
+The lexical slots cost microseconds; the model's (MODEL_CHECKS) embed the pair's words
+(from the exact cache when seen before), in the band [threshold, threshold + band), which
+by default covers every score above the threshold.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import pairwise
 
 from embedq.semantic.align import (
@@ -82,17 +81,19 @@ from embedq.semantic.align import (
     swapped,
     unaligned,
 )
+from embedq.semantic.asked import CHECKS as ASKED_CHECKS
+from embedq.semantic.asked import conflict as asked_conflict
 from embedq.semantic.grammar import SLOTS as GRAMMAR_SLOTS
 from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.grammar import past, persons, possessed, scope
 from embedq.semantic.guard import moved, words
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
+from embedq.semantic.opposites import opposite
 from embedq.semantic.questions import CHECKS as QUESTION_CHECKS
 from embedq.semantic.questions import asked_acts
 from embedq.semantic.questions import conflict as question_conflict
 from embedq.semantic.roles import CHECKS as CLAUSE_CHECKS
 from embedq.semantic.roles import conflict as clause_conflict
-from embedq.semantic.verbs import IRREGULAR
 from embedq.semantic.vocabulary import reconcile
 
 
@@ -103,7 +104,7 @@ def _closed(words: str) -> frozenset[str]:
 # The slots that ask the model (word embeddings); checked only in the band.
 MODEL_SLOTS = frozenset(("content", "disjoint"))
 # The checks run only in the band, in their order (`trace`).
-MODEL_CHECKS = ("crossed", "content", "attribute", "act", "disjoint")
+MODEL_CHECKS = ("crossed", "content", "attribute", "act", "asked", "condition", "disjoint")
 # Wide enough that every candidate at or above a threshold from 0.6 up is verified: the
 # content slot's word embeddings are cached, and minimal edits score up to 0.99.
 DEFAULT_BAND = 0.4
@@ -114,45 +115,6 @@ _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATORS = _closed("not no never none nothing nobody nowhere neither nor unable cannot "
                     "can't don't doesn't didn't isn't aren't wasn't won't shouldn't "
                     "couldn't")
-_OPPOSITES = {
-    _closed(p) for p in (
-        "to from", "in out", "into out", "on off", "up down", "before after", "above below",
-        "over under", "more less", "more fewer", "higher lower", "increase decrease",
-        "max min", "maximum minimum", "most least", "first last", "next previous",
-        "left right", "with without", "send receive", "buy sell", "lend borrow",
-        "import export", "upload download", "enable disable", "open close", "accept reject",
-        "best worst", "early late", "include exclude", "start stop", "start finish",
-        "add remove", "win lose", "credit debit", "income expense", "inbound outbound",
-    )
-}
-# Prefixes that turn a word into its opposite: over- / under-, or a negating one.
-_PREFIX_PAIRS = (("over", "under"), ("in", "out"), ("up", "down"), ("pre", "post"))
-_NEGATING = ("un", "dis", "de", "non", "anti")
-
-
-def _bases(word: str) -> set[str]:
-    """`word` and the base forms it may inflect ("received" receive, "sold" sell, "sends"
-    send): a listed opposite keeps its sense in every form of the verb."""
-    out = {word, *(base for base, *forms in IRREGULAR if word in forms)}
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            out.update((word[:-len(suffix)], word[:-len(suffix)] + "e"))
-    return out
-
-
-@lru_cache(maxsize=65536)
-def opposite(x: str, y: str) -> bool:
-    """True when `x` and `y` name opposites: a listed pair in any of their forms, or one
-    word under two opposite prefixes (overpay / underpay) or with a negating one
-    (register / deregister)."""
-    if any(frozenset((p, q)) in _OPPOSITES for p in _bases(x) for q in _bases(y)):
-        return True
-    for p, q in (*_PREFIX_PAIRS, *((q, p) for p, q in _PREFIX_PAIRS)):
-        if x.startswith(p) and y.startswith(q) and x[len(p):] == y[len(q):] and len(
-                x) - len(p) >= 3:
-            return True
-    return any(len(long) - len(n) >= 4 and long == n + short.removeprefix("-")
-               for n in _NEGATING for long, short in ((x, y), (y, x)))
 # Calendar words name one date or time: one on one side only changes the request.
 _CALENDAR = _closed(
     "today tomorrow yesterday tonight monday tuesday wednesday thursday friday saturday "
@@ -350,8 +312,9 @@ class Verifier:
 
     def _asked_about(self, asked: str, stored: str, a: list[str], b: list[str],
                      trace: list[Check] | None) -> Conflict | None:
-        """The content slot's question checks (align.py): `attribute`, the nouns both
-        questions ask for, and `act`, the verbs one subject is asked about."""
+        """The content slot's question checks: `attribute`, the nouns both questions ask
+        for, and `act`, the verbs one subject is asked about (align.py); `asked`, what a
+        "what" question names, and `condition`, a narrowing "if" clause (asked.py)."""
         noun = attribute(a, b, _is_content, self.embed, self.min_word_similarity)
         if noun is not None:
             return Conflict("content", *noun, check="attribute")
@@ -361,6 +324,12 @@ class Verifier:
         if act is not None:
             return Conflict("content", *act, check="act")
         _passed(trace, "act")
+        found = asked_conflict(a, b, (asked, stored), _is_content, self.embed,
+                               self.min_word_similarity, self.known)
+        if found is not None:
+            _passed(trace, *ASKED_CHECKS[:ASKED_CHECKS.index(found[0])])
+            return Conflict("content", *found[1:], check=found[0])
+        _passed(trace, *ASKED_CHECKS)
         return None
 
     def slots(self, asked: str, stored: str) -> dict[str, bool]:

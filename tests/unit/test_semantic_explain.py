@@ -19,12 +19,15 @@ from embedq.semantic.verify import Check, Verifier
 
 ENCODER = HashingEncoder()
 PAIRS = Path(__file__).parents[1] / "data" / "semantic_pairs.domains.jsonl"
-# Every slot verify.py checks, in its order; crossed, content, disjoint, attribute and act
-# only in the band.
+# Every slot verify.py checks, in its order; the last seven only in the band.
 SLOTS = ["number", "negation", "order", "direction", "time", "scope", "tense", "role",
          "quantifier", "aspect", "agent", "owner", "voice", "doer", "modality",
          "polarity", "excluded", "relation", "asker", "crossed", "content", "attribute", "act",
-         "disjoint"]
+         "asked", "condition", "disjoint"]
+
+
+# What the band line of explain says it checks.
+BAND_CHECKS = "crossed, content, attribute, act, asked, condition and disjoint"
 
 
 def embed(texts: list[str]) -> list[npt.NDArray[np.float32]]:
@@ -59,6 +62,8 @@ def test_outside_a_minimal_edit_the_grammar_slots_and_crossed_are_skipped() -> N
                        "content": "the score is above the band",
                        "attribute": "the score is above the band",
                        "act": "the score is above the band",
+                       "asked": "the score is above the band",
+                       "condition": "the score is above the band",
                        "disjoint": "the score is above the band"}
 
 
@@ -108,7 +113,7 @@ def test_refusal_names_the_threshold_guard_band_and_filter_it_passed() -> None:
     assert trace[0] == Check("threshold", "pass", "score 0.9000 >= threshold 0.6200")
     assert trace[2] == Check("guard", "skipped", "EMBEDQ_SEMANTIC_CONTRAST_GUARD=false")
     assert trace[3].result == "pass"
-    assert "crossed, content, disjoint, attribute and act checked" in str(trace[3].detail)
+    assert f"{BAND_CHECKS} checked" in str(trace[3].detail)
     assert trace[-1] == Check("filter", "pass")
 
 

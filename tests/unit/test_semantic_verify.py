@@ -342,7 +342,8 @@ def test_a_clause_check_is_traced_under_its_own_name() -> None:
     assert names[names.index("role") + 1:] == ["quantifier", "aspect", "agent", "owner",
                                                "voice", "doer", "modality", "polarity", "excluded",
                                                "relation", "asker", "crossed", "content",
-                                               "attribute", "act", "disjoint"]
+                                               "attribute", "act", "asked", "condition",
+                                               "disjoint"]
     assert {c.name: c.result for c in trace}["agent"] == "pass"
 
 

@@ -1,0 +1,58 @@
+"""Opposites: two words that name the two ends of one relation (the direction slot).
+
+An edit that swaps a word for its opposite asks the reverse request: "transfer money to
+my savings" / "... from my savings", "overpaid" / "underpaid", "register" /
+"deregister". `opposite` reads a short list of converses in any form of their verbs, and
+one word under opposite or negating prefixes.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from embedq.semantic.verbs import IRREGULAR
+
+
+def _closed(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_OPPOSITES = {
+    _closed(p) for p in (
+        "to from", "in out", "into out", "on off", "up down", "before after", "above below",
+        "over under", "more less", "more fewer", "higher lower", "increase decrease",
+        "max min", "maximum minimum", "most least", "first last", "next previous",
+        "left right", "with without", "send receive", "buy sell", "lend borrow",
+        "import export", "upload download", "enable disable", "open close", "accept reject",
+        "best worst", "early late", "include exclude", "start stop", "start finish",
+        "add remove", "win lose", "credit debit", "income expense", "inbound outbound",
+    )
+}
+# Prefixes that turn a word into its opposite: over- / under-, or a negating one.
+_PREFIX_PAIRS = (("over", "under"), ("in", "out"), ("up", "down"), ("pre", "post"))
+_NEGATING = ("un", "dis", "de", "non", "anti")
+
+
+def _bases(word: str) -> set[str]:
+    """`word` and the base forms it may inflect ("received" receive, "sold" sell, "sends"
+    send): a listed opposite keeps its sense in every form of the verb."""
+    out = {word, *(base for base, *forms in IRREGULAR if word in forms)}
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            out.update((word[:-len(suffix)], word[:-len(suffix)] + "e"))
+    return out
+
+
+@lru_cache(maxsize=65536)
+def opposite(x: str, y: str) -> bool:
+    """True when `x` and `y` name opposites: a listed pair in any of their forms, or one
+    word under two opposite prefixes (overpay / underpay) or with a negating one
+    (register / deregister)."""
+    if any(frozenset((p, q)) in _OPPOSITES for p in _bases(x) for q in _bases(y)):
+        return True
+    for p, q in (*_PREFIX_PAIRS, *((q, p) for p, q in _PREFIX_PAIRS)):
+        if x.startswith(p) and y.startswith(q) and x[len(p):] == y[len(q):] and len(
+                x) - len(p) >= 3:
+            return True
+    return any(len(long) - len(n) >= 4 and long == n + short.removeprefix("-")
+               for n in _NEGATING for long, short in ((x, y), (y, x)))
