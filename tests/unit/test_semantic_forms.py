@@ -1,0 +1,40 @@
+"""Forms of one question (issue 29): a question asked as a tag, short forms of units and
+contractions, clipped words; each rule with the near-misses it must still refuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from embedq.encoders.hashing import HashingEncoder
+from embedq.semantic.guard import contrast
+from embedq.semantic.verify import Verifier
+
+ENCODER = HashingEncoder()
+
+
+def embed(texts: list[str]) -> list[npt.NDArray[np.float32]]:
+    return list(ENCODER.encode(texts))
+
+
+VERIFIER = Verifier(embed)
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("why was I charged for calls to this number", "I was charged for calls to this number why"),
+    ("why was my transfer of 200 pounds declined", "my transfer of 200 pounds was declined why"),
+    ("when does my tenancy end", "my tenancy does end when"),
+])
+def test_a_question_asked_as_a_tag_is_the_same_question(asked: str, stored: str) -> None:
+    assert contrast(asked, stored) is None
+    assert VERIFIER.conflict(asked, stored) is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("why was John paid by Mary", "Mary was paid by John why"),  # the roles swapped
+    ("why was the tenant paid by the landlord", "the landlord was paid by the tenant why"),
+    ("why did the bank pay the landlord", "the landlord did pay the bank why"),
+])
+def test_a_tag_does_not_excuse_swapped_words(asked: str, stored: str) -> None:
+    assert contrast(asked, stored) is not None or VERIFIER.conflict(asked, stored) is not None
