@@ -130,7 +130,11 @@ _FUNCTION = _closed(
     "that these those is are was were be been being am do does did can could will would "
     "shall should may might must have has had what what's which who whom whose when where "
     "why how there here of for with at by about as if or and but so than too very just "
-    "please any some all each every to from in on into out off up down")
+    "please any some all each every to from in on into out off up down per")
+# A pronoun with a verb contracted onto it ("I'm", "it's", "we've", "they'll") is a
+# pronoun and an auxiliary, the function words "I am" is written with.
+_CONTRACTED = re.compile(
+    r"(?:i|you|we|they|he|she|it|that|there|here|who|what|where|how)'(?:m|re|ve|ll|d|s)")
 # The frame of a question asked another way ("is it possible to", "is there a way to", "I
 # want to know", "can you tell me"): no content of its own.
 _FRAME = _closed("possible way able want wondering know tell whether ok okay really "
@@ -227,6 +231,7 @@ def _time_conflict(a: list[str], b: list[str]) -> bool:
 
 def _is_content(word: str) -> bool:
     return not (word in _FUNCTION or word in _FRAME or word in _NEGATORS
+                or _CONTRACTED.fullmatch(word) is not None
                 or word.endswith("n't") or word in _TIME
                 or word in _NUMBER_WORDS or _DIGITS.fullmatch(word) is not None
                 or NUMERAL.fullmatch(word) is not None)

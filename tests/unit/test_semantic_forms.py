@@ -38,3 +38,26 @@ def test_a_question_asked_as_a_tag_is_the_same_question(asked: str, stored: str)
 ])
 def test_a_tag_does_not_excuse_swapped_words(asked: str, stored: str) -> None:
     assert contrast(asked, stored) is not None or VERIFIER.conflict(asked, stored) is not None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("I'm locked out of my online banking", "I am locked out of my online banking"),
+    ("what happens if it's late", "what happens if it is late"),
+    ("we've lost the spare key to the flat", "we have lost the spare key to the flat"),
+    ("how much is the gym membership per month", "how much is the gym membership a month"),
+])
+def test_a_contracted_pronoun_and_per_are_function_words(asked: str, stored: str) -> None:
+    assert VERIFIER.conflict(asked, stored) is None
+
+
+@pytest.mark.parametrize(("asked", "stored", "slot"), [
+    ("I'm locked out of my online banking", "I am locked out of my online shopping",
+     "content"),
+    ("how much is the gym membership per month", "how much is the gym membership per week",
+     "time"),
+    ("I'm not able to log in", "I am able to log in", "negation"),
+])
+def test_contracted_pronouns_still_differ_in_what_they_say(asked: str, stored: str,
+                                                           slot: str) -> None:
+    conflict = VERIFIER.conflict(asked, stored)
+    assert conflict is not None and conflict.slot == slot
