@@ -61,3 +61,25 @@ def test_contracted_pronouns_still_differ_in_what_they_say(asked: str, stored: s
                                                            slot: str) -> None:
     conflict = VERIFIER.conflict(asked, stored)
     assert conflict is not None and conflict.slot == slot
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("how do I dispose of 5 l of used engine oil",
+     "how do I dispose of 5 litres of used engine oil"),
+    ("is a 2 m ladder enough for the gutter", "is a 2 meter ladder enough for the gutter"),
+    ("how much does a 10 lb bag of feed cost", "how much does a 10 pound bag of feed cost"),
+    ("can I take 500 g of cheese on the plane", "can I take 500 grams of cheese on the plane"),
+])
+def test_a_unit_symbol_after_a_number_is_the_unit(asked: str, stored: str) -> None:
+    assert contrast(asked, stored) is None
+    assert VERIFIER.conflict(asked, stored) is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("is a 2 m ladder enough for the gutter", "is a 2 minute ladder enough for the gutter"),
+    ("how do I dispose of 5 l of used engine oil",
+     "how do I dispose of 5 gallons of used engine oil"),
+    ("how do I fill in form m", "how do I fill in form metre"),  # no number: a letter
+])
+def test_a_unit_symbol_is_only_its_own_unit(asked: str, stored: str) -> None:
+    assert contrast(asked, stored) is not None
