@@ -187,13 +187,34 @@ def same_word(a: str, b: str) -> bool:
     return sa == sb or typo(sa, sb) or shortens(sa, sb) or shortens(sb, sa)
 
 
+def _doubled(a: str, b: str, known: Collection[str]) -> bool:
+    """True when neither `a` nor `b` is a known word and one is the other with the final
+    consonant of a known stem doubled before -ed, -ing or -er ("flaged" / "flagged", the
+    stem "flag"): the doubling rule of English spelling, slipped. A stem the model does
+    not hold decides nothing."""
+    if a in known or b in known:
+        return False
+    for single, double in ((a, b), (b, a)):
+        for suffix in ("ed", "ing", "er"):
+            stem = single.removesuffix(suffix)
+            if (stem != single and len(stem) >= 3 and stem[-1] in _CONSONANT
+                    and double == stem + stem[-1] + suffix and stem in known):
+                return True
+    return False
+
+
 def misspelt(a: str, b: str, known: Collection[str]) -> bool:
     """True when one of `a`, `b` is a word of `known` (the model's vocabulary of whole
     words) and the other is not, one edit apart (two from eight letters), the first letter
     kept, three letters or more: a typo of a known word ("stoped" / "stopped", "aple" /
-    "apple"). Two known words an edit apart ("filed" / "filled", "then" / "than") stay two
-    words, as do closed-class words; with no vocabulary (`known` empty) nothing is."""
-    if not known or (a in known) == (b in known) or a in CLOSED or b in CLOSED:
+    "apple"); or, neither known, a doubled consonant missed or added on a known stem
+    (`_doubled`). Two known words an edit apart ("filed" / "filled", "then" / "than") stay
+    two words, as do closed-class words; with no vocabulary (`known` empty) nothing is."""
+    if not known or a in CLOSED or b in CLOSED:
+        return False
+    if _doubled(a, b, known):
+        return True
+    if (a in known) == (b in known):
         return False
     shorter = min(len(a), len(b))
     if shorter < 3 or a[0] != b[0] or not (a.isalpha() and b.isalpha()):

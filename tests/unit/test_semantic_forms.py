@@ -9,6 +9,7 @@ import pytest
 
 from embedq.encoders.hashing import HashingEncoder
 from embedq.semantic.guard import contrast
+from embedq.semantic.lexicon import misspelt
 from embedq.semantic.verify import Verifier
 
 ENCODER = HashingEncoder()
@@ -83,3 +84,29 @@ def test_a_unit_symbol_after_a_number_is_the_unit(asked: str, stored: str) -> No
 ])
 def test_a_unit_symbol_is_only_its_own_unit(asked: str, stored: str) -> None:
     assert contrast(asked, stored) is not None
+
+
+KNOWN = frozenset({"flag", "ship", "plan", "planed", "planned", "hop", "hope", "hoped", "hopped",
+                   "why", "has", "my", "account", "been"})
+
+
+@pytest.mark.parametrize(("typed", "meant"), [
+    ("flaged", "flagged"), ("flagged", "flaged"), ("flaging", "flagging"),
+    ("shiping", "shipping"),
+])
+def test_a_doubled_consonant_missed_on_a_known_stem_is_a_typo(typed: str,
+                                                             meant: str) -> None:
+    assert misspelt(typed, meant, KNOWN)
+    assert contrast(f"why has my account been {typed}", f"why has my account been {meant}",
+                    KNOWN) is None
+
+
+@pytest.mark.parametrize(("a", "b", "known"), [
+    ("planed", "planned", KNOWN),  # two words the model holds
+    ("hoped", "hopped", KNOWN),
+    ("flaged", "flagged", frozenset({"why"})),  # a stem the model does not hold
+    ("flaged", "flagged", frozenset()),
+    ("flaged", "flogged", KNOWN),  # another vowel: no doubling
+])
+def test_doubling_joins_no_two_words(a: str, b: str, known: frozenset[str]) -> None:
+    assert not misspelt(a, b, known)
