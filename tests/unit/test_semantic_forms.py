@@ -110,3 +110,19 @@ def test_a_doubled_consonant_missed_on_a_known_stem_is_a_typo(typed: str,
 ])
 def test_doubling_joins_no_two_words(a: str, b: str, known: frozenset[str]) -> None:
     assert not misspelt(a, b, known)
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("can I claim for more then 3 days off sick", "can I claim for more than 3 days off sick"),
+    ("is a fixed rate better then a tracker", "is a fixed rate better than a tracker"),
+])
+def test_then_after_a_comparative_is_than(asked: str, stored: str) -> None:
+    assert contrast(asked, stored) is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("do I pay the deposit first then the rent", "do I pay the deposit first than the rent"),
+    ("can I claim for more than 3 days", "can I claim for less than 3 days"),
+])
+def test_then_elsewhere_stays_then(asked: str, stored: str) -> None:
+    assert contrast(asked, stored) is not None
