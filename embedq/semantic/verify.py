@@ -87,6 +87,7 @@ from embedq.semantic.grammar import SLOTS as GRAMMAR_SLOTS
 from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.grammar import past, persons, possessed, scope
 from embedq.semantic.guard import moved, words
+from embedq.semantic.measures import measured
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
 from embedq.semantic.opposites import opposite
 from embedq.semantic.questions import CHECKS as QUESTION_CHECKS
@@ -290,6 +291,8 @@ class Verifier:
         if not content:
             _skipped(trace, "the score is above the band", *MODEL_CHECKS)
             return None
+        # one measure asked two ways ("how much" / "what is the cost") frames, no content
+        a, b = measured(a, b)
         content_a = [w for w in a if _is_content(w)]
         content_b = [w for w in b if _is_content(w)]
         subs = substitutions(a, b, _is_content)

@@ -126,3 +126,27 @@ def test_then_after_a_comparative_is_than(asked: str, stored: str) -> None:
 ])
 def test_then_elsewhere_stays_then(asked: str, stored: str) -> None:
     assert contrast(asked, stored) is not None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("how much does it cost to renew a passport", "what is the cost to renew a passport"),
+    ("how long does the battery take to charge",
+     "how many hours does the battery take to charge"),
+    ("why is my card declined at the till", "what is the reason my card is declined at the till"),
+    ("how many payslips do I need for the application",
+     "what number of payslips do I need for the application"),
+])
+def test_a_measure_asked_by_its_question_word_or_by_its_name_is_one_question(
+        asked: str, stored: str) -> None:
+    assert VERIFIER.conflict(asked, stored) is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("how much is the deposit for the flat", "what is the deposit for the flat"),
+    ("how much does it cost to renew a passport", "why does it cost to renew a passport"),
+    ("how much does it cost to renew a passport",
+     "how much does it cost to replace a passport"),
+])
+def test_a_measure_named_is_no_other_measure(asked: str, stored: str) -> None:
+    conflict = VERIFIER.conflict(asked, stored)
+    assert conflict is not None and conflict.slot == "content"
