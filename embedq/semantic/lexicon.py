@@ -20,7 +20,8 @@ The rules follow how English spells and shortens, not a word list fitted to a co
              form keeps the first letter, is two or more letters shorter and its letters
              appear in order in the long one (wk / week, acct / account, intl /
              international), and an acronym: the initials of a run of words (wfh /
-             working from home, pt / part-time)
+             working from home, pt / part-time), or a first word's initial glued to the
+             second (gsheets / google sheets)
 
 Numbers, numerals and units are not words here: a token of digits is never a typo or an
 abbreviation of another (verify.py's number slot owns it), nor is a word naming a time
@@ -139,11 +140,16 @@ def shortens(short: str, long: str) -> bool:
 
 def acronym(short: str, span: Sequence[str]) -> bool:
     """True when `short` spells the initials of the words of `span` (hyphenated parts
-    count as words), with or without its function words."""
-    if not (2 <= len(short) <= 6 and short.isalpha()) or not span or span[0][:1] != short[:1]:
+    count as words), with or without its function words; or the initial of the first of
+    two words glued to the second, of four letters or more ("gsheets" / "google sheets",
+    "ebill" / "electronic bill": a name clipped the way gmail and e-mail were)."""
+    if not (2 <= len(short) <= 10 and short.isalpha()) or not span or span[0][:1] != short[:1]:
         return False
     parts = [p for w in span for p in w.split("-") if p]
-    return len(parts) >= 2 and "".join(p[0] for p in parts) == short
+    if len(parts) == 2 and len(parts[1]) >= 4 and (
+            spelling(short) == spelling(parts[0][0] + parts[1])):  # tokens are spelt
+        return True
+    return len(short) <= 6 and len(parts) >= 2 and "".join(p[0] for p in parts) == short
 
 
 def _bare(word: str) -> str:

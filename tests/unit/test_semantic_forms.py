@@ -150,3 +150,22 @@ def test_a_measure_asked_by_its_question_word_or_by_its_name_is_one_question(
 def test_a_measure_named_is_no_other_measure(asked: str, stored: str) -> None:
     conflict = VERIFIER.conflict(asked, stored)
     assert conflict is not None and conflict.slot == "content"
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("how do I freeze the top row in gsheets", "how do I freeze the top row in google sheets"),
+    ("can I get my ebill sent to a second address",
+     "can I get my electronic bill sent to a second address"),
+])
+def test_an_initial_glued_to_a_word_is_the_two_words(asked: str, stored: str) -> None:
+    assert VERIFIER.conflict(asked, stored) is None
+    assert VERIFIER.conflict(stored, asked) is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("how do I freeze the top row in gsheets", "how do I freeze the top row in google slides"),
+    ("how do I freeze the top row in gsheets", "how do I freeze the top row in excel sheets"),
+])
+def test_a_glued_initial_names_only_its_own_words(asked: str, stored: str) -> None:
+    conflict = VERIFIER.conflict(asked, stored)
+    assert conflict is not None and conflict.slot == "content"
