@@ -9,7 +9,9 @@ the band's checks, where one side asks by the question word and the other names 
 measure, and not both ways on one side, the two framing words are dropped from both
 sides: what remains is what each asks the measure of. The nouns are the measure's own
 names (cost, price, amount for "how much"), never a thing measured: "how much is the
-deposit" / "what is the deposit" keeps "much", whose counterpart is then missing.
+deposit" / "what is the deposit" keeps "much", whose counterpart is then missing. "show me" /
+"show us" is dropped too: it asks what "how do I" asks ("show me how to hide a column"),
+as "tell me" does (verify._FRAME); "show" alone ("show hidden rows") is a verb.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ _NAMES: dict[tuple[str, str | None], frozenset[str]] = {
 _FOLLOW = frozenset(" ".join((
     "is are was were do does did can could will would should shall may might must has",
     "have had it i you we they he she this that")).split())
+# "show me how to" asks what "how do I" asks, as "tell me" does (verify._FRAME).
+_ASKER = frozenset(("me", "us"))
 _UNITS = frozenset(("seconds", "minutes", "hours", "days", "weeks", "months", "years"))
 
 
@@ -76,5 +80,7 @@ def measured(a: list[str], b: list[str]) -> tuple[list[str], list[str]]:
             if found:
                 dx.add(at)
                 dy.update(found)
+    for x, dx in ((a, drop_a), (b, drop_b)):
+        dx.update(i for i in range(len(x) - 1) if x[i] == "show" and x[i + 1] in _ASKER)
     return ([w for i, w in enumerate(a) if i not in drop_a],
             [w for i, w in enumerate(b) if i not in drop_b])

@@ -169,3 +169,18 @@ def test_an_initial_glued_to_a_word_is_the_two_words(asked: str, stored: str) ->
 def test_a_glued_initial_names_only_its_own_words(asked: str, stored: str) -> None:
     conflict = VERIFIER.conflict(asked, stored)
     assert conflict is not None and conflict.slot == "content"
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("show me how to hide a column in the spreadsheet", "how to hide a column in the spreadsheet"),
+    ("show me how I can hide a column in the spreadsheet",
+     "how can I hide a column in the spreadsheet"),
+])
+def test_show_me_asks_what_how_do_i_asks(asked: str, stored: str) -> None:
+    assert VERIFIER.conflict(asked, stored) is None
+
+
+def test_show_without_an_asker_is_a_verb() -> None:
+    conflict = VERIFIER.conflict("how do I show hidden columns in the spreadsheet for the team",
+                                 "how do I hide columns in the spreadsheet for the team")
+    assert conflict is not None
