@@ -36,7 +36,9 @@ conflict:
              the contrast guard refuses it when it is the only word replaced. The words
              that frame a question asked another way ("is it possible to", "is there a
              way to", "can you tell me", "is it ok to", "really", "ever") are no
-             content words (`_FRAME`), nor is a negative contraction ("hasn't").
+             content words (`_FRAME`), nor is a negative contraction ("hasn't"), a
+             contracted pronoun ("I'm"), or the words that frame one measure asked two
+             ways ("how much" / "the cost": measures.py).
   disjoint   no content word of one side has a counterpart on the other (same stem, or
              the words embedded alone at or above `min_word_similarity`): the texts
              share a frame of function words at most ("how can I fall asleep faster" /
