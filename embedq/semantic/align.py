@@ -133,10 +133,10 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str],
     if any(same_word(word, p) for p in parts) or ("-" in word and all(
             any(same_word(p, o) for o in other) for p in word.split("-") if p)):
         return True
-    if 2 <= len(word) <= 6 and any(acronym(word, other[i:j]) for i in range(len(other))
+    if 2 <= len(word) <= 10 and any(acronym(word, other[i:j]) for i in range(len(other))
                                    for j in range(i + 2, min(len(other), i + 6) + 1)):
         return True
-    short = [o for o in other if 2 <= len(o) <= 6 and o.isalpha()]
+    short = [o for o in other if 2 <= len(o) <= 10 and o.isalpha()]
     at = [i for i, w in enumerate(own) if w == word] if short else []
     return any(acronym(o, own[i:j]) for o in short for k in at
                for i in range(max(0, k - 5), k + 1) for j in range(k + 1, k + 7)

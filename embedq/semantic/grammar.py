@@ -74,11 +74,16 @@ def persons(words: list[str]) -> frozenset[str]:
                      if w in _PERSONS and not (w == "me" and before in _FRAMES))
 
 
+# A pronoun or question word before "'s" is "is" or "has" ("it's", "there's", "who's"):
+# no possessive.
+_IS_HAS = frozenset(["it", "that", "there", "here", "he", "she", "who", "what", "where", "how"])
+
+
 def possessed(a: list[str], b: list[str]) -> str | None:
     """A word `a` makes possessive that `b` holds bare, or None."""
     bare = set(b)
     return next((w for w in a if w.endswith("'s") and w[:-2] in bare
-                 and w not in bare), None)
+                 and w[:-2] not in _IS_HAS and w not in bare), None)
 
 
 def conflict(a: list[str], b: list[str]) -> tuple[str, str, str] | None:

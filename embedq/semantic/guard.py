@@ -42,13 +42,44 @@ def stem(word: str) -> str:
 
 
 _CONJUNCTIONS = frozenset(("and", "but", "or"))
+_QUESTION_WORDS = frozenset(("why", "how", "when", "where", "what", "which", "who"))
+_AUXILIARIES = frozenset(" ".join((
+    "is are am was were do does did can could will would shall should may might must has",
+    "have had")).split())
+
+
+def _without(ws: list[str], k: int) -> list[str]:
+    return ws[:k] + ws[k + 1:]
+
+
+def tagged(a: list[str], b: list[str]) -> bool:
+    """True when one side opens with a question word and the other ends with it, the
+    question asked as a tag ("why was I charged" / "I was charged, why"), the rest the
+    same words or the same with one auxiliary on the subject's other side ("was my
+    transfer declined" / "my transfer was declined"): a question and its statement form
+    ask one thing once the question word is there."""
+    if len(a) != len(b) or len(a) < 3:
+        return False
+    for x, y in ((a, b), (b, a)):
+        if x[0] in _QUESTION_WORDS and y[-1] == x[0]:
+            rx, ry = x[1:], y[:-1]
+            if rx == ry:
+                return True
+            # the verifier's order slot reads singulars: "does" comes as "doe"
+            return any((w in _AUXILIARIES or f"{w}s" in _AUXILIARIES)
+                       and _without(rx, i) == _without(ry, j)
+                       for i, w in enumerate(rx) for j, v in enumerate(ry) if v == w)
+    return False
 
 
 def moved(a: list[str], b: list[str]) -> bool:
     """True when `b` is `a` with one block of two words or more moved past another of two
     words or more ("can I X before Y" / "before Y, can I X"), or with the two sides of an
-    "and", "but" or "or" exchanged: a clause fronted, which keeps who does what to whom.
-    Two single words exchanged (string to integer / integer to string) is not a move."""
+    "and", "but" or "or" exchanged: a clause fronted, which keeps who does what to whom;
+    or a question asked as a tag (`tagged`). Two single words exchanged (string to
+    integer / integer to string) is not a move."""
+    if tagged(a, b):
+        return True
     n = min(len(a), len(b))
     i = next((k for k in range(n) if a[k] != b[k]), n)
     j = next((k for k in range(n - i) if a[-1 - k] != b[-1 - k]), n - i)

@@ -20,7 +20,8 @@ The rules follow how English spells and shortens, not a word list fitted to a co
              form keeps the first letter, is two or more letters shorter and its letters
              appear in order in the long one (wk / week, acct / account, intl /
              international), and an acronym: the initials of a run of words (wfh /
-             working from home, pt / part-time)
+             working from home, pt / part-time), or a first word's initial glued to the
+             second (gsheets / google sheets)
 
 Numbers, numerals and units are not words here: a token of digits is never a typo or an
 abbreviation of another (verify.py's number slot owns it), nor is a word naming a time
@@ -139,11 +140,16 @@ def shortens(short: str, long: str) -> bool:
 
 def acronym(short: str, span: Sequence[str]) -> bool:
     """True when `short` spells the initials of the words of `span` (hyphenated parts
-    count as words), with or without its function words."""
-    if not (2 <= len(short) <= 6 and short.isalpha()) or not span or span[0][:1] != short[:1]:
+    count as words), with or without its function words; or the initial of the first of
+    two words glued to the second, of four letters or more ("gsheets" / "google sheets",
+    "ebill" / "electronic bill": a name clipped the way gmail and e-mail were)."""
+    if not (2 <= len(short) <= 10 and short.isalpha()) or not span or span[0][:1] != short[:1]:
         return False
     parts = [p for w in span for p in w.split("-") if p]
-    return len(parts) >= 2 and "".join(p[0] for p in parts) == short
+    if len(parts) == 2 and len(parts[1]) >= 4 and (
+            spelling(short) == spelling(parts[0][0] + parts[1])):  # tokens are spelt
+        return True
+    return len(short) <= 6 and len(parts) >= 2 and "".join(p[0] for p in parts) == short
 
 
 def _bare(word: str) -> str:
@@ -187,13 +193,34 @@ def same_word(a: str, b: str) -> bool:
     return sa == sb or typo(sa, sb) or shortens(sa, sb) or shortens(sb, sa)
 
 
+def _doubled(a: str, b: str, known: Collection[str]) -> bool:
+    """True when neither `a` nor `b` is a known word and one is the other with the final
+    consonant of a known stem doubled before -ed, -ing or -er ("flaged" / "flagged", the
+    stem "flag"): the doubling rule of English spelling, slipped. A stem the model does
+    not hold decides nothing."""
+    if a in known or b in known:
+        return False
+    for single, double in ((a, b), (b, a)):
+        for suffix in ("ed", "ing", "er"):
+            stem = single.removesuffix(suffix)
+            if (stem != single and len(stem) >= 3 and stem[-1] in _CONSONANT
+                    and double == stem + stem[-1] + suffix and stem in known):
+                return True
+    return False
+
+
 def misspelt(a: str, b: str, known: Collection[str]) -> bool:
     """True when one of `a`, `b` is a word of `known` (the model's vocabulary of whole
     words) and the other is not, one edit apart (two from eight letters), the first letter
     kept, three letters or more: a typo of a known word ("stoped" / "stopped", "aple" /
-    "apple"). Two known words an edit apart ("filed" / "filled", "then" / "than") stay two
-    words, as do closed-class words; with no vocabulary (`known` empty) nothing is."""
-    if not known or (a in known) == (b in known) or a in CLOSED or b in CLOSED:
+    "apple"); or, neither known, a doubled consonant missed or added on a known stem
+    (`_doubled`). Two known words an edit apart ("filed" / "filled", "then" / "than") stay
+    two words, as do closed-class words; with no vocabulary (`known` empty) nothing is."""
+    if not known or a in CLOSED or b in CLOSED:
+        return False
+    if _doubled(a, b, known):
+        return True
+    if (a in known) == (b in known):
         return False
     shorter = min(len(a), len(b))
     if shorter < 3 or a[0] != b[0] or not (a.isalpha() and b.isalpha()):

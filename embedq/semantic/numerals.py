@@ -8,12 +8,15 @@ each the one way the guard, the verifier and the aligner compare:
              "$10M" and "10 million" are "10000000"; "1/2" is "half"
   ordinals   "first", "1st" are "1st"; "second" is an ordinal except after a number or
              "per" (where it is the unit)
-  units      a number glued to its unit is two words ("10mg", "9am": "10 mg", "9 am"), and
-             a currency sign is its word after the number ("£150": "150 pounds")
+  units      a number glued to its unit is two words ("10mg", "9am": "10 mg", "9 am"), a
+             currency sign is its word after the number ("£150": "150 pounds"), and a
+             unit's symbol after a number is the unit's word ("2 l", "3m": "2 litre", "3
+             metre"; `_SYMBOLS`, the ones no short-form rule reads)
   names      a word that starts with a letter and holds digits (k8s, i18n, s3, p60) is a
              name, not a number: only a token that starts with a digit holds one
   spelling   a British or American spelling is one word (lexicon.spelling), and an
              abbreviated time word is that word (lexicon.TIME_ABBREVIATIONS: "wk" is "week")
+  than       "then" after a comparative is "than", its common slip ("more then 3")
   signs      "%" and "per cent" are "percent", a currency code its word ("EUR": "euros"),
              and the words shortened with a slash theirs ("w/o" without, "w/" with, "b/c"
              because, "d/l" download)
@@ -45,6 +48,14 @@ MULTIPLIERS = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10
 _CURRENCY = {"£": "pounds", "$": "dollars", "€": "euros"}
 # A currency's code is its word ("50 EUR" / "50 euros").
 _CODES = {"gbp": "pounds", "usd": "dollars", "eur": "euros"}
+# Comparatives that take "than" ("later" and "earlier" also read as "after that": left out).
+_COMPARATIVES = frozenset(_listed(
+    "more less fewer rather other better worse greater higher lower larger smaller bigger "
+    "longer shorter older younger cheaper dearer faster slower"))
+# Units' symbols too short, or too far from their word's letters, for lexicon.shortens
+# (kg, km, ml, ft are read there); only after a number, where nothing else is meant.
+_SYMBOLS = {"l": "litre", "ltr": "litre", "m": "metre", "g": "gram", "lb": "pound",
+            "lbs": "pounds", "oz": "ounce"}
 # Words shortened with a slash, as everyone writes them ("w/o" / "without").
 _SLASH_WORDS = {"w/o": "without", "w/": "with", "b/c": "because", "d/l": "download"}
 _SLASHED = re.compile(r"(?<![\w/])(?:w/o|b/c|d/l|w/(?=\s))(?![\w/])", re.IGNORECASE)
@@ -113,6 +124,10 @@ def _canonical(words: list[str]) -> list[str]:
             out[-1] = "percent"
         elif word in _CODES:
             out.append(_CODES[word])
+        elif word == "then" and before in _COMPARATIVES:
+            out.append("than")
+        elif word in _SYMBOLS and _NUMBER.fullmatch(before):
+            out.append(spelling(_SYMBOLS[word]))
         elif word in ORDINALS and not (word == "second" and _unit(words, i, before)):
             out.append(ORDINALS[word])
         else:

@@ -36,7 +36,9 @@ conflict:
              the contrast guard refuses it when it is the only word replaced. The words
              that frame a question asked another way ("is it possible to", "is there a
              way to", "can you tell me", "is it ok to", "really", "ever") are no
-             content words (`_FRAME`), nor is a negative contraction ("hasn't").
+             content words (`_FRAME`), nor is a negative contraction ("hasn't"), a
+             contracted pronoun ("I'm"), or the words that frame one measure asked two
+             ways ("how much" / "the cost": measures.py).
   disjoint   no content word of one side has a counterpart on the other (same stem, or
              the words embedded alone at or above `min_word_similarity`): the texts
              share a frame of function words at most ("how can I fall asleep faster" /
@@ -87,6 +89,7 @@ from embedq.semantic.grammar import SLOTS as GRAMMAR_SLOTS
 from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.grammar import past, persons, possessed, scope
 from embedq.semantic.guard import moved, words
+from embedq.semantic.measures import measured
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
 from embedq.semantic.opposites import opposite
 from embedq.semantic.questions import CHECKS as QUESTION_CHECKS
@@ -130,7 +133,11 @@ _FUNCTION = _closed(
     "that these those is are was were be been being am do does did can could will would "
     "shall should may might must have has had what what's which who whom whose when where "
     "why how there here of for with at by about as if or and but so than too very just "
-    "please any some all each every to from in on into out off up down")
+    "please any some all each every to from in on into out off up down per")
+# A pronoun with a verb contracted onto it ("I'm", "it's", "we've", "they'll") is a
+# pronoun and an auxiliary, the function words "I am" is written with.
+_CONTRACTED = re.compile(
+    r"(?:i|you|we|they|he|she|it|that|there|here|who|what|where|how)'(?:m|re|ve|ll|d|s)")
 # The frame of a question asked another way ("is it possible to", "is there a way to", "I
 # want to know", "can you tell me"): no content of its own.
 _FRAME = _closed("possible way able want wondering know tell whether ok okay really "
@@ -227,6 +234,7 @@ def _time_conflict(a: list[str], b: list[str]) -> bool:
 
 def _is_content(word: str) -> bool:
     return not (word in _FUNCTION or word in _FRAME or word in _NEGATORS
+                or _CONTRACTED.fullmatch(word) is not None
                 or word.endswith("n't") or word in _TIME
                 or word in _NUMBER_WORDS or _DIGITS.fullmatch(word) is not None
                 or NUMERAL.fullmatch(word) is not None)
@@ -285,6 +293,8 @@ class Verifier:
         if not content:
             _skipped(trace, "the score is above the band", *MODEL_CHECKS)
             return None
+        # one measure asked two ways ("how much" / "what is the cost") frames, no content
+        a, b = measured(a, b)
         content_a = [w for w in a if _is_content(w)]
         content_b = [w for w in b if _is_content(w)]
         subs = substitutions(a, b, _is_content)

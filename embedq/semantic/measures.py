@@ -1,0 +1,86 @@
+"""A measure asked two ways: "how much does it cost" / "what is the cost", "how long" /
+"how many days", "why" / "what is the reason".
+
+English asks for a measure with a question word and a modifier ("how much", "how long",
+"how often") or names it as a noun after "what is the" ("the cost", "the duration",
+"the reason"). Both forms ask one thing, but the content slot reads the modifier ("much")
+or the noun ("reason") as a content word with no counterpart on the other side. So before
+the band's checks, where one side asks by the question word and the other names the
+measure, and not both ways on one side, the two framing words are dropped from both
+sides: what remains is what each asks the measure of. The nouns are the measure's own
+names (cost, price, amount for "how much"), never a thing measured: "how much is the
+deposit" / "what is the deposit" keeps "much", whose counterpart is then missing. "show me" /
+"show us" is dropped too: it asks what "how do I" asks ("show me how to hide a column"),
+as "tell me" does (verify._FRAME); "show" alone ("show hidden rows") is a verb.
+"""
+
+from __future__ import annotations
+
+# (question word, modifier or None) -> the nouns that name what it asks for; a time unit
+# after "many" names a duration too ("how many days" asks "how long").
+_NAMES: dict[tuple[str, str | None], frozenset[str]] = {
+    ("how", "much"): frozenset(("cost", "price", "amount")),
+    ("how", "many"): frozenset(("number",)),
+    ("how", "long"): frozenset(("duration", "length")),
+    ("how", "often"): frozenset(("frequency",)),
+    ("how", "old"): frozenset(("age",)),
+    ("how", "far"): frozenset(("distance",)),
+    ("why", None): frozenset(("reason", "cause")),
+    ("where", None): frozenset(("location", "place")),
+}
+# What follows a measure's modifier when it asks the measure itself ("how much does",
+# "how long will it").
+_FOLLOW = frozenset(" ".join((
+    "is are was were do does did can could will would should shall may might must has",
+    "have had it i you we they he she this that")).split())
+# "show me how to" asks what "how do I" asks, as "tell me" does (verify._FRAME).
+_ASKER = frozenset(("me", "us"))
+_UNITS = frozenset(("seconds", "minutes", "hours", "days", "weeks", "months", "years"))
+
+
+def _asks(ws: list[str], word: str, modifier: str | None) -> int | None:
+    """The index of the modifier (or of the question word) where `ws` asks by it. Before
+    a noun the modifier asks a measure of that noun ("how much weight"), not the one
+    named here: only "how many" (whose noun is counted by "number of") is read there."""
+    for i, w in enumerate(ws):
+        if w != word:
+            continue
+        if modifier is None:
+            return i
+        after = ws[i + 2:i + 3]
+        if ws[i + 1:i + 2] == [modifier] and (
+                modifier == "many" or not after or after[0] in _FOLLOW):
+            return i + 1
+    return None
+
+
+def _named(ws: list[str], names: frozenset[str]) -> list[int]:
+    """Where `ws` names the measure: the noun itself or its plural, no other form (the
+    short-form rule would read "am" or "at" as "amount")."""
+    return [i for i, w in enumerate(ws) if w in names or w.removesuffix("s") in names]
+
+
+def _duration(ws: list[str]) -> list[int]:
+    """"how many" before a time unit: "many" and the unit ask a duration."""
+    return [k for i in range(len(ws) - 2)
+            if ws[i:i + 2] == ["how", "many"] and ws[i + 2] in _UNITS for k in (i + 1, i + 2)]
+
+
+def measured(a: list[str], b: list[str]) -> tuple[list[str], list[str]]:
+    """`a` and `b` without the words that frame one measure asked two ways (see the
+    module); unchanged where no measure is asked one way on each side."""
+    drop_a: set[int] = set()
+    drop_b: set[int] = set()
+    for x, y, dx, dy in ((a, b, drop_a, drop_b), (b, a, drop_b, drop_a)):
+        for (word, modifier), names in _NAMES.items():
+            at = _asks(x, word, modifier)
+            if at is None or _asks(y, word, modifier) is not None or _named(x, names):
+                continue
+            found = _named(y, names) or (_duration(y) if modifier == "long" else [])
+            if found:
+                dx.add(at)
+                dy.update(found)
+    for x, dx in ((a, drop_a), (b, drop_b)):
+        dx.update(i for i in range(len(x) - 1) if x[i] == "show" and x[i + 1] in _ASKER)
+    return ([w for i, w in enumerate(a) if i not in drop_a],
+            [w for i, w in enumerate(b) if i not in drop_b])
