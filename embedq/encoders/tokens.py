@@ -270,10 +270,9 @@ def known_words(settings: Settings) -> frozenset[str]:
     upstream encoders and where the model is no folder with a tokenizer.json."""
     if settings.model.encoder != "sentence-transformers":
         return frozenset()
-    path = Path(model_path(settings.model.model)) / "tokenizer.json"
-    if not path.is_file():
-        return frozenset()
-    vocab = json.loads(path.read_text(encoding="utf-8")).get("model", {}).get("vocab", {})
+    tokenizer = _read_json(Path(model_path(settings.model.model)) / "tokenizer.json")
+    model = tokenizer.get("model")
+    vocab = model.get("vocab", {}) if isinstance(model, dict) else {}
     pieces = [p for p in (vocab.keys() if isinstance(vocab, dict) else (r[0] for r in vocab))
               if isinstance(p, str)]
     # BPE and Unigram mark the pieces that start a word (a piece without the mark goes on

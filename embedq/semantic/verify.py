@@ -177,12 +177,12 @@ def _skipped(trace: list[Check] | None, why: str, *slots: str) -> None:
         trace.extend(Check(slot, "skipped", why) for slot in slots)
 
 
-def _grammar(asked: str, stored: str, edit: bool,
+def _grammar(asked: str, stored: str, a: list[str], b: list[str], edit: bool,
              trace: list[Check] | None) -> Conflict | None:
-    """The grammar slots' conflict (grammar.py, minimal edits only), else the clause
-    checks' (roles.py: quantifier, aspect, agent, owner, any pair), or None; `trace` gets
-    the checks passed or skipped before it."""
-    a, b = reconcile(words(asked), words(stored))
+    """The grammar slots' conflict (grammar.py, minimal edits only, on `a` and `b`: the
+    texts' words as `conflict` reconciled them), else the clause checks' (roles.py:
+    quantifier, aspect, agent, owner, any pair), or None; `trace` gets the checks passed
+    or skipped before it."""
     grammar = grammar_conflict(a, b) if edit else None
     if grammar is not None:
         _passed(trace, *GRAMMAR_SLOTS[:GRAMMAR_SLOTS.index(grammar[0])])
@@ -287,7 +287,7 @@ class Verifier:
                             " ".join(sorted(_times(b) - _times(a))))
         _passed(trace, "time")
         edit = minimal(a, b)
-        grammar = _grammar(asked, stored, edit, trace)
+        grammar = _grammar(asked, stored, a, b, edit, trace)
         if grammar is not None:
             return grammar
         if not content:
