@@ -54,14 +54,23 @@ def test_embedq_stats_lists_the_hottest_fingerprints(cluster: Cluster, salt: str
         for _ in range(30):
             service.embed([hot_text, f"{salt} once {_}"])
         service.stats()  # flushes: the process publishes its hot keys
-        fp = fingerprint(service.spec(), hot_text)
+        spec = service.spec()
+        fp = fingerprint(spec, hot_text)
     finally:
         service.close()
     done = subprocess.run([sys.executable, "-m", "embedq.cli", "stats", "--json"],
                           env=cluster.env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     hottest = json.loads(done.stdout)["hot_keys"]["fingerprint"]
-    assert hottest[0][0] == fp and hottest[0][1] >= 30
+    # Ranked by count; other live processes of the session (its worker, a module's API)
+    # publish theirs into the same Redis, and one of them may be hotter still: what this
+    # test asked is placed by its own count, above every text it asked once.
+    counts = [count for _, count in hottest]
+    assert counts == sorted(counts, reverse=True)
+    ranked = [key for key, _ in hottest]
+    assert fp in ranked and dict(hottest)[fp] >= 30, hottest
+    once = {fingerprint(spec, f"{salt} once {n}") for n in range(30)}
+    assert not once & set(ranked[:ranked.index(fp)])
     text_out = subprocess.run([sys.executable, "-m", "embedq.cli", "stats"],
                               env=cluster.env, capture_output=True, text=True, timeout=60)
     assert "hottest fingerprints" in text_out.stdout and fp in text_out.stdout
