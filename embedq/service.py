@@ -40,7 +40,13 @@ from embedq.coordination.local_tier import LocalTier
 from embedq.coordination.waiting import REQUEST, Waiting
 from embedq.encoders.catalog import Catalog, ServedModel
 from embedq.encoders.tiers import TIERS
-from embedq.errors import EmbeddingTimeout, EmbedqError, InvalidInput, UnknownModel
+from embedq.errors import (
+    EmbeddingTimeout,
+    EmbedqError,
+    InvalidInput,
+    Unavailable,
+    UnknownModel,
+)
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.models import Database
 from embedq.models.alias import switched_aliases
@@ -317,6 +323,19 @@ class EmbeddingService:
                                     Ticket(group.owner, group), deadline)
             pending = got.orphans + got.pending
         return answers
+
+    def warm_up(self) -> None:
+        """Open now what a first request opens on its way (the hot store's and Postgres'
+        connections, the broker's, with Celery's lazily loaded parts): a process that
+        serves as soon as it starts, a new replica, answers its first requests as fast
+        as later ones. A store that is down is logged and left to the first request."""
+        probe = ["0" * 64]  # no fingerprint is all zeros: two lookups that find nothing
+        try:
+            self.hot.vectors(probe)
+            self.durable.get_many(probe)
+            self.executor.warm_up()
+        except Unavailable as exc:
+            log.warning("warm-up: %s; the first request will connect", exc)
 
     # --- introspection
     def stats(self) -> dict[str, int]:

@@ -87,6 +87,8 @@ def _lifespan(settings: Settings, metrics: ApiMetrics, tokens: TokenCounter
         # ready once it is, not only after the first request.
         await run_in_threadpool(deployment.ensure_worker)
         service = deployment.service
+        # The first requests a new replica takes cost what later ones do.
+        await run_in_threadpool(service.warm_up)
         batcher = RequestCoalescer(service, wait_ms=settings.api.batch_wait_ms,
                                  max_texts=settings.api.batch_max_texts)
         depth = QueueDepth(deployment.queue_depth, deployment.settings)

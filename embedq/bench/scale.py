@@ -130,6 +130,7 @@ def _probers(env: dict[str, str], tag: str, k: int, ready: Any, stop: Any, out: 
         {key: v for key, v in env.items() if key.startswith("EMBEDQ_")}))
     probes: list[float] = []
     try:
+        service.warm_up()  # as `embedq serve` does: the callers stand for API processes
         threads = [threading.Thread(target=lambda n=n: probes.extend(
             _probe(service, f"{tag}-{n}", stop))) for n in range(k)]
         for thread in threads:

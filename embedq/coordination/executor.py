@@ -44,6 +44,11 @@ class Ticket:
 
 
 class Executor(Protocol):
+    def warm_up(self) -> None:
+        """Open the links `start` uses, so a first call does not pay for them; raises
+        Unavailable when one is down."""
+        ...
+
     def start(self, spec: EncodeSpec, pairs: list[tuple[str, str]], ticket: Ticket,
               deadline: float) -> Settled:
         """Have the claimed (fingerprint, text) pairs encoded, waiting at most until

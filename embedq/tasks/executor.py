@@ -15,7 +15,7 @@ from embedq.coordination.store import Hold, HotStore
 from embedq.encoders.catalog import Catalog
 from embedq.errors import EmbedqError, Unavailable
 from embedq.fingerprint import EncodeSpec
-from embedq.tasks.publish import pack_messages, publish_embed
+from embedq.tasks.publish import pack_messages, publish_embed, warm_broker
 
 log = logging.getLogger("embedq.service")
 
@@ -40,6 +40,11 @@ class QueueExecutor:
         model has its own), else the configured one."""
         served = self.catalog.route(spec.model, spec.revision)
         return served.online_queue if served is not None else self.settings.queue.online_queue
+
+    def warm_up(self) -> None:
+        """Open the broker connection and declare the online queues a first publish would."""
+        queues = {served.online_queue for served in self.catalog.models.values()}
+        warm_broker(self.app, sorted(queues))
 
     @stages.timed("publish")
     def start(self, spec: EncodeSpec, pairs: list[tuple[str, str]], ticket: Ticket,

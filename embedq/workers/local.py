@@ -73,6 +73,10 @@ class LocalExecutor:
                 log.warning("%d vectors computed here were not stored within %.0f s",
                             len(left), timeout_s)
 
+    def warm_up(self) -> None:
+        """The model warms on its own thread; the queue it falls back to warms here."""
+        self.fallback.warm_up()
+
     def start(self, spec: EncodeSpec, pairs: list[tuple[str, str]], ticket: Ticket,
               deadline: float) -> Settled:
         """Encode `pairs` (claimed by `ticket.owner`), waiting at most until `deadline`,

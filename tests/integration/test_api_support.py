@@ -72,6 +72,7 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self.accepted = 0  # connections forwarded so far
 
     def start(self) -> TcpProxy:
         listener = socket.socket()
@@ -110,6 +111,7 @@ class TcpProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._sockets.update((client, upstream))
+                self.accepted += 1
             for src, dst in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
 
