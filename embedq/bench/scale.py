@@ -8,12 +8,13 @@ the two cores of a development machine: each worker may have one call in flight
 1. Workers: for k in --workers (1, 2, 4, 8), k `embedq worker` processes on queues of
    their own and a bulk job of k x --per-worker distinct texts, submitted from this
    process once every worker beats (a worker beats once its consumer takes messages);
-   texts/s from the job's own started/finished times. Then a job of as many texts,
-   during which k probers (threads of one process of their own, as online callers are
-   other processes than a job's submitter) each send one online one-text miss every
-   PROBE_S (the same online load per worker at every k, and enough probes for a p99 at
-   1 worker that is not just the slowest of twenty) measure the online p99 under load
-   (apart, as probes take upstream slots). Linearity at k: texts/s at k over k times texts/s at 1.
+   texts/s from the job's own started/finished times. Then a second job, the largest
+   k's size at every k (so it lasts k_max/k times as long, and every k's p99 comes from
+   about as many probes), during which k probers (threads of one process of their own,
+   as online callers are other processes than a job's submitter) each send one online
+   one-text miss at random moments, PROBE_S apart on average (the same online load per
+   worker at every k), measure the online p99 under load (apart, as probes take upstream
+   slots). Linearity at k: texts/s at k over k times texts/s at 1.
 2. Replicas: for r in --replicas (1, 2, 4), r `embedq serve` processes and 2 workers, 50
    callers sending Zipf(1.1)-drawn one-text requests round robin over the replicas;
    duplicates = texts the upstream computed more than once (its own count). Each r runs
@@ -110,10 +111,16 @@ def _workers(env: dict[str, str], k: int, tmp: Path, service: EmbeddingService
             processes.stop(proc)
 
 
-def _probe(service: EmbeddingService, tag: str, stop: Any) -> list[float]:
+def _probe(service: EmbeddingService, tag: str, seed: int, stop: Any) -> list[float]:
+    """One caller's online misses until `stop`: the gaps between them are drawn from an
+    exponential distribution of mean PROBE_S (arrivals at random moments). A fixed gap
+    locked the caller's phase to its worker's call cycle: 1 worker's probes spread over
+    10 ms (p50 174, p99 184 ms) behind a 100 ms call that a probe arriving at a random
+    moment waits 0-100 ms for, and k callers started together sent k probes at once."""
+    gaps = np.random.default_rng(seed)
     latencies: list[float] = []
     n = 0
-    while not stop.wait(PROBE_S):
+    while not stop.wait(float(gaps.exponential(PROBE_S))):
         started = time.perf_counter()
         service.embed([f"{tag} online probe {n}"], timeout_s=30)
         latencies.append((time.perf_counter() - started) * 1000)
@@ -132,7 +139,7 @@ def _probers(env: dict[str, str], tag: str, k: int, ready: Any, stop: Any, out: 
     try:
         service.warm_up()  # as `embedq serve` does: the callers stand for API processes
         threads = [threading.Thread(target=lambda n=n: probes.extend(
-            _probe(service, f"{tag}-{n}", stop))) for n in range(k)]
+            _probe(service, f"{tag}-{n}", n, stop))) for n in range(k)]
         for thread in threads:
             thread.start()
         ready.set()
@@ -143,7 +150,8 @@ def _probers(env: dict[str, str], tag: str, k: int, ready: Any, stop: Any, out: 
         out.put(probes)
 
 
-def _workers_run(upstream: _Upstream, k: int, texts: list[str], tmp: Path) -> dict[str, Any]:
+def _workers_run(upstream: _Upstream, k: int, texts: list[str], load: list[str], tmp: Path
+                 ) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
     env = _env(upstream, tag)
     service = EmbeddingService(Settings.from_env(
@@ -157,9 +165,12 @@ def _workers_run(upstream: _Upstream, k: int, texts: list[str], tmp: Path) -> di
             stats = upstream.stats()
             cpu = [_cpu_s(pids) - cpu[0], _cpu_s([upstream.pid]) - cpu[1]]
             # The online p99 under load, from a second job: probes take upstream slots, so
-            # the throughput above is measured without them.
+            # the throughput above is measured without them. That job is as large at every
+            # k (`load`: the largest k's), so it lasts k_max/k times as long at k and each
+            # k's p99 comes from as many probes as the largest k's: from a job of k's own
+            # size, 1 worker's p99 came from 34 probes (174.7-263.3 ms in six runs).
             probes = _probed(env, tag, k, lambda: _wait(jobs, jobs.submit(
-                [f"{tag}-load-{i} {t}" for i, t in enumerate(texts)])))
+                [f"{tag}-load-{i} {t}" for i, t in enumerate(load)])))
     finally:
         service.close()
     assert job.started_at is not None and job.finished_at is not None
@@ -167,7 +178,8 @@ def _workers_run(upstream: _Upstream, k: int, texts: list[str], tmp: Path) -> di
     row = {"workers": k, "texts": len(texts), "job_s": round(seconds, 2),
            "texts_per_s": round(len(texts) / seconds, 1), "chunks": job.chunks,
            "online_p99_ms": round(percentile(probes, 99), 1) if probes else None,
-           "probes": len(probes), "forward_passes": stats["texts"],
+           "probes": len(probes), "probe_job_texts": len(load),
+           "forward_passes": stats["texts"],
            "distinct_texts": stats["distinct_texts"],
            # CPU the job cost the workers and the upstream, and the cores that took
            # meanwhile: what a machine must give them, against what it has.
@@ -311,7 +323,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             processes.wait_http(f"http://127.0.0.1:{port}/stats")
             upstream = _Upstream(port, proc.pid)
             texts = [corpus[i % len(corpus)] for i in range(need)]
-            rows = [_workers_run(upstream, k, texts[:k * args.per_worker], tmp)
+            rows = [_workers_run(upstream, k, texts[:k * args.per_worker], texts, tmp)
                     for k in counts]
             report["workers"] = rows
             report["health"] = _summary(rows)

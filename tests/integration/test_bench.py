@@ -174,6 +174,8 @@ def test_bench_scale_measures_linearity_and_duplicates_across_replicas(
     report = json.loads(done.stdout.strip().splitlines()[-1])
     one, two = report["workers"]
     assert (one["workers"], one["texts"], two["workers"], two["texts"]) == (1, 160, 2, 320)
+    # The probing job is the largest k's at every k: as many probes behind each p99.
+    assert one["probe_job_texts"] == two["probe_job_texts"] == 320
     assert two["linearity"] == round(two["texts_per_s"] / (2 * one["texts_per_s"]), 3)
     for row in report["workers"]:
         assert row["forward_passes"] == row["distinct_texts"] >= row["texts"]

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import wait
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from embedq.config import Settings
 from embedq.encoders.hashing import HashingEncoder
+from embedq.workers import chunk
 from embedq.workers.items import ONLINE, Item
 from embedq.workers.runtime import WorkerRuntime
 
@@ -57,3 +59,22 @@ def test_a_failed_warm_up_stops_the_runtime_with_its_error(tmp_path: Path) -> No
     with pytest.raises(RuntimeError, match="the model cannot run here"):
         WorkerRuntime(embedded(tmp_path), encoder=encoder, heartbeat=False)
     assert len(encoder.threads) == 1
+
+
+@pytest.mark.parametrize(("batch_texts", "slice_texts"), [(None, 256), (16, 64), (100, 256)])
+def test_a_chunk_slice_holds_at_most_four_batches(tmp_path: Path, batch_texts: int | None,
+                                                  slice_texts: int) -> None:
+    """Small batches (an upstream's 16 texts) get small slices, so eight workers starting
+    their chunks together do not set up 16 batches of work each in one burst."""
+    env = {"EMBEDQ_DATA_DIR": str(tmp_path), "EMBEDQ_ENCODER": "hashing",
+           "EMBEDQ_MODEL": "hashing"}
+    if batch_texts is not None:
+        env["EMBEDQ_BATCH_MAX_TEXTS"] = str(batch_texts)
+    encoder = ThreadRecordingEncoder()
+    runtime = WorkerRuntime(Settings.from_env(env), encoder=encoder, heartbeat=False)
+    try:
+        assert chunk.slice_texts(runtime, encoder.spec()) == slice_texts
+        other = replace(encoder.spec(), revision="not-served-here")
+        assert chunk.slice_texts(runtime, other) == chunk.SLICE_TEXTS
+    finally:
+        runtime.close()
