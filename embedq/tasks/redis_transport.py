@@ -1,7 +1,7 @@
 """kombu's Redis transport, with two fixes and a limit: a consumer that loses Redis while
 it holds unacknowledged messages survives the reconnect, one whose Redis is out of memory
 keeps running and loses no message (`QoS`), and a consumer holds at most so many messages
-of a queue at once (`HELD_LIMITS`).
+of a queue at once (`HELD_LIMITS`), and is woken when an ack gives it room again.
 
 kombu 5.7 / Celery 5.7: on a lost link Celery calls `Connection.collect()`, whose channel
 close can fail half-way (the BRPOP read raises while Redis is down) and which then detaches
@@ -21,17 +21,20 @@ of a wave's chunks while another got one, and the job waited for the first (its 
 upstream slot ran three chunks one batch at a time). A channel that holds a queue's limit
 of unacknowledged messages leaves that queue out of its BRPOP (`Channel._brpop_start`):
 the next message stays in Redis for a consumer with room for it, and this one takes it
-again from its next BRPOP (within `brpop_timeout`, 1 s) once one of its messages is acked.
-A wave holds as many chunks as its workers' limits, so that wait is rare (a second job,
-the floor of `job_wave_chunks` at one worker), and the worker's other chunk keeps its
-encoder busy meanwhile. BRPOPs of 0.1 s while held back cut that wait to 0.1 s, at ten
-wake-ups a second a worker: 8 workers ran 1-2% fewer `bench scale` texts/s than without
-the limit in three alternating pairs, so the 1 s stays.
+again from its next BRPOP once one of its messages is acked. A BRPOP sent while held back
+also waits on the channel's own wake key, which an ack (or reject) of a held-back queue's
+message pushes to: that BRPOP returns at once and the next one takes the queue again.
+Without it the queue came back only when the BRPOP timed out (`brpop_timeout`, 1 s): a
+worker whose two chunks of a wave finished together took the wave's next chunk, or its
+chord callback, 0.6-0.7 s later (one worker's 1,600 texts in `bench scale`: 12.2 s
+instead of 11). BRPOPs of 0.1 s while held back cost 8 workers 1-2% of their texts/s
+(ten wake-ups a second each); the wake key costs one LPUSH per ack of a held-back queue.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +42,7 @@ from typing import Any
 
 from kombu.transport import redis, virtual
 from kombu.utils import json
+from kombu.utils.encoding import bytes_to_str
 from redis import exceptions as redis_exceptions
 
 from embedq.coordination.redis_link import out_of_memory
@@ -100,10 +104,24 @@ class QoS(redis.QoS):  # type: ignore[misc]
             virtual.QoS.append(self, message, delivery_tag)  # type: ignore[no-untyped-call]
 
     def ack(self, delivery_tag: Any) -> None:
+        queue = self._queue_of(delivery_tag)
         self.unrecorded.pop(delivery_tag, None)
         super().ack(delivery_tag)  # type: ignore[no-untyped-call]
+        self.channel.wake(queue)
+
+    def _queue_of(self, delivery_tag: Any) -> str:
+        """The queue a delivered message came from (its routing key), or ''."""
+        message = self._delivered.get(delivery_tag)
+        return "" if message is None else str(message.delivery_info.get("routing_key"))
 
     def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        queue = self._queue_of(delivery_tag)
+        try:
+            self._reject(delivery_tag, requeue)
+        finally:
+            self.channel.wake(queue)
+
+    def _reject(self, delivery_tag: Any, requeue: bool) -> None:
         message = self.unrecorded.pop(delivery_tag, None)
         if requeue and message is not None:
             # kombu requeues from the Redis record, and this message has none.
@@ -156,13 +174,15 @@ class QoS(redis.QoS):  # type: ignore[misc]
 
 
 class _Skipping:
-    """A channel's queue cycle without the queues in `skip`, for one BRPOP."""
+    """A channel's queue cycle without the queues in `skip`, plus its wake key (when any
+    queue is left to wait on), for one BRPOP."""
 
-    def __init__(self, cycle: Any, skip: set[str]) -> None:
-        self.cycle, self.skip = cycle, skip
+    def __init__(self, cycle: Any, skip: set[str], wake: str) -> None:
+        self.cycle, self.skip, self.wake = cycle, skip, wake
 
     def consume(self, n: int) -> list[str]:
-        return [q for q in self.cycle.consume(n) if q not in self.skip]
+        queues = [q for q in self.cycle.consume(n) if q not in self.skip]
+        return [*queues, self.wake] if queues else []
 
 
 class Channel(redis.Channel):  # type: ignore[misc]
@@ -172,6 +192,9 @@ class Channel(redis.Channel):  # type: ignore[misc]
         super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
         options = self.connection.client.transport_options
         self.held_limits: dict[str, int] = dict(options.get(HELD_LIMITS) or {})
+        # The queues the BRPOP in flight leaves out; an ack of one of theirs wakes it.
+        self.held_back: frozenset[str] = frozenset()
+        self.wake_key = f"embedq.wake.{uuid.uuid4().hex}"
 
     def full_queues(self) -> set[str]:
         """The queues whose limit of unacknowledged messages this channel holds."""
@@ -182,18 +205,55 @@ class Channel(redis.Channel):  # type: ignore[misc]
 
     def _brpop_start(self, timeout: Any = None) -> None:
         full = self.full_queues()
+        self.held_back = frozenset(full)
         if not full:
             super()._brpop_start(timeout)  # type: ignore[no-untyped-call]
             return
-        # kombu builds the BRPOP from the queues its cycle hands out: hand out the others.
-        # With none left it sends none, and its event loop asks again at its next turn
-        # (a worker consuming only a bulk queue took its next chunk at once).
+        # kombu builds the BRPOP from the queues its cycle hands out: hand out the others
+        # and the wake key. With none left it sends none, and its event loop asks again
+        # at its next turn (a worker consuming only a bulk queue took its next chunk at once).
         cycle = self._queue_cycle
-        self._queue_cycle = _Skipping(cycle, full)
+        self._queue_cycle = _Skipping(cycle, full, self.wake_key)
         try:
             super()._brpop_start(timeout)  # type: ignore[no-untyped-call]
         finally:
             self._queue_cycle = cycle
+
+    def _brpop_read(self, **options: Any) -> Any:
+        """kombu's read, but a reply from the wake key is read as no message (kombu then
+        raises Empty, and the next BRPOP takes the queue that has room again)."""
+        if not self.held_back:
+            return super()._brpop_read(**options)  # type: ignore[no-untyped-call]
+        client = self.client
+        parse = client.parse_response
+        wake = self.wake_key
+
+        def parse_or_wake(connection: Any, command: str, **kwargs: Any) -> Any:
+            reply = parse(connection, command, **kwargs)
+            key = bytes_to_str(reply[0]) if reply else ""  # type: ignore[no-untyped-call]
+            if key.split(self.sep, 1)[0].endswith(wake):
+                return None
+            return reply
+
+        client.parse_response = parse_or_wake
+        try:
+            return super()._brpop_read(**options)  # type: ignore[no-untyped-call]
+        finally:
+            del client.parse_response  # the client's own method again
+
+    def wake(self, queue: str) -> None:
+        """Called as a message of `queue` is acked or rejected: if the BRPOP in flight
+        leaves `queue` out, push to its wake key (at most one waiting, gone in a minute
+        if no BRPOP takes it). One Redis refuses (out of memory) leaves the BRPOP to time
+        out, as without the key."""
+        if queue not in self.held_back:
+            return
+        try:
+            with self.conn_or_acquire() as client:
+                client.pipeline(transaction=False).lpush(self.wake_key, 1).ltrim(
+                    self.wake_key, 0, 0).expire(self.wake_key, 60).execute()
+        except redis_exceptions.RedisError as exc:
+            log.debug("wake-up of a held-back BRPOP refused (%s): it times out instead", exc)
 
     def push_back(self, message: Any) -> None:
         """Put a message back on its queue, marked redelivered, where kombu's requeue puts

@@ -36,7 +36,7 @@ log = logging.getLogger("embedq.worker.bulk")
 # the claims, leases and queries of a slice are short bursts of Python work (holding the
 # GIL that online messages in the same process need), not one long burst per chunk, and
 # the batcher still has every running chunk's slices to sort into full batches. With small
-# batches a slice holds at most the batcher's low water (4 batches, `slice_texts`).
+# batches a chunk's first slices hold the batcher's low water (`first_slice_texts`).
 SLICE_TEXTS = 256
 SLICES_IN_FLIGHT = 2
 PROGRESS_TTL_S = 3600  # a running job's per-slice notes outlive any one chunk
@@ -60,8 +60,8 @@ def run_chunk(runtime: WorkerRuntime, store: JobStore, job_id: str, chunk_no: in
     # copy running at the same time is fenced by the run leases inside embed_pairs.
     owner = f"job-{job_id}-{chunk_no}"
     fps = list(text_of)
-    size = slice_texts(runtime, spec)
-    parts = [{fp: text_of[fp] for fp in fps[i:i + size]} for i in range(0, len(fps), size)]
+    parts = [{fp: text_of[fp] for fp in fps[i:j]} for i, j in _bounds(
+        len(fps), first_slice_texts(runtime, spec))]
 
     progress = _Progress(runtime, job_id, chunk_no, items)
 
@@ -86,17 +86,29 @@ def run_chunk(runtime: WorkerRuntime, store: JobStore, job_id: str, chunk_no: in
     return counts.to_json()
 
 
-def slice_texts(runtime: WorkerRuntime, spec: EncodeSpec) -> int:
-    """Texts a slice sets up at once: SLICE_TEXTS, or the batcher's low water (4 batches)
-    when its batches are small. With 16-text batches (an upstream's, 100 ms a call) a
-    256-text slice set up 16 batches of work in one burst; eight workers starting their
-    chunks together then held online misses on two cores (bench scale: p99 at 8 workers
-    244-274 ms against 228-229 ms at 1, its slowest probes at the chunks' starts; slices
-    of 64: 232-250 ms against 229-249 ms, worker CPU 0.43 -> 0.50 ms a text)."""
+def first_slice_texts(runtime: WorkerRuntime, spec: EncodeSpec) -> int:
+    """Texts each of a chunk's first SLICES_IN_FLIGHT slices sets up: the batcher's low
+    water (4 batches) when that is under SLICE_TEXTS. Chunks of a wave start together in
+    every worker: with 16-text batches (an upstream's, 100 ms a call) two 256-text slices
+    set up 32 batches of work in one burst, in eight workers at once, and online misses
+    waited for the two cores (bench scale: the slowest probes at 8 workers at the chunks'
+    starts). Later slices start one by one as each batcher runs low, so they keep
+    SLICE_TEXTS: 64-text slices throughout cost one worker 8% of its texts/s."""
     served = runtime.serving(spec)
     if served is None:
         return SLICE_TEXTS
     return max(1, min(SLICE_TEXTS, served.batcher.low_water))
+
+
+def _bounds(n: int, first: int) -> list[tuple[int, int]]:
+    """[start, stop) of each slice of n texts: SLICES_IN_FLIGHT of `first`, then SLICE_TEXTS."""
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    while start < n:
+        size = first if len(bounds) < SLICES_IN_FLIGHT else SLICE_TEXTS
+        bounds.append((start, min(n, start + size)))
+        start += size
+    return bounds
 
 
 class _Progress:

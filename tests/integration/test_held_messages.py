@@ -7,6 +7,8 @@ on a job's wave); here the transport itself, on a real Redis."""
 from __future__ import annotations
 
 import socket
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -81,3 +83,49 @@ def test_without_a_limit_the_prefetch_alone_bounds_a_channel(redis_url: str,
                 message.ack()
     finally:
         conn.release()
+
+
+def test_an_ack_wakes_a_brpop_that_left_the_queue_out(redis_url: str, name: str) -> None:
+    """At its limit the channel still waits on its other queues (a worker's online queue);
+    the ack that gives it room wakes that BRPOP, so the next message comes at once, not
+    when the BRPOP times out (10 s here)."""
+    other = f"{name}-other"
+    got: list[Any] = []
+    conn = Connection(redis_url, transport=TRANSPORT,
+                      transport_options={HELD_LIMITS: {name: 2}})
+    conn.transport.brpop_timeout = 10  # read by each channel from its transport (kombu: 1)
+    producer = Producer(conn.default_channel)
+    for n in range(3):
+        producer.publish({"n": n}, exchange=queue(name).exchange, routing_key=name,
+                         declare=[queue(name), queue(other)], serializer="json")
+    consumer = Consumer(conn, queues=[queue(name), queue(other)], accept=["json"],
+                        callbacks=[lambda _body, message: got.append(message)])
+    consumer.qos(prefetch_count=32)
+    failed: list[BaseException] = []
+
+    def drain() -> None:
+        try:
+            conn.drain_events(timeout=15)
+        except BaseException as exc:  # handed to the test
+            failed.append(exc)
+
+    try:
+        with consumer:
+            conn.drain_events(timeout=5)
+            conn.drain_events(timeout=5)
+            assert len(got) == 2
+            waiter = threading.Thread(target=drain, daemon=True)
+            waiter.start()
+            time.sleep(1.0)  # the BRPOP on the other queue and the wake key is in flight
+            assert len(got) == 2
+            acked = time.monotonic()
+            got[0].ack()
+            waiter.join(timeout=15)
+            took = time.monotonic() - acked
+            assert not failed and len(got) == 3, failed
+            assert took < 5, f"the third message came {took:.1f} s after the ack"
+            for message in got[1:]:
+                message.ack()
+    finally:
+        conn.release()
+        redis.Redis.from_url(redis_url).delete(other)

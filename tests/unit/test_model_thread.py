@@ -5,6 +5,7 @@ thread's OpenMP team on every later call: a one-text encode took 8.5-9.3 ms inst
 
 from __future__ import annotations
 
+import itertools
 import threading
 from concurrent.futures import wait
 from dataclasses import replace
@@ -62,10 +63,11 @@ def test_a_failed_warm_up_stops_the_runtime_with_its_error(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(("batch_texts", "slice_texts"), [(None, 256), (16, 64), (100, 256)])
-def test_a_chunk_slice_holds_at_most_four_batches(tmp_path: Path, batch_texts: int | None,
-                                                  slice_texts: int) -> None:
-    """Small batches (an upstream's 16 texts) get small slices, so eight workers starting
-    their chunks together do not set up 16 batches of work each in one burst."""
+def test_a_chunks_first_slices_hold_at_most_four_batches(
+        tmp_path: Path, batch_texts: int | None, slice_texts: int) -> None:
+    """Small batches (an upstream's 16 texts) get small first slices, so eight workers
+    starting their chunks together do not set up 32 batches of work each in one burst;
+    the slices after them are SLICE_TEXTS."""
     env = {"EMBEDQ_DATA_DIR": str(tmp_path), "EMBEDQ_ENCODER": "hashing",
            "EMBEDQ_MODEL": "hashing"}
     if batch_texts is not None:
@@ -73,8 +75,13 @@ def test_a_chunk_slice_holds_at_most_four_batches(tmp_path: Path, batch_texts: i
     encoder = ThreadRecordingEncoder()
     runtime = WorkerRuntime(Settings.from_env(env), encoder=encoder, heartbeat=False)
     try:
-        assert chunk.slice_texts(runtime, encoder.spec()) == slice_texts
+        first = chunk.first_slice_texts(runtime, encoder.spec())
+        assert first == slice_texts
         other = replace(encoder.spec(), revision="not-served-here")
-        assert chunk.slice_texts(runtime, other) == chunk.SLICE_TEXTS
+        assert chunk.first_slice_texts(runtime, other) == chunk.SLICE_TEXTS
+        bounds = chunk._bounds(1000, first)
+        assert [stop - start for start, stop in bounds[:3]] == [first, first, 256]
+        assert bounds[0][0] == 0 and bounds[-1][1] == 1000
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))  # no gap or overlap
     finally:
         runtime.close()
