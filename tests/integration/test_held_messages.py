@@ -19,6 +19,7 @@ from kombu import Connection, Consumer, Producer
 
 from embedq.tasks.app import queue
 from embedq.tasks.redis_transport import HELD_LIMITS, TRANSPORT
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +117,9 @@ def test_an_ack_wakes_a_brpop_that_left_the_queue_out(redis_url: str, name: str)
             assert len(got) == 2
             waiter = threading.Thread(target=drain, daemon=True)
             waiter.start()
-            time.sleep(1.0)  # the BRPOP on the other queue and the wake key is in flight
+            channel = conn.default_channel
+            wait_until(lambda: bool(channel.held_back) and bool(channel._in_poll), 10,
+                       "a BRPOP leaving the full queue out")
             assert len(got) == 2
             acked = time.monotonic()
             got[0].ack()
