@@ -218,6 +218,8 @@ class Channel(redis.Channel):  # type: ignore[misc]
             super()._brpop_start(timeout)  # type: ignore[no-untyped-call]
         finally:
             self._queue_cycle = cycle
+        if not self._in_poll:
+            self.held_back = frozenset()  # no BRPOP sent: nothing to wake
 
     def _brpop_read(self, **options: Any) -> Any:
         """kombu's read, but a reply from the wake key is read as no message (kombu then
