@@ -103,6 +103,32 @@ SESSION_SEED = os.environ.get(SEED_ENV) or str(random.SystemRandom().randrange(1
 SALT_KEY = pytest.StashKey[str]()
 
 
+
+@pytest.fixture
+def broker_proxy(cluster: Cluster) -> Iterator[Any]:
+    """A TcpProxy (not yet started) to the cluster's Redis, for a service's broker link
+    alone (`proxied_service`): a test cuts and restores the broker under a request."""
+    from redis import Redis
+
+    from tests.integration.test_api_support import TcpProxy
+
+    redis = Redis.from_url(cluster.env["EMBEDQ_REDIS_URL"])
+    host = redis.connection_pool.connection_kwargs.get("host", "127.0.0.1")
+    port = redis.connection_pool.connection_kwargs.get("port", 6379)
+    redis.close()
+    proxy = TcpProxy(host, port)
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+def proxied_service(cluster: Cluster, proxy: Any, **overrides: Any) -> Any:
+    """A service of the cluster whose broker is reached through `proxy`; its hot store and
+    the worker use Redis directly."""
+    db = cluster.env["EMBEDQ_REDIS_URL"].rsplit("/", 1)[1]
+    return cluster.service(broker_url=f"redis://127.0.0.1:{proxy.port}/{db}", **overrides)
+
 @pytest.fixture
 def salt(request: pytest.FixtureRequest) -> str:
     """Makes a test's texts unique, so no earlier test's cache answers for them: eight hex

@@ -13,8 +13,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from redis import Redis
@@ -24,29 +22,11 @@ from embedq.errors import BrokerUnavailable
 from embedq.fingerprint import fingerprint
 from embedq.service import EmbedResult
 from tests import support
-from tests.conftest import Cluster
+from tests.conftest import Cluster, proxied_service
 from tests.faults.silent_proxy import SilentProxy
 from tests.integration.test_api_support import TcpProxy
 
 pytestmark = pytest.mark.integration
-
-@pytest.fixture
-def broker_proxy(cluster: Cluster) -> Iterator[TcpProxy]:
-    redis = Redis.from_url(cluster.env["EMBEDQ_REDIS_URL"])
-    host = redis.connection_pool.connection_kwargs.get("host", "127.0.0.1")
-    port = redis.connection_pool.connection_kwargs.get("port", 6379)
-    redis.close()
-    proxy = TcpProxy(host, port)
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
-
-
-def proxied_service(cluster: Cluster, proxy: TcpProxy, **overrides: Any) -> Any:
-    db = cluster.env["EMBEDQ_REDIS_URL"].rsplit("/", 1)[1]
-    return cluster.service(broker_url=f"redis://127.0.0.1:{proxy.port}/{db}", **overrides)
-
 
 def test_a_broker_back_within_the_retry_window_gets_the_vector(
     cluster: Cluster, broker_proxy: TcpProxy, salt: str, caplog: pytest.LogCaptureFixture

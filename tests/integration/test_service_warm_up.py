@@ -10,13 +10,10 @@ import time
 
 import pytest
 
-from tests.conftest import Cluster
+from tests.conftest import Cluster, proxied_service
 from tests.integration.test_api_support import TcpProxy
-from tests.integration.test_publish_retry import broker_proxy, proxied_service
 
 pytestmark = pytest.mark.integration
-
-__all__ = ["broker_proxy"]  # the fixture, used by name below
 
 
 def test_warm_up_opens_the_links_the_first_request_uses(
