@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 K ?= 1
 
-.PHONY: demo test test-repeat lint unit integration services faults bench clean promtool haproxy gpu-check
+.PHONY: demo test test-repeat lint unit integration services faults bench clean promtool haproxy wordnet gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) wordnet
 	$(BIN)/embedq demo
 
 services:
@@ -41,11 +41,18 @@ haproxy:
 	  (apt-get update -qq || true) && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy; }
 
+# The semantic cache's verifier reads synonyms from WordNet (embedq/semantic/synonyms.py):
+# Debian's wordnet-base, its database files only, installed when absent.
+wordnet:
+	@test -f /usr/share/wordnet/index.noun || { \
+	  (apt-get update -qq || true) && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wordnet-base; }
+
 lint: $(STAMP)
 	$(BIN)/ruff check embedq tests
 	$(BIN)/mypy
 
-unit: $(STAMP) promtool
+unit: $(STAMP) promtool wordnet
 	$(BIN)/pytest -q tests/unit
 
 # The suite runs each fault scenario once, those that are long only for their size at
@@ -56,7 +63,7 @@ unit: $(STAMP) promtool
 # and Postgres database): most tests wait on worker processes, not on the two cores.
 # TEST_PROCS=1 runs one session.
 TEST_PROCS ?= 2
-test: $(STAMP) services lint promtool haproxy
+test: $(STAMP) services lint promtool haproxy wordnet
 	EMBEDQ_FAULTS_QUICK=1 EMBEDQ_FUZZ_EXAMPLES=$${EMBEDQ_FUZZ_EXAMPLES:-20} $(BIN)/pytest -q \
 	  -n $(TEST_PROCS) --dist loadfile --durations=25 tests
 

@@ -53,6 +53,7 @@ from embedq.bench.stats import percentile
 from embedq.config import Settings
 from embedq.encoders.tokens import known_words
 from embedq.errors import BadInputFile, InvalidInput
+from embedq.semantic import synonyms
 from embedq.semantic.guard import contrasting
 from embedq.semantic.index import unit_rows
 from embedq.semantic.verify import DEFAULT_BAND, MODEL_SLOTS, Conflict, Verifier
@@ -349,6 +350,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     named = lodo if learned is None else learned
     domains = None if named is None else load_pairs(Path(named) if named else DOMAINS)
     settings = Settings.from_env()
+    synonyms.use(settings.semantic.wordnet)
     with tempfile.TemporaryDirectory(prefix="embedq-bench-") as tmp:
         if settings.embedded:
             settings = settings.with_overrides(data_dir=Path(tmp))

@@ -184,6 +184,9 @@ class SemanticSettings:
     contrast_guard: bool = True  # refuse matches one word apart (semantic/guard.py)
     verify: bool = True  # slot checks in the band (semantic/verify.py)
     verify_band: float = knob(0.4, min=0.0, max=2.0)
+    # WordNet's database folder for the verifier's synonyms (semantic/synonyms.py): "auto"
+    # (Debian's wordnet-base where installed), "off", or a folder of the same files.
+    wordnet: str = "auto"
     max_entries: int = knob(100_000, min=1, max=10**9)  # per namespace
     max_payload_bytes: int = knob(256 * 1024, min=1, max=2**30)
     max_namespaces: int = knob(1000, min=1, max=10**9)

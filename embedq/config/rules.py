@@ -26,6 +26,7 @@ def check_across(s: Settings) -> None:
     check_models(s, _check_model)
     _check_cors_origins(s.api.cors_origins)
     _check_jobs(s)
+    _check_wordnet(s.semantic.wordnet)
     if s.callbacks.backoff_max_s < s.callbacks.backoff_s:
         raise ConfigError(
             f"EMBEDQ_CALLBACK_BACKOFF_MAX_S={s.callbacks.backoff_max_s:g} is below "
@@ -62,6 +63,16 @@ def _check_links(s: Settings) -> None:
             "EMBEDQ_SEMANTIC_INDEX=pgvector keeps the semantic cache's vectors in Postgres: "
             "set EMBEDQ_DATABASE_URL to a postgresql:// database with the pgvector "
             "extension, or use EMBEDQ_SEMANTIC_INDEX=faiss")
+
+
+def _check_wordnet(wordnet: str) -> None:
+    if wordnet in ("auto", "off"):
+        return
+    if not (Path(wordnet) / "index.noun").is_file():
+        raise ConfigError(
+            f"EMBEDQ_SEMANTIC_WORDNET={wordnet!r} holds no WordNet database (no index.noun "
+            "there): name the folder of WordNet's index.* and data.* files (Debian's "
+            "wordnet-base: /usr/share/wordnet), 'auto' or 'off'")
 
 
 def _check_cors_origins(origins: tuple[str, ...]) -> None:

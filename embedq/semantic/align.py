@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from embedq.semantic.guard import stem
 from embedq.semantic.lexicon import acronym, misspelt, same_word
+from embedq.semantic.synonyms import phrased, synonyms
 from embedq.semantic.vocabulary import same_sense
 
 EmbedTexts = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
@@ -126,7 +127,8 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str],
     the same word (lexicon.same_word: stem, spelling, typo, short form; lexicon.misspelt
     against `known`, the model's whole words), or an acronym spelled by a run of words
     that holds it (wfh / working from home), either way."""
-    if any(same_word(word, o) or misspelt(word, o, known) for o in other):
+    if any(same_word(word, o) or misspelt(word, o, known) or synonyms(word, o)
+           for o in other) or phrased(word, own, other):
         return True
     # A hyphenated word is its parts written apart ("mid-tenancy" / "middle of the tenancy").
     parts = [p for o in other if "-" in o for p in o.split("-") if p]

@@ -24,6 +24,7 @@ from collections.abc import Collection
 
 from embedq.semantic.lexicon import misspelt, same_word
 from embedq.semantic.numerals import tokens
+from embedq.semantic.synonyms import synonyms
 from embedq.semantic.vocabulary import reconcile
 
 ARTICLES = frozenset({"a", "an", "the"})
@@ -101,7 +102,7 @@ def contrast(asked: str, stored: str, known: Collection[str] = frozenset()) -> s
     a, b = reconcile(words(asked), words(stored))
 
     def same(x: str, y: str) -> bool:
-        return same_word(x, y) or misspelt(x, y, known)
+        return same_word(x, y) or misspelt(x, y, known) or synonyms(x, y)
 
     if len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True)):
         return None

@@ -50,6 +50,7 @@ from embedq.errors import EmbedqError, InputTooLarge, InvalidInput, NotFound
 from embedq.fingerprint import space_of
 from embedq.limits import check_input_chars, check_json, check_text
 from embedq.models import DEFAULT_TENANT
+from embedq.semantic import synonyms
 from embedq.semantic.engine import CandidateSearch
 from embedq.semantic.feedback import FeedbackStore, Policy, new_hit_id
 from embedq.semantic.index import Hit, Matrix, unit_rows
@@ -114,6 +115,8 @@ class SemanticCache:
                                       window=s.feedback_window)
         self.spaces = Spaces(service, self.settings, self.store, [self.feedback.sweep],
                              start)
+        if s.verify:
+            synonyms.use(s.wordnet)  # loaded here, not on the first lookup that verifies
         self.verifier = (Verifier(self._embed_spans, band=s.verify_band,
                                   known=known_words(self.settings)) if s.verify else None)
 

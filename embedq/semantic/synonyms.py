@@ -1,0 +1,235 @@
+"""Synonyms: two words WordNet lists in one sense ("pills" / "tablets", "detect" /
+"find", "build" / "make") are one word to the guard (guard.contrast) and each other's
+counterpart in the verifier's content slot (align.lexical), as a spelling, a typo or a
+British / American pair is.
+
+Why a lexicon: the model places a synonym and a sibling alike ("change" / "switch" and
+"create" / "delete" both near 0.7 embedded alone), so neither the guard (one word apart)
+nor the content slot can tell "how do I detect duplicate rows" / "... find ..." from
+"... delete ...". WordNet groups words by sense (synsets), written by lexicographers and
+fitted to none of the bench's pairs: two words that share a synset are one sense of both;
+siblings ("cat" / "dog"), antonyms ("raise" / "lower") and two attributes ("address" /
+"name") do not share one. A shared sense makes the pair no conflict of its own; every
+other slot (number, negation, order, direction, time, grammar, clause and question
+checks) still reads the texts as written.
+
+Its database is Debian's `wordnet-base` (WordNet 3.0 in /usr/share/wordnet), which the
+set-up installs; `EMBEDQ_SEMANTIC_WORDNET` names another folder of the same files, or
+"off". With "auto" (the default) and no database there, no pair is synonymous (fewer
+paraphrases found, never more hits) and the process logs it once. Only the index files
+are read at start (about 0.7 s, once per process); a sense's lexicographer file is read
+from the data file at its offset when a pair asks.
+
+Left out, because a sense shared there is not one question:
+  - measures and times: a word with a sense in the lexicographer files noun.quantity or
+    noun.time ("minute" / "second" share "a moment", "hour" / "minute" a distance); the
+    number, unit and time slots own those words;
+  - function words (`_CLOSED`): auxiliaries, pronouns, particles, quantifiers, question
+    words ("do" / "make" share a synset, "in" is an inch);
+  - words WordNet lists only as parts of phrases ("roll back"): only single words are read.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+AUTO = "auto"
+OFF = "off"
+DEBIAN = Path("/usr/share/wordnet")
+_FILES = (("noun", "n"), ("verb", "v"), ("adj", "a"), ("adv", "r"))
+# WordNet's lexicographer files of measures (noun.quantity) and times (noun.time).
+_OWNED_LEXFILES = frozenset((23, 28))
+# WordNet's detachment rules (its `morphy`): an inflected ending and its base's.
+_DETACH = {
+    "n": (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"),
+          ("shes", "sh"), ("men", "man"), ("ies", "y")),
+    "v": (("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""),
+          ("ing", "e"), ("ing", "")),
+    "a": (("er", ""), ("est", ""), ("er", "e"), ("est", "e")),
+    "r": (),
+}
+_CLOSED = frozenset(" ".join((
+    "i me my mine you your yours we our us he him his she her it its they them their this that "
+    "these those is are was were be been being am do does did done doing can could will would "
+    "shall should may might must have has had having get gets got what which who whom whose when "
+    "where why how there here then now so very too also just only still already not no yes all "
+    "any some each every both either neither more most less least much many few other another "
+    "such own same in on at by of off up down out over under into onto from to for with about "
+    "as than like near back away again ever well please ok okay one",
+)).split())
+
+
+def _single(lemma: str) -> bool:
+    return lemma.isalpha()
+
+
+def _two_words(lemma: str) -> bool:
+    """A phrase lemma of two words ("roll_back", "pass_away")."""
+    first, _, second = lemma.partition("_")
+    return first.isalpha() and second.isalpha()
+
+
+def _parts(line: str) -> tuple[str, str, list[str]]:
+    """An index line's lemma, part of speech and synset offsets (most frequent first)."""
+    fields = line.split()
+    pointers = int(fields[3])
+    return fields[0], fields[1], fields[6 + pointers:]
+
+
+class WordNet:
+    """WordNet's index read once: each single word's senses shared with another word,
+    and its exception lists; the data files are read at a sense's offset when asked."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        raw: dict[str, list[tuple[str, int]]] = {}
+        self._exceptions: dict[str, dict[str, list[str]]] = {}
+        for name, pos in _FILES:
+            with open(root / f"index.{name}", encoding="latin-1") as index:
+                for line in index:
+                    if line.startswith(" ") or not line.strip():
+                        continue  # the licence's header lines
+                    lemma, _, offsets = _parts(line)
+                    if _single(lemma) or _two_words(lemma):
+                        raw.setdefault(lemma, []).extend((pos, int(o)) for o in offsets)
+            exceptions: dict[str, list[str]] = {}
+            with open(root / f"{name}.exc", encoding="latin-1") as listed:
+                for line in listed:
+                    if not line.strip():
+                        continue
+                    inflected, *bases = line.split()
+                    exceptions.setdefault(inflected, []).extend(bases)
+            self._exceptions[pos] = exceptions
+        shared = Counter(sense for senses in raw.values() for sense in senses)
+        self._senses = {w: frozenset(s for s in senses if shared[s] > 1)
+                        for w, senses in raw.items()}
+        self._senses = {w: s for w, s in self._senses.items() if s}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._senses)
+
+    @lru_cache(maxsize=16384)  # noqa: B019 - one WordNet per process, never freed
+    def bases(self, word: str, then: str = "") -> frozenset[tuple[str, str]]:
+        """The (part of speech, lemma) pairs `word` may inflect (any of WordNet's endings
+        or exceptions, either spelling of -ise / -ize), those with a shared sense; with
+        `then`, the two-word lemmas of `word` followed by `then` ("worked out": work_out)."""
+        found: set[tuple[str, str]] = set()
+        forms = {word, word[:-3] + "ise"} if word.endswith("ize") else {word}
+        for form in forms:
+            for pos, rules in _DETACH.items():
+                bases = {form, *self._exceptions[pos].get(form, ())}
+                bases |= {form[:-len(end)] + base for end, base in rules
+                          if form.endswith(end) and len(form) > len(end) + 1}
+                if then:
+                    bases = {f"{b}_{then}" for b in bases}
+                found |= {(pos, b) for b in bases
+                          if any(s[0] == pos for s in self._senses.get(b, ()))}
+        return frozenset(found)
+
+    def senses(self, word: str, then: str = "") -> frozenset[tuple[str, int]]:
+        """The senses `word`'s bases (with `then`, its two-word lemmas) share with another
+        word."""
+        return frozenset(s for pos, b in self.bases(word, then) for s in self._senses[b]
+                         if s[0] == pos)
+
+    @lru_cache(maxsize=4096)  # noqa: B019 - one WordNet per process, never freed
+    def _lexfile(self, pos: str, offset: int) -> int:
+        name = next(n for n, p in _FILES if p == pos)
+        with self._lock, open(self.root / f"data.{name}", "rb") as data:
+            data.seek(offset)
+            return int(data.readline().split()[1])
+
+    def measure(self, word: str) -> bool:
+        """True when one of `word`'s senses is a measure or a time ("minute", "hour")."""
+        return any(self._lexfile(*s) in _OWNED_LEXFILES for s in self.senses(word))
+
+    def synonyms(self, x: str, y: str) -> bool:
+        """True when `x` and `y` share a sense and neither is a measure or a time."""
+        if x == y or x in _CLOSED or y in _CLOSED or not (x.isalpha() and y.isalpha()):
+            return False
+        if {b for _, b in self.bases(x)} & {b for _, b in self.bases(y)}:
+            return False  # two forms of one word ("stoped" / "stopped"): lexicon.py's
+        return bool(self.senses(x) & self.senses(y)) and not (
+            self.measure(x) or self.measure(y))
+
+
+    def phrase_synonym(self, phrase: Sequence[str], word: str) -> bool:
+        """True when the two words of `phrase` are a lemma ("pass away") that shares a
+        sense with `word` ("die"), neither a measure or a time, `word` not in it."""
+        first, then = phrase
+        if word in phrase or word in _CLOSED or not (first.isalpha() and then.isalpha()
+                                                     and word.isalpha()):
+            return False
+        shared = self.senses(first, then) & self.senses(word)
+        return bool(shared) and not self.measure(word) and not any(
+            self._lexfile(*s) in _OWNED_LEXFILES for s in self.senses(first, then))
+
+
+def load(root: Path) -> WordNet:
+    """WordNet from `root`; a clear error when its files are not there."""
+    missing = [f"index.{n}" for n, _ in _FILES if not (root / f"index.{n}").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"no WordNet database in {root} (missing {', '.join(missing)}): install "
+            f"Debian's wordnet-base, or set EMBEDQ_SEMANTIC_WORDNET=off to run without "
+            f"synonyms")
+    return WordNet(root)
+
+
+_active: dict[str, WordNet | None] = {}
+_active_lock = threading.Lock()
+
+
+def use(setting: str = AUTO) -> WordNet | None:
+    """The process's WordNet for `setting` (AUTO, OFF or a folder), loaded once and used
+    by `align` from then on; AUTO without Debian's database is None, logged once."""
+    with _active_lock:
+        if setting not in _active:
+            if setting == OFF:
+                net = None
+            elif setting == AUTO and not (DEBIAN / "index.noun").is_file():
+                log.warning("no WordNet database in %s: the semantic cache reads no "
+                            "synonyms (install Debian's wordnet-base)", DEBIAN)
+                net = None
+            else:
+                net = load(DEBIAN if setting == AUTO else Path(setting))
+            _active.clear()
+            _active[setting] = net
+        return _active[setting]
+
+
+def active() -> WordNet | None:
+    """The WordNet `use` loaded, or the AUTO one where none was asked for yet."""
+    with _active_lock:
+        if _active:
+            return next(iter(_active.values()))
+    return use(AUTO)
+
+
+def phrased(word: str, own: Sequence[str], other: Sequence[str]) -> bool:
+    """True when `word` and a neighbour of it in `own` are a two-word lemma synonymous
+    with a word of `other` ("roll back" / "revert"), or two neighbours in `other` are one
+    synonymous with `word`; False without a WordNet."""
+    net = active()
+    if net is None:
+        return False
+    at = [i for i, w in enumerate(own) if w == word]
+    mine = [own[i - 1:i + 1] for i in at if i > 0] + [
+        own[i:i + 2] for i in at if i + 1 < len(own)]
+    return any(net.phrase_synonym(p, o) for p in mine for o in other) or any(
+        net.phrase_synonym(other[j:j + 2], word) for j in range(len(other) - 1))
+
+
+def synonyms(x: str, y: str) -> bool:
+    """True when the process's WordNet (`use`) lists `x` and `y` in one sense, neither a
+    function word, a measure or a time; False without a WordNet."""
+    net = active()
+    return net is not None and net.synonyms(x, y)

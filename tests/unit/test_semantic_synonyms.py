@@ -1,0 +1,159 @@
+"""WordNet synonyms in the guard and the content slot (semantic/synonyms.py).
+
+The reader is tested twice: on a WordNet folder written here (index, exception and data
+lines in WordNet's own format, so each rule's logic is checked whatever is installed), and
+on Debian's wordnet-base, which `make test` installs (absent: skipped on a laptop, a
+failure with CI set). The sentence pairs are written for these tests, none from the
+labelled splits."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from embedq.config import Settings
+from embedq.errors import ConfigError
+from embedq.semantic import synonyms
+from embedq.semantic.align import lexical
+from embedq.semantic.guard import contrast
+from embedq.semantic.synonyms import DEBIAN, WordNet, load
+from tests.support import require
+
+
+@pytest.fixture
+def restore_wordnet() -> Iterator[None]:
+    """`use` is process-wide: put back what the process had."""
+    saved = dict(synonyms._active)
+    yield
+    with synonyms._active_lock:
+        synonyms._active.clear()
+        synonyms._active.update(saved)
+
+
+def _data_line(lexfile: int, pos: str, words: list[str]) -> str:
+    # offset (filled in), lex_filenum, ss_type, w_cnt (hex), word lex_id ..., p_cnt, gloss
+    listed = " ".join(f"{w} 0" for w in words)
+    return f"{{offset:08d}} {lexfile:02d} {pos} {len(words):02x} {listed} 000 | a gloss  \n"
+
+
+def _write(root: Path, name: str, pos: str, synsets: list[tuple[int, list[str]]],
+           exceptions: str = "") -> None:
+    """data.NAME with the synsets (lexicographer file, words) at their real byte offsets,
+    index.NAME listing each word's synsets, NAME.exc with `exceptions`."""
+    header = "  1 This is a header line of a WordNet data file.\n"
+    data, offsets, index = header, [], {}
+    for lexfile, words in synsets:
+        offsets.append(len(data.encode("latin-1")))
+        data += _data_line(lexfile, pos, words).format(offset=offsets[-1])
+        for w in words:
+            index.setdefault(w, []).append(offsets[-1])
+    (root / f"data.{name}").write_text(data, encoding="latin-1")
+    lines = [f"{w} {pos} {len(o)} 0 {len(o)} 0 " + " ".join(f"{x:08d}" for x in o)
+             for w, o in sorted(index.items())]
+    (root / f"index.{name}").write_text(header + "\n".join(lines) + "\n", encoding="latin-1")
+    (root / f"{name}.exc").write_text(exceptions, encoding="latin-1")
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> WordNet:
+    _write(tmp_path, "noun", "n", [(6, ["pill", "tablet"]), (23, ["minute", "second"]),
+                                   (7, ["hour", "minute"]), (5, ["cat"]), (5, ["dog"]),
+                                   (6, ["mouse", "mice"])],
+           exceptions="mice mouse\n")
+    _write(tmp_path, "verb", "v", [(31, ["find", "detect"]), (36, ["do", "make"]),
+                                   (30, ["die", "pass_away"]), (30, ["pass", "elapse"])],
+           exceptions="found find\n")
+    _write(tmp_path, "adj", "a", [])
+    _write(tmp_path, "adv", "r", [])
+    return load(tmp_path)
+
+
+def test_words_of_one_sense_are_synonyms_in_any_inflection(small: WordNet) -> None:
+    assert small.synonyms("pill", "tablet")
+    assert small.synonyms("pills", "tablets")  # detached -s
+    assert small.synonyms("detected", "found")  # -ed, and the exception list's "found"
+    assert small.synonyms("finds", "detecting")
+
+
+def test_siblings_measures_and_function_words_are_not(small: WordNet) -> None:
+    assert not small.synonyms("cat", "dog")  # two synsets, no shared sense
+    assert not small.synonyms("pill", "pill")  # the same word is no pair
+    assert not small.synonyms("pills", "pill")  # nor two forms of it
+    # "minute" / "hour" share a sense (lexicographer file 7), but "minute" has a measure
+    # sense (file 23): the unit and time slots own it
+    assert small.measure("minute") and not small.measure("hour")
+    assert not small.synonyms("minute", "hour")
+    assert not small.synonyms("minutes", "seconds")
+    assert not small.synonyms("do", "make")  # a function word
+    assert not small.synonyms("pill", "tab-let")  # not a word
+
+
+def test_a_two_word_lemma_is_a_synonym_of_one_word(small: WordNet) -> None:
+    assert small.phrase_synonym(("pass", "away"), "die")
+    assert small.phrase_synonym(("passed", "away"), "died")  # the first word inflects
+    assert not small.phrase_synonym(("pass", "away"), "elapse")  # "pass" alone is
+    assert not small.phrase_synonym(("pass", "away"), "pass")
+
+
+def test_the_content_slot_reads_synonyms_and_phrases_as_counterparts(
+        restore_wordnet: None, small: WordNet) -> None:
+    synonyms.use(str(small.root))
+    assert lexical("detected", ["i", "detected", "leak"], ["i", "found", "leak"])
+    assert lexical("died", ["when", "he", "died"], ["when", "he", "passed", "away"])
+    assert lexical("passed", ["when", "he", "passed", "away"], ["when", "he", "died"])
+    assert not lexical("elapsed", ["time", "elapsed"], ["time", "died"])
+    synonyms.use(synonyms.OFF)
+    assert not lexical("detected", ["i", "detected", "leak"], ["i", "found", "leak"])
+
+
+def test_a_folder_without_wordnet_is_named_with_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"no WordNet database .*wordnet-base.*off"):
+        load(tmp_path)
+    env = {**os.environ, "EMBEDQ_SEMANTIC_WORDNET": str(tmp_path)}
+    with pytest.raises(ConfigError, match=r"EMBEDQ_SEMANTIC_WORDNET=.*no WordNet database"):
+        Settings.from_env(env)
+    assert Settings.from_env({**env, "EMBEDQ_SEMANTIC_WORDNET": "off"}).semantic.wordnet == "off"
+
+
+def test_off_reads_no_synonyms(restore_wordnet: None, small: WordNet) -> None:
+    assert synonyms.use(synonyms.OFF) is None
+    assert not synonyms.synonyms("pills", "tablets")
+    assert contrast("can I take two pills a day", "can I take two tablets a day") is not None
+    synonyms.use(str(small.root))
+    assert synonyms.synonyms("pills", "tablets")
+    assert contrast("can I take two pills a day", "can I take two tablets a day") is None
+
+
+def _debian() -> WordNet:
+    if not (DEBIAN / "index.noun").is_file():
+        require("Debian's wordnet-base (make wordnet)", FileNotFoundError(DEBIAN))
+    net = synonyms.use(synonyms.AUTO)
+    assert net is not None
+    return net
+
+
+def test_debian_wordnet_tells_synonyms_from_siblings_and_opposites(
+        restore_wordnet: None) -> None:
+    net = _debian()
+    for x, y in (("pills", "tablets"), ("detect", "find"), ("build", "make"),
+                 ("mistake", "error"), ("exterior", "outside")):
+        assert net.synonyms(x, y), (x, y)
+    assert net.phrase_synonym(("pass", "away"), "die")
+    assert net.phrase_synonym(("worked", "out"), "calculated")
+    for x, y in (("create", "delete"), ("cat", "dog"), ("raise", "lower"),
+                 ("address", "name"), ("minutes", "hours"), ("seconds", "minutes"),
+                 ("upgrade", "downgrade"), ("read", "write"), ("train", "plane")):
+        assert not net.synonyms(x, y), (x, y)
+
+
+def test_the_guard_lets_a_synonym_through_and_still_refuses_a_sibling(
+        restore_wordnet: None) -> None:
+    _debian()
+    assert contrast("how do I detect duplicate rows in a sheet",
+                    "how do I find duplicate rows in a sheet") is None
+    assert contrast("how do I delete duplicate rows in a sheet",
+                    "how do I find duplicate rows in a sheet") == (
+        "one word apart: 'delete' vs 'find'")
