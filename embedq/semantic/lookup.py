@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from embedq.semantic.guard import contrast
+from embedq.semantic import synonyms
+from embedq.semantic.guard import contrast, words
 from embedq.semantic.index import Matrix
 from embedq.semantic.store import Entry
 from embedq.semantic.verify import MODEL_CHECKS, Check, Verifier
+from embedq.semantic.vocabulary import reconcile
 
 EXACT = 1.0
 
@@ -145,7 +147,9 @@ def _judged(query: str, stored: str, score: float, threshold: float, guard: bool
         if why is not None:
             return "guard", why
     if trace is not None:
-        trace.append(Check("guard", "pass") if guard else
+        trace.append(Check("guard", "pass", synonyms.note(*reconcile(words(query),
+                                                                    words(stored))))
+                     if guard else
                      Check("guard", "skipped", "EMBEDQ_SEMANTIC_CONTRAST_GUARD=false"))
     if verifier is None:
         if trace is not None:

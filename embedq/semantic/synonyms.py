@@ -233,3 +233,22 @@ def synonyms(x: str, y: str) -> bool:
     function word, a measure or a time; False without a WordNet."""
     net = active()
     return net is not None and net.synonyms(x, y)
+
+
+def note(a: Sequence[str], b: Sequence[str]) -> str | None:
+    """The synonyms a pair of word lists is read with, for `explain` ("WordNet synonyms:
+    detect / find"), or None."""
+    only_a = [w for w in dict.fromkeys(a) if w not in b]
+    only_b = [w for w in dict.fromkeys(b) if w not in a]
+    found = [f"{x} / {y}" for x in only_a for y in only_b if synonyms(x, y)]
+    found += [f"{' '.join(a[i:i + 2])} / {y}" for i in range(len(a) - 1)
+              for y in only_b if _phrase(a[i:i + 2], y)]
+    found += [f"{x} / {' '.join(b[j:j + 2])}" for j in range(len(b) - 1)
+              for x in only_a if _phrase(b[j:j + 2], x)]
+    return f"WordNet synonyms: {', '.join(found)}" if found else None
+
+
+def _phrase(phrase: Sequence[str], word: str) -> bool:
+    net = active()
+    return net is not None and net.phrase_synonym(phrase, word)
+

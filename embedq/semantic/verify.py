@@ -71,6 +71,7 @@ import re
 from dataclasses import dataclass
 from itertools import pairwise
 
+from embedq.semantic import synonyms
 from embedq.semantic.align import (
     DEFAULT_MIN_WORD_SIMILARITY,
     EmbedTexts,
@@ -311,7 +312,8 @@ class Verifier:
         if found is not None:
             return Conflict("content", *found)
         if trace is not None:
-            trace.append(Check("content", "pass", None if subs else "no content word replaced"))
+            trace.append(Check("content", "pass", synonyms.note(a, b) if subs else
+                               "no content word replaced"))
         asks = self._asked_about(asked, stored, a, b, trace)
         if asks is not None:
             return asks

@@ -15,11 +15,15 @@ from pathlib import Path
 import pytest
 
 from embedq.config import Settings
+from embedq.encoders.hashing import HashingEncoder
 from embedq.errors import ConfigError
 from embedq.semantic import synonyms
 from embedq.semantic.align import lexical
 from embedq.semantic.guard import contrast
+from embedq.semantic.lookup import refusal
+from embedq.semantic.store import Entry, utcnow
 from embedq.semantic.synonyms import DEBIAN, WordNet, load
+from embedq.semantic.verify import Check, Verifier
 from tests.support import require
 
 
@@ -107,6 +111,25 @@ def test_the_content_slot_reads_synonyms_and_phrases_as_counterparts(
     assert not lexical("elapsed", ["time", "elapsed"], ["time", "died"])
     synonyms.use(synonyms.OFF)
     assert not lexical("detected", ["i", "detected", "leak"], ["i", "found", "leak"])
+
+
+def test_explain_names_the_synonyms_a_hit_was_read_with(restore_wordnet: None,
+                                                        small: WordNet) -> None:
+    synonyms.use(str(small.root))
+    now = utcnow()
+    stored = Entry(id=1, namespace="ns", query="can I take two tablets a day", payload=None,
+                   metadata={}, created_at=now, expires_at=None, hit_count=0,
+                   last_hit_at=None)
+    trace: list[Check] = []
+    verifier = Verifier(lambda texts: list(HashingEncoder().encode(texts)))
+    assert refusal("can I take two pills a day", stored, 0.9, 0.62, None, guard=True,
+                   verifier=verifier, trace=trace) == (None, None)
+    checks = {c.name: c for c in trace}
+    assert checks["guard"] == Check("guard", "pass", "WordNet synonyms: pills / tablets")
+    assert checks["content"] == Check("content", "pass", "WordNet synonyms: pills / tablets")
+    synonyms.use(synonyms.OFF)
+    assert refusal("can I take two pills a day", stored, 0.9, 0.62, None, guard=True,
+                   verifier=verifier)[0] == "guard"
 
 
 def test_a_folder_without_wordnet_is_named_with_what_to_do(tmp_path: Path) -> None:
