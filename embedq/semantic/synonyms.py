@@ -17,7 +17,7 @@ Its database is Debian's `wordnet-base` (WordNet 3.0 in /usr/share/wordnet), whi
 set-up installs; `EMBEDQ_SEMANTIC_WORDNET` names another folder of the same files, or
 "off". With "auto" (the default) and no database there, no pair is synonymous (fewer
 paraphrases found, never more hits) and the process logs it once. Only the index files
-are read at start (about 0.7 s, once per process); a sense's lexicographer file is read
+are read at start (about 1 s and 30 MB, once per process); a sense's lexicographer file is read
 from the data file at its offset when a pair asks.
 
 Left out, because a sense shared there is not one question:
@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ AUTO = "auto"
 OFF = "off"
 DEBIAN = Path("/usr/share/wordnet")
 _FILES = (("noun", "n"), ("verb", "v"), ("adj", "a"), ("adv", "r"))
+_POS = "nvar"  # _FILES' parts of speech, in order
 # WordNet's lexicographer files of measures (noun.quantity) and times (noun.time).
 _OWNED_LEXFILES = frozenset((23, 28))
 # WordNet's detachment rules (its `morphy`): an inflected ending and its base's.
@@ -76,6 +79,17 @@ def _two_words(lemma: str) -> bool:
     return first.isalpha() and second.isalpha()
 
 
+def _exceptions(path: Path) -> dict[str, list[str]]:
+    """An exception list: each irregular form and its bases ("found find")."""
+    listed: dict[str, list[str]] = {}
+    with open(path, encoding="latin-1") as lines:
+        for line in lines:
+            if line.strip():
+                inflected, *bases = line.split()
+                listed.setdefault(inflected, []).extend(bases)
+    return listed
+
+
 def _parts(line: str) -> tuple[str, str, list[str]]:
     """An index line's lemma, part of speech and synset offsets (most frequent first)."""
     fields = line.split()
@@ -89,32 +103,48 @@ class WordNet:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        raw: dict[str, list[tuple[str, int]]] = {}
-        self._exceptions: dict[str, dict[str, list[str]]] = {}
+        self._exceptions = {pos: _exceptions(root / f"{name}.exc") for name, pos in _FILES}
+        # Two passes over the index, so that no list per word is ever built: the senses'
+        # counts, then each word's senses shared with another word. A sense is one int
+        # (its offset * 4 + its part of speech's place in _POS), all of them in one array;
+        # a word keeps where its run starts * 64 + its length.
+        shared = Counter(s for _, s in self._read_index())
+        kept: dict[str, list[int]] = {}  # a lemma may be a noun and a verb: both
+        for lemma, senses in self._read_index(grouped=True):
+            if any(shared[s] > 1 for s in senses):
+                kept.setdefault(lemma, []).extend(s for s in senses if shared[s] > 1)
+        del shared
+        self._all = array("Q")
+        self._at: dict[str, int] = {}
+        for lemma, senses in kept.items():
+            self._at[lemma] = len(self._all) * 64 + min(len(senses), 63)
+            self._all.extend(senses[:63])
+        self._lock = threading.Lock()
+
+    def _read_index(self, grouped: bool = False) -> Iterator[Any]:
+        """(lemma, sense) for each sense of each lemma of one or two words, or with
+        `grouped` (lemma, its senses)."""
         for name, pos in _FILES:
-            with open(root / f"index.{name}", encoding="latin-1") as index:
+            place = _POS.index(pos)
+            with open(self.root / f"index.{name}", encoding="latin-1") as index:
                 for line in index:
                     if line.startswith(" ") or not line.strip():
                         continue  # the licence's header lines
                     lemma, _, offsets = _parts(line)
-                    if _single(lemma) or _two_words(lemma):
-                        raw.setdefault(lemma, []).extend((pos, int(o)) for o in offsets)
-            exceptions: dict[str, list[str]] = {}
-            with open(root / f"{name}.exc", encoding="latin-1") as listed:
-                for line in listed:
-                    if not line.strip():
+                    if not (_single(lemma) or _two_words(lemma)):
                         continue
-                    inflected, *bases = line.split()
-                    exceptions.setdefault(inflected, []).extend(bases)
-            self._exceptions[pos] = exceptions
-        shared = Counter(sense for senses in raw.values() for sense in senses)
-        self._senses = {w: frozenset(s for s in senses if shared[s] > 1)
-                        for w, senses in raw.items()}
-        self._senses = {w: s for w, s in self._senses.items() if s}
-        self._lock = threading.Lock()
+                    senses = [int(o) * 4 + place for o in offsets]
+                    if grouped:
+                        yield lemma, senses
+                    else:
+                        yield from ((lemma, s) for s in senses)
 
     def __len__(self) -> int:
-        return len(self._senses)
+        return len(self._at)
+
+    def _senses(self, lemma: str) -> Sequence[int]:
+        at = self._at.get(lemma)
+        return () if at is None else self._all[at // 64:at // 64 + at % 64]
 
     @lru_cache(maxsize=16384)  # noqa: B019 - one WordNet per process, never freed
     def bases(self, word: str, then: str = "") -> frozenset[tuple[str, str]]:
@@ -131,25 +161,25 @@ class WordNet:
                 if then:
                     bases = {f"{b}_{then}" for b in bases}
                 found |= {(pos, b) for b in bases
-                          if any(s[0] == pos for s in self._senses.get(b, ()))}
+                          if any(_POS[s % 4] == pos for s in self._senses(b))}
         return frozenset(found)
 
-    def senses(self, word: str, then: str = "") -> frozenset[tuple[str, int]]:
+    def senses(self, word: str, then: str = "") -> frozenset[int]:
         """The senses `word`'s bases (with `then`, its two-word lemmas) share with another
         word."""
-        return frozenset(s for pos, b in self.bases(word, then) for s in self._senses[b]
-                         if s[0] == pos)
+        return frozenset(s for pos, b in self.bases(word, then) for s in self._senses(b)
+                         if _POS[s % 4] == pos)
 
     @lru_cache(maxsize=4096)  # noqa: B019 - one WordNet per process, never freed
-    def _lexfile(self, pos: str, offset: int) -> int:
-        name = next(n for n, p in _FILES if p == pos)
+    def _lexfile(self, sense: int) -> int:
+        name = _FILES[sense % 4][0]
         with self._lock, open(self.root / f"data.{name}", "rb") as data:
-            data.seek(offset)
+            data.seek(sense // 4)
             return int(data.readline().split()[1])
 
     def measure(self, word: str) -> bool:
         """True when one of `word`'s senses is a measure or a time ("minute", "hour")."""
-        return any(self._lexfile(*s) in _OWNED_LEXFILES for s in self.senses(word))
+        return any(self._lexfile(s) in _OWNED_LEXFILES for s in self.senses(word))
 
     def synonyms(self, x: str, y: str) -> bool:
         """True when `x` and `y` share a sense and neither is a measure or a time."""
@@ -170,7 +200,7 @@ class WordNet:
             return False
         shared = self.senses(first, then) & self.senses(word)
         return bool(shared) and not self.measure(word) and not any(
-            self._lexfile(*s) in _OWNED_LEXFILES for s in self.senses(first, then))
+            self._lexfile(s) in _OWNED_LEXFILES for s in self.senses(first, then))
 
 
 def load(root: Path) -> WordNet:

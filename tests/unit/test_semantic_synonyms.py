@@ -65,7 +65,7 @@ def _write(root: Path, name: str, pos: str, synsets: list[tuple[int, list[str]]]
 def small(tmp_path: Path) -> WordNet:
     _write(tmp_path, "noun", "n", [(6, ["pill", "tablet"]), (23, ["minute", "second"]),
                                    (7, ["hour", "minute"]), (5, ["cat"]), (5, ["dog"]),
-                                   (6, ["mouse", "mice"])],
+                                   (6, ["mouse", "mice"]), (4, ["find", "discovery"])],
            exceptions="mice mouse\n")
     _write(tmp_path, "verb", "v", [(31, ["find", "detect"]), (36, ["do", "make"]),
                                    (30, ["die", "pass_away"]), (30, ["pass", "elapse"])],
@@ -80,6 +80,7 @@ def test_words_of_one_sense_are_synonyms_in_any_inflection(small: WordNet) -> No
     assert small.synonyms("pills", "tablets")  # detached -s
     assert small.synonyms("detected", "found")  # -ed, and the exception list's "found"
     assert small.synonyms("finds", "detecting")
+    assert small.synonyms("find", "discovery")  # a noun sense of a word that is a verb too
 
 
 def test_siblings_measures_and_function_words_are_not(small: WordNet) -> None:
