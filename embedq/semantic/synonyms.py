@@ -21,9 +21,11 @@ are read at start (about 1 s and 30 MB, once per process); a sense's lexicograph
 from the data file at its offset when a pair asks.
 
 Left out, because a sense shared there is not one question:
-  - measures and times: a word with a sense in the lexicographer files noun.quantity or
-    noun.time ("minute" / "second" share "a moment", "hour" / "minute" a distance); the
-    number, unit and time slots own those words;
+  - units: a word with a sense that is a kind of "unit of measurement" or "time unit"
+    ("minute" / "second" share "a moment", "hour" / "minute" a distance; "foot",
+    "pound"); the number, unit and time slots own those words. A quantity word ("pile" /
+    "heap": "a large amount") is no unit. Only the senses a word shares are read, and a
+    unit's usually are (its abbreviation: "minute" / "min");
   - function words (`_CLOSED`): auxiliaries, pronouns, particles, quantifiers, question
     words ("do" / "make" share a synset, "in" is an inch);
   - words WordNet lists only as parts of phrases ("roll back"): only single words are read.
@@ -47,8 +49,8 @@ OFF = "off"
 DEBIAN = Path("/usr/share/wordnet")
 _FILES = (("noun", "n"), ("verb", "v"), ("adj", "a"), ("adv", "r"))
 _POS = "nvar"  # _FILES' parts of speech, in order
-# WordNet's lexicographer files of measures (noun.quantity) and times (noun.time).
-_OWNED_LEXFILES = frozenset((23, 28))
+# The synsets whose kinds are units: of measurement (metre, pound) and of time (minute).
+_UNIT_ROOTS = ("unit_of_measurement", "time_unit")
 # WordNet's detachment rules (its `morphy`): an inflected ending and its base's.
 _DETACH = {
     "n": (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"),
@@ -114,6 +116,9 @@ class WordNet:
             if any(shared[s] > 1 for s in senses):
                 kept.setdefault(lemma, []).extend(s for s in senses if shared[s] > 1)
         del shared
+        self._unit_roots = frozenset(
+            int(o) * 4 for lemma, _, offsets in map(_parts, self._lines("noun"))
+            if lemma in _UNIT_ROOTS for o in offsets)
         self._all = array("Q")
         self._at: dict[str, int] = {}
         for lemma, senses in kept.items():
@@ -126,18 +131,20 @@ class WordNet:
         `grouped` (lemma, its senses)."""
         for name, pos in _FILES:
             place = _POS.index(pos)
-            with open(self.root / f"index.{name}", encoding="latin-1") as index:
-                for line in index:
-                    if line.startswith(" ") or not line.strip():
-                        continue  # the licence's header lines
-                    lemma, _, offsets = _parts(line)
-                    if not (_single(lemma) or _two_words(lemma)):
-                        continue
-                    senses = [int(o) * 4 + place for o in offsets]
-                    if grouped:
-                        yield lemma, senses
-                    else:
-                        yield from ((lemma, s) for s in senses)
+            for line in self._lines(name):
+                lemma, _, offsets = _parts(line)
+                if not (_single(lemma) or _two_words(lemma)):
+                    continue
+                senses = [int(o) * 4 + place for o in offsets]
+                if grouped:
+                    yield lemma, senses
+                else:
+                    yield from ((lemma, s) for s in senses)
+
+    def _lines(self, name: str) -> Iterator[str]:
+        """The lines of index.NAME, its licence's header lines left out."""
+        with open(self.root / f"index.{name}", encoding="latin-1") as index:
+            yield from (line for line in index if line.strip() and not line.startswith(" "))
 
     def __len__(self) -> int:
         return len(self._at)
@@ -170,16 +177,30 @@ class WordNet:
         return frozenset(s for pos, b in self.bases(word, then) for s in self._senses(b)
                          if _POS[s % 4] == pos)
 
-    @lru_cache(maxsize=4096)  # noqa: B019 - one WordNet per process, never freed
-    def _lexfile(self, sense: int) -> int:
+    @lru_cache(maxsize=8192)  # noqa: B019 - one WordNet per process, never freed
+    def _synset(self, sense: int) -> tuple[int, tuple[int, ...]]:
+        """A sense's lexicographer file and its hypernyms, read at its offset."""
         name = _FILES[sense % 4][0]
         with self._lock, open(self.root / f"data.{name}", "rb") as data:
             data.seek(sense // 4)
-            return int(data.readline().split()[1])
+            fields = data.readline().split(b" | ")[0].split()
+        at = 4 + 2 * int(fields[3], 16)
+        pointers = [fields[at + 1 + 4 * i:at + 5 + 4 * i] for i in range(int(fields[at]))]
+        up = tuple(int(o) * 4 + _POS.index(p.decode().replace("s", "a"))
+                   for sym, o, p, _ in pointers if sym in (b"@", b"@i"))
+        return int(fields[1]), up
+
+    @lru_cache(maxsize=8192)  # noqa: B019 - one WordNet per process, never freed
+    def _unit(self, sense: int, depth: int = 16) -> bool:
+        """True when `sense` is a unit of measurement or of time, or one of its kinds."""
+        if sense in self._unit_roots:
+            return True
+        return depth > 0 and any(self._unit(h, depth - 1) for h in self._synset(sense)[1])
 
     def measure(self, word: str) -> bool:
-        """True when one of `word`'s senses is a measure or a time ("minute", "hour")."""
-        return any(self._lexfile(s) in _OWNED_LEXFILES for s in self.senses(word))
+        """True when one of `word`'s senses is a unit of measurement or of time
+        ("minute", "hour", "metre"), not a quantity word ("pile", "heap")."""
+        return any(self._unit(s) for s in self.senses(word) if s % 4 == 0)
 
     def synonyms(self, x: str, y: str) -> bool:
         """True when `x` and `y` share a sense and neither is a measure or a time."""
@@ -200,7 +221,7 @@ class WordNet:
             return False
         shared = self.senses(first, then) & self.senses(word)
         return bool(shared) and not self.measure(word) and not any(
-            self._lexfile(s) in _OWNED_LEXFILES for s in self.senses(first, then))
+            self._unit(s) for s in self.senses(first, then) if s % 4 == 0)
 
 
 def load(root: Path) -> WordNet:

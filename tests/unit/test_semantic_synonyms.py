@@ -37,23 +37,36 @@ def restore_wordnet() -> Iterator[None]:
         synonyms._active.update(saved)
 
 
-def _data_line(lexfile: int, pos: str, words: list[str]) -> str:
-    # offset (filled in), lex_filenum, ss_type, w_cnt (hex), word lex_id ..., p_cnt, gloss
+# A synset as the fixture writes it: lexicographer file, words, and the places (in the
+# same list) of its hypernyms.
+Synset = tuple[int, list[str], tuple[int, ...]]
+
+
+def _data_line(synset: Synset, pos: str, offsets: list[int], at: int) -> str:
+    """offset, lex_filenum, ss_type, w_cnt (hex), word lex_id ..., p_cnt, pointers, gloss
+    (offsets 8 digits wide, so a line's length does not depend on them)."""
+    lexfile, words, up = synset
     listed = " ".join(f"{w} 0" for w in words)
-    return f"{{offset:08d}} {lexfile:02d} {pos} {len(words):02x} {listed} 000 | a gloss  \n"
+    pointers = "".join(f" @ {offsets[h]:08d} {pos} 0000" for h in up)
+    return (f"{at:08d} {lexfile:02d} {pos} {len(words):02x} {listed} {len(up):03d}"
+            f"{pointers} | a gloss  \n")
 
 
-def _write(root: Path, name: str, pos: str, synsets: list[tuple[int, list[str]]],
+def _write(root: Path, name: str, pos: str, synsets: list[Synset],
            exceptions: str = "") -> None:
-    """data.NAME with the synsets (lexicographer file, words) at their real byte offsets,
-    index.NAME listing each word's synsets, NAME.exc with `exceptions`."""
+    """data.NAME with the synsets at their real byte offsets, index.NAME listing each
+    word's synsets, NAME.exc with `exceptions`."""
     header = "  1 This is a header line of a WordNet data file.\n"
-    data, offsets, index = header, [], {}
-    for lexfile, words in synsets:
-        offsets.append(len(data.encode("latin-1")))
-        data += _data_line(lexfile, pos, words).format(offset=offsets[-1])
+    offsets, at = [], len(header)
+    for synset in synsets:  # the lengths first: every offset is 8 digits
+        offsets.append(at)
+        at += len(_data_line(synset, pos, [0] * len(synsets), 0).encode("latin-1"))
+    data = header + "".join(_data_line(x, pos, offsets, offsets[i])
+                            for i, x in enumerate(synsets))
+    index: dict[str, list[int]] = {}
+    for (_, words, _), offset in zip(synsets, offsets, strict=True):
         for w in words:
-            index.setdefault(w, []).append(offsets[-1])
+            index.setdefault(w, []).append(offset)
     (root / f"data.{name}").write_text(data, encoding="latin-1")
     lines = [f"{w} {pos} {len(o)} 0 {len(o)} 0 " + " ".join(f"{x:08d}" for x in o)
              for w, o in sorted(index.items())]
@@ -63,13 +76,19 @@ def _write(root: Path, name: str, pos: str, synsets: list[tuple[int, list[str]]]
 
 @pytest.fixture
 def small(tmp_path: Path) -> WordNet:
-    _write(tmp_path, "noun", "n", [(6, ["pill", "tablet"]), (23, ["minute", "second"]),
-                                   (7, ["hour", "minute"]), (5, ["cat"]), (5, ["dog"]),
-                                   (6, ["mouse", "mice"]), (4, ["find", "discovery"])],
-           exceptions="mice mouse\n")
-    _write(tmp_path, "verb", "v", [(31, ["find", "detect"]), (36, ["do", "make"]),
-                                   (30, ["die", "pass_away"]), (30, ["pass", "elapse"])],
-           exceptions="found find\n")
+    _write(tmp_path, "noun", "n", [
+        (6, ["pill", "tablet"], ()), (28, ["time_unit", "unit_of_time"], ()),
+        (28, ["minute", "min"], (1,)), (28, ["second", "sec"], (1,)),
+        (28, ["hour", "hr"], (1,)),
+        (28, ["minute", "moment", "second"], ()),  # "an indefinitely short time"
+        (7, ["hour", "minute"], ()),  # "distance measured by the time taken"
+        (23, ["pile", "heap"], ()),  # "a large number or amount": no unit
+        (5, ["cat"], ()), (5, ["dog"], ()), (6, ["mouse", "mice"], ()),
+        (4, ["find", "discovery"], ())], exceptions="mice mouse\n")
+    _write(tmp_path, "verb", "v", [
+        (31, ["find", "detect"], ()), (36, ["do", "make"], ()),
+        (30, ["die", "pass_away"], ()), (30, ["pass", "elapse"], ())],
+        exceptions="found find\n")
     _write(tmp_path, "adj", "a", [])
     _write(tmp_path, "adv", "r", [])
     return load(tmp_path)
@@ -87,11 +106,12 @@ def test_siblings_measures_and_function_words_are_not(small: WordNet) -> None:
     assert not small.synonyms("cat", "dog")  # two synsets, no shared sense
     assert not small.synonyms("pill", "pill")  # the same word is no pair
     assert not small.synonyms("pills", "pill")  # nor two forms of it
-    # "minute" / "hour" share a sense (lexicographer file 7), but "minute" has a measure
-    # sense (file 23): the unit and time slots own it
-    assert small.measure("minute") and not small.measure("hour")
+    # "minute" / "hour" and "minute" / "second" share senses, but each is a unit of time:
+    # the unit and time slots own them; a quantity word is no unit
+    assert small.measure("minutes") and small.measure("hour")
     assert not small.synonyms("minute", "hour")
     assert not small.synonyms("minutes", "seconds")
+    assert not small.measure("pile") and small.synonyms("pile", "heap")
     assert not small.synonyms("do", "make")  # a function word
     assert not small.synonyms("pill", "tab-let")  # not a word
 
@@ -163,12 +183,13 @@ def test_debian_wordnet_tells_synonyms_from_siblings_and_opposites(
         restore_wordnet: None) -> None:
     net = _debian()
     for x, y in (("pills", "tablets"), ("detect", "find"), ("build", "make"),
-                 ("mistake", "error"), ("exterior", "outside")):
+                 ("mistake", "error"), ("exterior", "outside"), ("pile", "heap")):
         assert net.synonyms(x, y), (x, y)
     assert net.phrase_synonym(("pass", "away"), "die")
     assert net.phrase_synonym(("worked", "out"), "calculated")
     for x, y in (("create", "delete"), ("cat", "dog"), ("raise", "lower"),
                  ("address", "name"), ("minutes", "hours"), ("seconds", "minutes"),
+                 ("foot", "metre"), ("pound", "kilo"),
                  ("upgrade", "downgrade"), ("read", "write"), ("train", "plane")):
         assert not net.synonyms(x, y), (x, y)
 
