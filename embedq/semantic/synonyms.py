@@ -28,7 +28,8 @@ Left out, because a sense shared there is not one question:
     unit's usually are (its abbreviation: "minute" / "min");
   - function words (`_CLOSED`): auxiliaries, pronouns, particles, quantifiers, question
     words ("do" / "make" share a synset, "in" is an inch);
-  - words WordNet lists only as parts of phrases ("roll back"): only single words are read.
+  - phrases of three words or more ("kick the bucket"): single words and two-word lemmas
+    ("pass away") are read.
 """
 
 from __future__ import annotations
@@ -100,14 +101,15 @@ def _parts(line: str) -> tuple[str, str, list[str]]:
 
 
 class WordNet:
-    """WordNet's index read once: each single word's senses shared with another word,
-    and its exception lists; the data files are read at a sense's offset when asked."""
+    """WordNet's index read once: each word's (and two-word lemma's) senses shared with
+    another, and the exception lists; the data files are read at a sense's offset when
+    asked."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._exceptions = {pos: _exceptions(root / f"{name}.exc") for name, pos in _FILES}
-        # Two passes over the index, so that no list per word is ever built: the senses'
-        # counts, then each word's senses shared with another word. A sense is one int
+        # Two passes over the index: the senses' counts, then each word's senses shared
+        # with another word (a list only for a word that keeps one). A sense is one int
         # (its offset * 4 + its part of speech's place in _POS), all of them in one array;
         # a word keeps where its run starts * 64 + its length.
         shared = Counter(s for _, s in self._read_index())
