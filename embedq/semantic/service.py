@@ -115,8 +115,7 @@ class SemanticCache:
                                       window=s.feedback_window)
         self.spaces = Spaces(service, self.settings, self.store, [self.feedback.sweep],
                              start)
-        if s.verify:
-            synonyms.use(s.wordnet)  # loaded here, not on the first lookup that verifies
+        synonyms.configure(s.wordnet)  # read on the first candidate the verifier checks
         self.verifier = (Verifier(self._embed_spans, band=s.verify_band,
                                   known=known_words(self.settings)) if s.verify else None)
 

@@ -17,8 +17,8 @@ Its database is Debian's `wordnet-base` (WordNet 3.0 in /usr/share/wordnet), whi
 set-up installs; `EMBEDQ_SEMANTIC_WORDNET` names another folder of the same files, or
 "off". With "auto" (the default) and no database there, no pair is synonymous (fewer
 paraphrases found, never more hits) and the process logs it once. Only the index files
-are read at start (about 1 s and 30 MB, once per process); a sense's lexicographer file is read
-from the data file at its offset when a pair asks.
+are read, on the first pair a process verifies (about 1 s and 30 MB, once per process);
+a sense's hypernyms are read from the data file at its offset when a pair asks.
 
 Left out, because a sense shared there is not one question:
   - units: a word with a sense that is a kind of "unit of measurement" or "time unit"
@@ -239,6 +239,16 @@ def load(root: Path) -> WordNet:
 
 _active: dict[str, WordNet | None] = {}
 _active_lock = threading.Lock()
+_configured = [AUTO]  # what `active` loads when nothing is loaded yet (`configure`)
+
+
+def configure(setting: str) -> None:
+    """Name the WordNet (AUTO, OFF or a folder) this process reads, loaded on the first
+    pair that asks (a process that never verifies a candidate never reads it)."""
+    with _active_lock:
+        _configured[0] = setting
+        if _active and setting not in _active:
+            _active.clear()
 
 
 def use(setting: str = AUTO) -> WordNet | None:
@@ -260,11 +270,13 @@ def use(setting: str = AUTO) -> WordNet | None:
 
 
 def active() -> WordNet | None:
-    """The WordNet `use` loaded, or the AUTO one where none was asked for yet."""
+    """The WordNet `use` loaded, or the configured one (AUTO unless `configure` named
+    another), loaded now."""
     with _active_lock:
         if _active:
             return next(iter(_active.values()))
-    return use(AUTO)
+        setting = _configured[0]
+    return use(setting)
 
 
 def phrased(word: str, own: Sequence[str], other: Sequence[str]) -> bool:

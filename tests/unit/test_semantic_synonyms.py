@@ -30,11 +30,12 @@ from tests.support import require
 @pytest.fixture
 def restore_wordnet() -> Iterator[None]:
     """`use` is process-wide: put back what the process had."""
-    saved = dict(synonyms._active)
+    saved, configured = dict(synonyms._active), synonyms._configured[0]
     yield
     with synonyms._active_lock:
         synonyms._active.clear()
         synonyms._active.update(saved)
+        synonyms._configured[0] = configured
 
 
 # A synset as the fixture writes it: lexicographer file, words, and the places (in the
@@ -169,6 +170,16 @@ def test_off_reads_no_synonyms(restore_wordnet: None, small: WordNet) -> None:
     synonyms.use(str(small.root))
     assert synonyms.synonyms("pills", "tablets")
     assert contrast("can I take two pills a day", "can I take two tablets a day") is None
+
+
+def test_a_configured_wordnet_is_read_on_the_first_pair_that_asks(
+        restore_wordnet: None, small: WordNet) -> None:
+    synonyms.configure(str(small.root))
+    assert not synonyms._active  # configuring reads nothing
+    assert synonyms.synonyms("pills", "tablets")  # the first pair reads the small one
+    assert synonyms.active() is not None and synonyms.active().root == small.root
+    synonyms.configure(synonyms.OFF)
+    assert not synonyms.synonyms("pills", "tablets")
 
 
 def _debian() -> WordNet:
