@@ -125,8 +125,9 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str],
             known: Collection[str] = frozenset()) -> bool:
     """True when `word` (of `own`) has a counterpart in `other` without asking the model:
     the same word (lexicon.same_word: stem, spelling, typo, short form; lexicon.misspelt
-    against `known`, the model's whole words), or an acronym spelled by a run of words
-    that holds it (wfh / working from home), either way."""
+    against `known`, the model's whole words), a WordNet synonym (synonyms.py: a word, or
+    a two-word lemma with a neighbour, "pass away" / "die"), or an acronym spelled by a run
+    of words that holds it (wfh / working from home), either way."""
     if any(same_word(word, o) or misspelt(word, o, known) or synonyms(word, o)
            for o in other) or phrased(word, own, other):
         return True

@@ -97,8 +97,8 @@ def contrast(asked: str, stored: str, known: Collection[str] = frozenset()) -> s
     """Why `asked` and `stored` are one word (or one word order) apart, or None. Two
     forms of one word (lexicon.same_word: a spelling, a typo, an abbreviation; and
     lexicon.misspelt against `known`, the model's whole words) are no difference, nor is
-    a British / American pair (vocabulary.reconcile: "flat" / "apartment"), nor is a
-    moved clause (`moved`)."""
+    a British / American pair (vocabulary.reconcile: "flat" / "apartment"), nor are two
+    WordNet synonyms (synonyms.py: "pills" / "tablets"), nor is a moved clause (`moved`)."""
     a, b = reconcile(words(asked), words(stored))
 
     def same(x: str, y: str) -> bool:
