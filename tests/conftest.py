@@ -103,7 +103,6 @@ SESSION_SEED = os.environ.get(SEED_ENV) or str(random.SystemRandom().randrange(1
 SALT_KEY = pytest.StashKey[str]()
 
 
-
 @pytest.fixture
 def broker_proxy(cluster: Cluster) -> Iterator[Any]:
     """A TcpProxy (not yet started) to the cluster's Redis, for a service's broker link
@@ -128,6 +127,7 @@ def proxied_service(cluster: Cluster, proxy: Any, **overrides: Any) -> Any:
     the worker use Redis directly."""
     db = cluster.env["EMBEDQ_REDIS_URL"].rsplit("/", 1)[1]
     return cluster.service(broker_url=f"redis://127.0.0.1:{proxy.port}/{db}", **overrides)
+
 
 @pytest.fixture
 def salt(request: pytest.FixtureRequest) -> str:

@@ -72,10 +72,6 @@ _CLOSED = frozenset(" ".join((
 )).split())
 
 
-def _single(lemma: str) -> bool:
-    return lemma.isalpha()
-
-
 def _two_words(lemma: str) -> bool:
     """A phrase lemma of two words ("roll_back", "pass_away")."""
     first, _, second = lemma.partition("_")
@@ -135,7 +131,7 @@ class WordNet:
             place = _POS.index(pos)
             for line in self._lines(name):
                 lemma, _, offsets = _parts(line)
-                if not (_single(lemma) or _two_words(lemma)):
+                if not (lemma.isalpha() or _two_words(lemma)):
                     continue
                 senses = [int(o) * 4 + place for o in offsets]
                 if grouped:
@@ -199,13 +195,16 @@ class WordNet:
             return True
         return depth > 0 and any(self._unit(h, depth - 1) for h in self._synset(sense)[1])
 
+    def _any_unit(self, senses: frozenset[int]) -> bool:
+        return any(self._unit(s) for s in senses if s % 4 == 0)  # nouns only
+
     def measure(self, word: str) -> bool:
         """True when one of `word`'s senses is a unit of measurement or of time
         ("minute", "hour", "metre"), not a quantity word ("pile", "heap")."""
-        return any(self._unit(s) for s in self.senses(word) if s % 4 == 0)
+        return self._any_unit(self.senses(word))
 
     def synonyms(self, x: str, y: str) -> bool:
-        """True when `x` and `y` share a sense and neither is a measure or a time."""
+        """True when `x` and `y` share a sense and neither is a unit."""
         if x == y or x in _CLOSED or y in _CLOSED or not (x.isalpha() and y.isalpha()):
             return False
         if {b for _, b in self.bases(x)} & {b for _, b in self.bases(y)}:
@@ -213,17 +212,16 @@ class WordNet:
         return bool(self.senses(x) & self.senses(y)) and not (
             self.measure(x) or self.measure(y))
 
-
     def phrase_synonym(self, phrase: Sequence[str], word: str) -> bool:
         """True when the two words of `phrase` are a lemma ("pass away") that shares a
-        sense with `word` ("die"), neither a measure or a time, `word` not in it."""
+        sense with `word` ("die"), neither a unit, `word` not in it."""
         first, then = phrase
         if word in phrase or word in _CLOSED or not (first.isalpha() and then.isalpha()
                                                      and word.isalpha()):
             return False
-        shared = self.senses(first, then) & self.senses(word)
-        return bool(shared) and not self.measure(word) and not any(
-            self._unit(s) for s in self.senses(first, then) if s % 4 == 0)
+        lemma = self.senses(first, then)
+        return bool(lemma & self.senses(word)) and not (
+            self.measure(word) or self._any_unit(lemma))
 
 
 def load(root: Path) -> WordNet:
@@ -253,7 +251,8 @@ def configure(setting: str) -> None:
 
 def use(setting: str = AUTO) -> WordNet | None:
     """The process's WordNet for `setting` (AUTO, OFF or a folder), loaded once and used
-    by `align` from then on; AUTO without Debian's database is None, logged once."""
+    by `synonyms` and `phrased` from then on; AUTO without Debian's database is None,
+    logged once."""
     with _active_lock:
         if setting not in _active:
             if setting == OFF:
@@ -295,7 +294,7 @@ def phrased(word: str, own: Sequence[str], other: Sequence[str]) -> bool:
 
 def synonyms(x: str, y: str) -> bool:
     """True when the process's WordNet (`use`) lists `x` and `y` in one sense, neither a
-    function word, a measure or a time; False without a WordNet."""
+    function word or a unit; False without a WordNet."""
     net = active()
     return net is not None and net.synonyms(x, y)
 
