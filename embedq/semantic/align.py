@@ -280,7 +280,7 @@ def other_act(verbs: tuple[str, str], embed: EmbedTexts,
     (embedded alone at or above `min_similarity`): with the subject and the question kept,
     the verb is what is asked about, and two acts are two questions."""
     x, y = verbs
-    if same_sense(x, y):
+    if same_sense(x, y) or synonyms(x, y):
         return None
     sim = _similarities([x, y], embed)
     return (x, y) if sim[x, y] < min_similarity else None

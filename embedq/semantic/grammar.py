@@ -54,7 +54,9 @@ _FRAMES = frozenset(("tell", "show", "help", "let"))
 
 
 def scope(words: list[str]) -> frozenset[str]:
-    return frozenset(w for before, w in pairwise(["", *words])
+    """The scope words of `words` ("each" and "every" are one: "every month" / "each
+    month")."""
+    return frozenset(("each" if w == "every" else w) for before, w in pairwise(["", *words])
                      if w in SCOPE and not (before == "how" and w in ("many", "much")))
 
 

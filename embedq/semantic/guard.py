@@ -89,6 +89,14 @@ def moved(a: list[str], b: list[str]) -> bool:
         return False
     if any(ma[k:] + ma[:k] == mb for k in range(2, len(ma) - 1)):
         return True
+    # the sides of a conjunction may begin or end with a word both share, which the
+    # window of differing words leaves out ("per workspace or per user")
+    return any(_exchanged(a[i - p:len(a) - j + q], b[i - p:len(b) - j + q])
+               for p in range(min(i, 2) + 1) for q in range(min(j, 2) + 1))
+
+
+def _exchanged(ma: list[str], mb: list[str]) -> bool:
+    """True when `mb` is `ma` with the two sides of an "and", "but" or "or" exchanged."""
     return any(w in _CONJUNCTIONS and [*ma[k + 1:], w, *ma[:k]] == mb
                for k, w in enumerate(ma) if 0 < k < len(ma) - 1)
 

@@ -31,6 +31,7 @@ abbreviation of another (verify.py's number slot owns it), nor is a word naming 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Collection, Sequence
 from functools import lru_cache
 
@@ -227,3 +228,16 @@ def misspelt(a: str, b: str, known: Collection[str]) -> bool:
         return False
     limit = 1 if shorter < 8 else 2
     return _edits(a, b, limit) <= limit
+
+
+
+def mended(a: list[str], b: list[str], known: Collection[str]) -> tuple[list[str], list[str]]:
+    """`a` and `b` with each typo (`misspelt` against `known`) of a word only the other side
+    holds written as that word, where the two pair with no other ("sick todya" / "sick
+    today"): every slot then reads the word that was meant."""
+    only_a, only_b = set(a) - set(b), set(b) - set(a)
+    pairs = [(x, y) for x in only_a for y in only_b if misspelt(x, y, known)]
+    xs, ys = Counter(x for x, _ in pairs), Counter(y for _, y in pairs)
+    meant = {w: (x if x in known else y) for x, y in pairs if xs[x] == ys[y] == 1
+             for w in (x, y)}
+    return [meant.get(w, w) for w in a], [meant.get(w, w) for w in b]

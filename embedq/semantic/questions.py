@@ -76,7 +76,10 @@ _AUX = _BE_GET | _MAY | _closed("do does did will would shall should must has ha
 
 def _passive(c: Clause) -> bool:
     """A passive: "be" or "get" right before a participle ("I get paid", "was I
-    charged"); "am I allowed to sublet" is no passive of "sublet"."""
+    charged"); "am I allowed to sublet" is no passive of "sublet", nor "I've got left"
+    of "leave"."""
+    if c.chain[-2:] in (("have", "got"), ("has", "got"), ("'ve", "got")):
+        return False  # "have got" is "have": "how much data I've got left"
     return bool(c.chain) and c.chain[-1] in _BE_GET and participle(c.verb)
 
 

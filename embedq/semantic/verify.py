@@ -10,7 +10,8 @@ conflict:
              five / 5 agree; "two-factor" holds "two")
   negation   one side negates and the other does not (not, no, never, n't, unable)
   order      the same words in another order (arguments swapped), or, in a minimal
-             edit, content words crossed (align.crossed); a moved clause is no conflict
+             edit, content words crossed (align.crossed); a moved clause or the two
+             sides of an "or" exchanged is no conflict for either (guard.moved)
   direction  an edit swaps a word for its opposite (to / from, on / off, more / less, with
              / without, send / receive), or one word under opposite prefixes (overpay /
              underpay) or a negating one (register / deregister): `opposite`
@@ -90,6 +91,7 @@ from embedq.semantic.grammar import SLOTS as GRAMMAR_SLOTS
 from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.grammar import past, persons, possessed, scope
 from embedq.semantic.guard import moved, words
+from embedq.semantic.lexicon import mended
 from embedq.semantic.measures import measured
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
 from embedq.semantic.opposites import opposite
@@ -266,7 +268,7 @@ class Verifier:
         """The first slot `asked` and `stored` disagree on, or None; the content slot only
         with `content` (the score is in the band). `trace` (explain) gets a Check for each
         slot that passed or was skipped before that."""
-        a, b = reconcile(words(asked), words(stored))
+        a, b = mended(*reconcile(words(asked), words(stored)), self.known)
         na, ns = numbers(a), numbers(b)
         if na != ns:
             return Conflict("number", " ".join(sorted(na - ns)), " ".join(sorted(ns - na)))
@@ -300,7 +302,7 @@ class Verifier:
         content_b = [w for w in b if _is_content(w)]
         subs = substitutions(a, b, _is_content)
         across = crossed(content_a, content_b) or swapped(
-            subs, self.embed, self.min_word_similarity) if edit else None
+            subs, self.embed, self.min_word_similarity) if edit and not moved(sa, sb) else None
         if across is not None:
             return Conflict("order", *across, check="crossed")
         if edit:

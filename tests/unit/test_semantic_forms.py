@@ -9,7 +9,7 @@ import pytest
 
 from embedq.encoders.hashing import HashingEncoder
 from embedq.semantic.guard import contrast
-from embedq.semantic.lexicon import misspelt
+from embedq.semantic.lexicon import mended, misspelt
 from embedq.semantic.verify import Verifier
 
 ENCODER = HashingEncoder()
@@ -184,3 +184,43 @@ def test_show_without_an_asker_is_a_verb() -> None:
     conflict = VERIFIER.conflict("how do I show hidden columns in the spreadsheet for the team",
                                  "how do I hide columns in the spreadsheet for the team")
     assert conflict is not None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    # the sides of an "or" begin or end with a word both share
+    ("is the price per workspace or per user", "is the price per user or per workspace"),
+    ("should I fix my mortgage for five years or two years",
+     "should I fix my mortgage for two years or five years"),
+    ("can I pay by card or by cash", "can I pay by cash or by card"),
+])
+def test_the_two_sides_of_an_or_exchanged_ask_one_question(asked: str, stored: str) -> None:
+    assert contrast(asked, stored) is None
+    assert VERIFIER.conflict(asked, stored) is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("convert a string to an integer", "convert an integer to a string"),
+    ("transfer money from my savings to my current account",
+     "transfer money from my current account to my savings"),
+    ("is the price per workspace or per user", "is the user per workspace or per price"),
+])
+def test_words_exchanged_around_no_or_are_still_refused(asked: str, stored: str) -> None:
+    assert contrast(asked, stored) is not None
+
+
+TYPO_KNOWN = frozenset({"how", "do", "i", "report", "that", "sick", "today", "sheet", "sheep"})
+
+
+def test_a_typo_of_a_word_the_other_side_holds_is_read_as_that_word_by_every_slot() -> None:
+    verifier = Verifier(embed, known=TYPO_KNOWN)
+    assert mended(["sick", "todya"], ["sick", "today"], TYPO_KNOWN) == (
+        ["sick", "today"], ["sick", "today"])
+    # the time slot reads "todya" as "today", not as a time word missing on one side
+    assert verifier.conflict("how do I report that I'm sick todya",
+                             "how do I report that I'm sick today") is None
+    # a typo that could be either of two words the other side holds is left as typed
+    assert mended(["shee"], ["sheet", "sheep"], TYPO_KNOWN) == (["shee"], ["sheet", "sheep"])
+    # without the model's vocabulary nothing is a typo, and the time slot refuses
+    conflict = VERIFIER.conflict("how do I report that I'm sick todya",
+                                 "how do I report that I'm sick today")
+    assert conflict is not None and conflict.slot == "time"

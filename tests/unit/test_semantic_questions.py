@@ -10,6 +10,8 @@ import numpy.typing as npt
 import pytest
 
 from embedq.encoders.hashing import HashingEncoder
+from embedq.semantic.grammar import scope
+from embedq.semantic.questions import voice
 from embedq.semantic.verify import Check, Verifier
 from tests.unit.test_semantic_verify import refused_both_ways
 
@@ -94,3 +96,18 @@ def test_a_paraphrase_passes_the_question_checks(asked: str, stored: str) -> Non
         if conflict is None:
             assert {c.name: c.result for c in trace if c.name in CHECKS} == dict.fromkeys(
                 CHECKS, "pass")
+
+
+def test_have_got_is_have_not_a_passive() -> None:
+    # "I've got left" is "I have left": no voice conflict with the plain form
+    assert voice("how much data have I got left this month",
+                 "how much data do I have left this month") is None
+    assert voice("how much data I've got left", "how much data I have left") is None
+    # "get" before a participle is still a passive
+    assert voice("when do I get paid", "when do I pay") is not None
+
+
+def test_each_and_every_are_one_scope() -> None:
+    assert scope(["pay", "into", "my", "pension", "every", "month"]) == scope(
+        ["pay", "into", "my", "pension", "each", "month"])
+    assert scope(["restart", "every", "pod"]) != scope(["restart", "pod"])

@@ -12,13 +12,14 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from embedq.config import Settings
 from embedq.encoders.hashing import HashingEncoder
 from embedq.errors import ConfigError
 from embedq.semantic import synonyms
-from embedq.semantic.align import lexical
+from embedq.semantic.align import lexical, other_act
 from embedq.semantic.guard import contrast
 from embedq.semantic.lookup import refusal
 from embedq.semantic.store import Entry, utcnow
@@ -133,6 +134,19 @@ def test_the_content_slot_reads_synonyms_and_phrases_as_counterparts(
     assert not lexical("elapsed", ["time", "elapsed"], ["time", "died"])
     synonyms.use(synonyms.OFF)
     assert not lexical("detected", ["i", "detected", "leak"], ["i", "found", "leak"])
+
+
+def test_the_act_check_reads_synonyms_as_one_act(restore_wordnet: None,
+                                                 small: WordNet) -> None:
+    # "can I detect it" / "can I find it" ask one subject one act; the hashing encoder
+    # places the two verbs apart, so only the lexicon can say so
+    def encode(texts: list[str]) -> list[np.ndarray]:
+        return list(HashingEncoder().encode(texts))
+
+    synonyms.use(str(small.root))
+    assert other_act(("detected", "found"), encode, 0.5) is None
+    synonyms.use(synonyms.OFF)
+    assert other_act(("detected", "found"), encode, 0.5) == ("detected", "found")
 
 
 def test_explain_names_the_synonyms_a_hit_was_read_with(restore_wordnet: None,
