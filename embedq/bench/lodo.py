@@ -8,8 +8,9 @@ scored at the top of the grid and the report says so. The guard and the verifier
 fixed hand rules (fitted to the tune split, none of these domains). Summed over domains:
 paraphrases found and near-misses served, per paraphrase style and per near-miss kind,
 each with a 95% Wilson interval; then the same at the configured default threshold on the
-whole file, and the held-out splits at the default, for comparison. Every text is
-embedded once, in one call (`threshold.score_pairs`).
+whole file, and the other splits (held-out, fresh, blind) at the default and at the
+threshold the rule picks on every domain, for comparison. Every text is embedded once,
+in one call (`threshold.score_pairs`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from embedq.bench.crowded import crowded
 from embedq.bench.threshold import (
     GRID,
     MARGIN_STEPS,
@@ -117,14 +119,22 @@ def lodo_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
         per_domain.append({"domain": domain, "threshold": threshold, "safe": safe,
                            "found": row["paraphrases_found"],
                            "served": row["near_misses_served"]})
-    splits, start = {}, 0
+    chosen, _ = choose_on(scored)  # the bench's rule on every domain
+    splits, at_chosen, start = {}, {}, 0
     for name, split in heldout.items():
         part = rest[start:start + len(split)]
         start += len(split)
         splits[name] = breakdown(_at(part, default))
+        at_chosen[name] = breakdown(_at(part, chosen))
+    verifier = Verifier(embed, known=known)
+    both = (default, chosen) if default != chosen else (default,)
+    one_namespace = {"domains": crowded(pairs, embed, verifier, both)} | {
+        name: crowded(split, embed, verifier, both) for name, split in heldout.items()}
     return {"pairs": len(pairs), "domains": len(domains), "per_domain": per_domain,
             "lodo": breakdown(decided), "default": default,
-            "at_default": breakdown(_at(scored, default)), "heldout_at_default": splits}
+            "at_default": breakdown(_at(scored, default)), "heldout_at_default": splits,
+            "chosen": chosen, "heldout_at_chosen": at_chosen,
+            "one_namespace": one_namespace}
 
 
 def _pct(row: dict[str, Any]) -> str:
@@ -159,3 +169,12 @@ def print_lodo(report: dict[str, Any], model: str) -> None:
     _section(f"whole file at the default {report['default']:.2f}", both)
     for name, row in report["heldout_at_default"].items():
         _section(f"{name} at the default {report['default']:.2f}", row)
+        _section(f"{name} at {report['chosen']:.2f} (the rule on every domain)",
+                 report["heldout_at_chosen"][name])
+    print("one namespace per domain (the domains' file; one per other file), every query "
+          "looked up: true hits, near-misses served, hits on another entry (false hits)")
+    for name, rows in report["one_namespace"].items():
+        for threshold, row in rows.items():
+            print(f"  {name:<24} {threshold}  {row['queries']:>5} queries  "
+                  f"true {row['true_hits']:>4}  near-misses {row['near_misses_served']:>2}  "
+                  f"other entries {row['other_entry_hits']:>2}  misses {row['misses']:>4}")

@@ -13,6 +13,8 @@ the near-miss's edit, one of KINDS) come in two splits that share no text (tests
                                 line also naming its `domain` and, for a paraphrase, its
                                 `style` (STYLES); `--lodo` scores it leave-one-domain-out
                                 (lodo.py).
+  semantic_pairs.blind.jsonl    120 pairs in 6 more domains, written after the rules it
+                                was first scored on were fixed; `--lodo` reports it.
 Each pair is one stored entry and one lookup, decided as `SemanticCache.lookup` decides
 (`is_hit`): the cosine of the two unit vectors at or above the threshold; with the guard
 on, `guard.contrasting(asked, stored)` false; with the verifier on, no lexical slot
@@ -25,10 +27,10 @@ same `Client.embed` the cache's queries go through; so are the verifier's spans.
 `--train-learned` writes its weights.
 
 Printed: the tune table in three modes (guard off, guard on, verifier on) and the rule's
-pick, the tune split by kind at that pick, the held-out
-figures at the default per mode and per kind, the held-out false hits and refused
-paraphrases, the verifier's cost per verified candidate (p50/p99 ms, spans cached), and
-the cost of a whole lookup with the verifier on and off (`lookup_cost`).
+pick, the tune split by kind at that pick, the held-out figures at the default per mode
+and per kind, the held-out false hits and refused paraphrases, the verifier's cost per
+verified candidate (p50/p99 ms, spans cached), and the cost of a whole lookup with the
+verifier on and off (`lookup_cost`).
 
 The rule, printed with the table: the chosen threshold is the lowest on the grid at which
 the tune split has no false hit with the verifier on, plus MARGIN_STEPS grid steps, so a
@@ -62,6 +64,7 @@ PAIRS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
 TUNE = PAIRS_DIR / "semantic_pairs.tune.jsonl"
 HELDOUT = PAIRS_DIR / "semantic_pairs.heldout.jsonl"
 FRESH = PAIRS_DIR / "semantic_pairs.fresh.jsonl"
+BLIND = PAIRS_DIR / "semantic_pairs.blind.jsonl"
 DOMAINS = PAIRS_DIR / "semantic_pairs.domains.jsonl"
 LABELS = ("paraphrase", "near_miss")
 # A near-miss's kind names its edit; a paraphrase's kind is "paraphrase".
@@ -360,7 +363,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if domains is not None:
                 from embedq.bench.lodo import lodo_report, print_lodo
 
-                splits = {heldout_path.stem: heldout, FRESH.stem: load_pairs(FRESH)}
+                splits = {heldout_path.stem: heldout,
+                          **{p.stem: load_pairs(p) for p in (FRESH, BLIND)}}
                 report = lodo_report(domains, splits, client.embed,
                                      default=settings.semantic.threshold,
                                      known=known_words(settings))
@@ -382,7 +386,7 @@ def _learned(args: argparse.Namespace, domains: list[Pair], heldout_path: Path,
              heldout: list[Pair], client: Client, settings: Settings) -> dict[str, Any]:
     from embedq.bench.learned import learned_report, print_learned, write_weights
 
-    splits = {heldout_path.stem: heldout, FRESH.stem: load_pairs(FRESH)}
+    splits = {heldout_path.stem: heldout, **{p.stem: load_pairs(p) for p in (FRESH, BLIND)}}
     report = learned_report(domains, splits, client.embed,
                             default=settings.semantic.threshold)
     report["model"] = settings.model.model

@@ -8,6 +8,7 @@ one word under opposite or negating prefixes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from embedq.semantic.verbs import IRREGULAR
@@ -46,13 +47,60 @@ def _bases(word: str) -> set[str]:
 @lru_cache(maxsize=65536)
 def opposite(x: str, y: str) -> bool:
     """True when `x` and `y` name opposites: a listed pair in any of their forms, or one
-    word under two opposite prefixes (overpay / underpay) or with a negating one
-    (register / deregister)."""
+    word under two opposite prefixes (overpay / underpay) or with a negating one in any
+    form (register / deregister, locked / unlock)."""
     if any(frozenset((p, q)) in _OPPOSITES for p in _bases(x) for q in _bases(y)):
         return True
     for p, q in (*_PREFIX_PAIRS, *((q, p) for p, q in _PREFIX_PAIRS)):
         if x.startswith(p) and y.startswith(q) and x[len(p):] == y[len(q):] and len(
                 x) - len(p) >= 3:
             return True
+    # either in a verb's form: "locked" / "unlock" ("deduplicate" / "duplicates" is a
+    # verb and a plural noun: no form of one verb)
     return any(len(long) - len(n) >= 4 and long == n + short.removeprefix("-")
-               for n in _NEGATING for long, short in ((x, y), (y, x)))
+               for n in _NEGATING for one, other in ((x, y), (y, x))
+               for long in _verb_forms(one) for short in _verb_forms(other))
+
+
+def _verb_forms(word: str) -> set[str]:
+    """`word` and the bases its -ed or -ing may stand on ("locked": lock, locke)."""
+    out = {word}
+    for suffix in ("ing", "ed"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            out.update((word[:-len(suffix)], word[:-len(suffix)] + "e"))
+    return out
+
+
+# A preposition that places what follows it as an end of a movement or a relation.
+_PLACING = _closed("to from into in out on off onto")
+_DETERMINERS = _closed("my your our his her their its this that these those")
+
+
+def _placed(ws: Sequence[str], is_content: Callable[[str], bool]) -> dict[str, str]:
+    """Each word of `ws` with the placing preposition before it ("from airport": the
+    airport is where it starts), determiners between skipped."""
+    out: dict[str, str] = {}
+    for i, w in enumerate(ws):
+        j = i - 1
+        while j >= 0 and ws[j] in _DETERMINERS:
+            j -= 1
+        if j >= 0 and ws[j] in _PLACING and is_content(w):
+            out.setdefault(w, ws[j])
+    return out
+
+
+def opposed(a: Sequence[str], b: Sequence[str],
+            is_content: Callable[[str], bool]) -> tuple[str, str] | None:
+    """A word for its opposite (to / from, send / receive), or one thing both name placed
+    at opposite ends ("a cab from the airport to the city" / "a taxi from downtown to the
+    airport"; `is_content` tells a content word): the direction slot's words, or
+    None."""
+    for x in set(a) - set(b):
+        for y in set(b) - set(a):
+            if opposite(x, y):
+                return x, y
+    pa, pb = _placed(a, is_content), _placed(b, is_content)
+    for w in pa.keys() & pb.keys():
+        if opposite(pa[w], pb[w]):
+            return f"{pa[w]} {w}", f"{pb[w]} {w}"
+    return None

@@ -32,6 +32,9 @@ conjunctions, prepositions), so it runs on any pair, like the clause checks:
             and the other asks something else of a named subject: a yes-no question
             ("am I responsible"), or another question word (what, how, when, where, why):
             the answer is a person in one and not in the other.
+  sought    (question slot) the question words ask for different things and one of them
+            for a reason (why), a means (how do I, how to) or a consequence (what
+            happens): "why is my pod stuck" / "how do I restart my pod".
 
 What the words alone cannot show is left to the score: a modal implied by a verb ("I need
 a witness"), a negation carried by a verb's meaning ("refuse" / "force").
@@ -39,6 +42,7 @@ a witness"), a negation carried by a verb's meaning ("refuse" / "force").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from embedq.semantic.lexicon import same_word
@@ -53,7 +57,8 @@ def _closed(words: str) -> frozenset[str]:
 
 # The checks, in the order `conflict` runs them: (slot, check).
 CHECKS = (("role", "voice"), ("role", "doer"), ("modality", "modality"), ("negation", "polarity"),
-          ("negation", "excluded"), ("time", "relation"), ("question", "asker"))
+          ("negation", "excluded"), ("time", "relation"), ("question", "asker"),
+          ("question", "sought"))
 _BE_GET = _closed("am is are was were be been being get gets got getting gotten isn't "
                   "aren't wasn't weren't")
 # Modals of permission or ability, and of obligation (with the "to" of "have to").
@@ -268,6 +273,51 @@ def asker(asked: str, stored: str) -> tuple[str, str] | None:
     return None
 
 
+# What a question word asks for, where it says so plainly: a reason ("why", "how come"),
+# a means ("how do I", "how can I", "how to"), a consequence ("what happens"), a time
+# ("when", "how long", "how often", "how many days") or an amount ("how much", "how
+# many"). A question of "what", "where" or "which" says too little on its own ("what
+# formula gives ..." asks a means), and is read as none.
+_TIME_UNITS = _closed("second seconds minute minutes hour hours day days week weeks month "
+                      "months year years")
+_DECIDED = _closed("reason means consequence")
+_PUNCTUATION = re.compile(r"[,.;:?!]")
+
+
+def _sought(text: str) -> str | None:
+    """What the question word that opens a part of `text` (split at its punctuation)
+    asks for: "how do I pay it in" of "I got a cheque, how do I pay it in", "why" of "my
+    query is slow, why"; a question word inside a part opens a clause, not a question
+    ("what happens to my pension when I die", "I want to keep my number when I move")."""
+    parts = (tokens(part) for part in _PUNCTUATION.split(text))
+    t = next((t for t in parts if t and t[0] in ("why", "how", "when", "what")), None)
+    if t is None:
+        return None
+    w, ahead = t[0], [*t[1:3], "", ""]
+    if w == "why" or (w == "how" and ahead[0] == "come"):
+        return "reason"
+    if w == "how" and (ahead[0] in _MEANS or ahead[0] in _MAY or ahead[0] in ("to", "")):
+        return "means"
+    if w == "when" or (w == "how" and ahead[0] in ("long", "often", "soon")):
+        return "time"
+    if w == "how" and ahead[0] in ("much", "many"):
+        return "time" if ahead[1] in _TIME_UNITS else "amount"
+    if w == "what" and (ahead[0] == "happens" or ahead[:2] == ["will", "happen"]):
+        return "consequence"
+    return None
+
+
+def sought(asked: str, stored: str) -> tuple[str, str] | None:
+    """What each side asks for, where they ask for different things and one of them a
+    reason, a means or a consequence ("why is my pod stuck" / "how do I restart my pod":
+    the answers are a cause and a procedure). A time and an amount ("when is it
+    collected" / "how many bags") are left to the other slots."""
+    sa, sb = _sought(asked), _sought(stored)
+    if sa and sb and sa != sb and {sa, sb} & _DECIDED:
+        return sa, sb
+    return None
+
+
 def conflict(asked: str, stored: str, negated: Callable[[list[str]], int],
              content: Callable[[str], bool]) -> tuple[str, str, str, str] | None:
     """(slot, asked words, stored words, check) of the first check in CHECKS that finds a
@@ -278,7 +328,7 @@ def conflict(asked: str, stored: str, negated: Callable[[list[str]], int],
         lambda: modality(asked, stored),
         lambda: polarity(asked, stored, negated, content),
         lambda: excluded(asked, stored, negated, content), lambda: relation(asked, stored),
-        lambda: asker(asked, stored))
+        lambda: asker(asked, stored), lambda: sought(asked, stored))
     for (slot, check), found in zip(CHECKS, checks, strict=True):
         words = found()
         if words is not None:
@@ -292,14 +342,28 @@ _LIGHT = _closed("get gets got getting be do does did make makes made have has h
                  "takes took give gives gave go goes went put keep let use")
 
 
+# The auxiliaries a question of means asks with: "how do I", "how can I", "how should I".
+_MEANS = _closed("do does can could should")
+
+
+def _asking(text: str) -> Clause | None:
+    """The clause a question asks of: its subject right after the opening auxiliary ("can
+    my manager refuse"), or after "how" and one ("how do I cancel")."""
+    t = tokens(text)
+    return next((c for c in clauses(text) if c.asks and (
+        c.at == 1 or (c.at == 2 and t[0] == "how"))), None)
+
+
 def asked_acts(asked: str, stored: str) -> tuple[str, str] | None:
     """The main verbs of two yes-no questions that open with the same auxiliary and the
-    same subject ("can my manager refuse" / "can my manager force"), where they are not
-    one verb (nor a light verb: `_LIGHT`); None otherwise. align.other_act asks the
-    model whether they are counterparts."""
-    qa = next((c for c in clauses(asked) if c.asks and c.at == 1), None)
-    qb = next((c for c in clauses(stored) if c.asks and c.at == 1), None)
-    if qa is None or qb is None or qa.chain[:1] != qb.chain[:1] or not same_subject(qa, qb):
+    same subject ("can my manager refuse" / "can my manager force"), or of two questions
+    of means with the same subject ("how can I pause" / "how do I cancel": any auxiliary
+    of `_MEANS`), where they are not one verb (nor a light verb: `_LIGHT`); None
+    otherwise. align.other_act asks the model whether they are counterparts."""
+    qa, qb = _asking(asked), _asking(stored)
+    if qa is None or qb is None or not same_subject(qa, qb) or (
+            qa.chain[:1] != qb.chain[:1] and not (qa.at == qb.at == 2
+                                                  and {*qa.chain[:1], *qb.chain[:1]} <= _MEANS)):
         return None
     if qa.verb in _LIGHT or qb.verb in _LIGHT or same_verb(qa.verb, qb.verb):
         return None

@@ -14,7 +14,9 @@ conflict:
              sides of an "or" exchanged is no conflict for either (guard.moved)
   direction  an edit swaps a word for its opposite (to / from, on / off, more / less, with
              / without, send / receive), or one word under opposite prefixes (overpay /
-             underpay) or a negating one (register / deregister): `opposite`
+             underpay) or a negating one (register / deregister): `opposite`; or a thing
+             both sides name is placed at opposite ends ("from the airport" / "to the
+             airport"): `opposites.opposed`
   scope, tense, role
              in a minimal edit, the scope words, the past, or the persons differ
              (grammar.py); in any pair, the clause checks (roles.py) read who does what
@@ -94,7 +96,7 @@ from embedq.semantic.guard import moved, words
 from embedq.semantic.lexicon import mended
 from embedq.semantic.measures import measured
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
-from embedq.semantic.opposites import opposite
+from embedq.semantic.opposites import opposed, opposite
 from embedq.semantic.questions import CHECKS as QUESTION_CHECKS
 from embedq.semantic.questions import asked_acts
 from embedq.semantic.questions import conflict as question_conflict
@@ -280,10 +282,9 @@ class Verifier:
         if sa != sb and sorted(sa) == sorted(sb) and not moved(sa, sb):
             return Conflict("order", " ".join(a), " ".join(b))
         _passed(trace, "order")
-        for x in set(a) - set(b):
-            for y in set(b) - set(a):
-                if opposite(x, y):
-                    return Conflict("direction", x, y)
+        direction = opposed(a, b, _is_content)
+        if direction is not None:
+            return Conflict("direction", *direction)
         _passed(trace, "direction")
         if _time_conflict(a, b):
             return Conflict("time", " ".join(sorted(_times(a) - _times(b))),

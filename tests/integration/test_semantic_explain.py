@@ -24,8 +24,8 @@ STORED = "how do I open an account"
 PARAPHRASE = "how to create an account"
 VERIFIER_SLOTS = ["number", "negation", "order", "direction", "time", "scope", "tense", "role",
                   "quantifier", "aspect", "agent", "owner", "voice", "doer", "modality",
-                  "polarity", "excluded", "relation", "asker", "crossed", "content", "attribute",
-                  "act", "asked", "condition", "disjoint"]
+                  "polarity", "excluded", "relation", "asker", "sought", "crossed", "content",
+                  "attribute", "act", "asked", "condition", "disjoint"]
 
 
 # What the band line of explain says it checks.

@@ -10,8 +10,18 @@ from typing import Any
 
 import pytest
 
+from embedq.bench.crowded import crowded
 from embedq.bench.lodo import choose_on, lodo_report
-from embedq.bench.threshold import DOMAINS, FRESH, GRID, _mode, is_hit, load_pairs, score_pairs
+from embedq.bench.threshold import (
+    BLIND,
+    DOMAINS,
+    FRESH,
+    GRID,
+    _mode,
+    is_hit,
+    load_pairs,
+    score_pairs,
+)
 from embedq.semantic.verify import Verifier
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
@@ -58,6 +68,13 @@ def test_each_domain_is_scored_at_the_threshold_chosen_without_it(
         assert row["low"] <= row["rate"] <= row["high"]
     assert report["heldout_at_default"]["fresh"]["paraphrases_found"]["n"] == sum(
         p.label == "paraphrase" for p in fresh)
+    # the other splits also at the threshold the rule picks on every domain
+    assert report["chosen"] == choose_on(scored)[0]
+    fresh_scored = score_pairs(fresh, model_client.embed, Verifier(model_client.embed,
+                                                                   known=known))
+    assert report["heldout_at_chosen"]["fresh"]["paraphrases_found"]["k"] == sum(
+        s.pair.label == "paraphrase" and is_hit(s, report["chosen"], *_mode("verifier_on"))
+        for s in fresh_scored)
 
 
 def test_lodo_needs_pairs_that_name_their_domain(model_client: Any) -> None:
@@ -65,3 +82,29 @@ def test_lodo_needs_pairs_that_name_their_domain(model_client: Any) -> None:
 
     with pytest.raises(InvalidInput, match="domain"):
         lodo_report(load_pairs(FRESH)[:4], {}, model_client.embed, default=0.62)
+
+
+def test_one_namespace_figures_are_what_the_cache_returns(model_client: Any) -> None:
+    # every stored query of a domain in one namespace of the real cache, every query
+    # looked up: crowded() must sort each answer as the cache gives it
+    pairs = load_pairs(BLIND)
+    threshold = model_client.semantic.settings.semantic.threshold
+    for p in pairs:
+        model_client.cache_put(f"crowded-{p.domain}", p.stored, p.stored)
+    label = {(p.query, p.stored): p.label for p in pairs}
+    counts = {"true_hits": 0, "near_misses_served": 0, "other_entry_hits": 0, "misses": 0}
+    others = []
+    for domain, query in sorted({(p.domain, p.query) for p in pairs}):
+        got = model_client.cache_lookup(f"crowded-{domain}", query)
+        entry = got.matches[0].query if got.hit else None
+        kind = ("misses" if entry is None else "true_hits" if label.get(
+            (query, entry)) == "paraphrase" else "near_misses_served" if label.get(
+            (query, entry)) == "near_miss" else "other_entry_hits")
+        counts[kind] += 1
+        if kind == "other_entry_hits":
+            others.append((query, entry))
+    verifier = Verifier(model_client.embed, known=model_client.semantic.verifier.known)
+    row = crowded(pairs, model_client.embed, verifier, (threshold,))[f"{threshold:.2f}"]
+    assert {k: row[k] for k in counts} == counts
+    assert sorted((o["query"], o["entry"]) for o in row["other_entries"]) == sorted(others)
+    assert row["queries"] == sum(counts.values())

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from embedq.bench.threshold import (
+    BLIND,
     DOMAINS,
     FRESH,
     HELDOUT,
@@ -65,7 +66,7 @@ def test_no_duplicate_pair_and_no_text_shared_with_the_other_splits(
     assert len({(p.stored, p.query) for p in pairs}) == len(pairs)
     assert all(p.stored != p.query for p in pairs)
     texts = {t.casefold() for p in pairs for t in (p.stored, p.query)}
-    for split in (TUNE, HELDOUT, FRESH):
+    for split in (TUNE, HELDOUT, FRESH, BLIND):
         other = {t.casefold() for p in load_pairs(split) for t in (p.stored, p.query)}
         assert texts & other == set(), split.name
 

@@ -22,8 +22,8 @@ PAIRS = Path(__file__).parents[1] / "data" / "semantic_pairs.domains.jsonl"
 # Every slot verify.py checks, in its order; the last seven only in the band.
 SLOTS = ["number", "negation", "order", "direction", "time", "scope", "tense", "role",
          "quantifier", "aspect", "agent", "owner", "voice", "doer", "modality",
-         "polarity", "excluded", "relation", "asker", "crossed", "content", "attribute", "act",
-         "asked", "condition", "disjoint"]
+         "polarity", "excluded", "relation", "asker", "sought", "crossed", "content",
+         "attribute", "act", "asked", "condition", "disjoint"]
 
 
 # What the band line of explain says it checks.
@@ -95,7 +95,7 @@ def test_a_clause_check_fails_under_its_name_with_its_slot_in_the_reason() -> No
 def test_content_words_crossed_in_one_frame_fail_the_crossed_check() -> None:
     trace: list[Check] = []
     conflict = VERIFIER.conflict(
-        "how to copy a file from a running docker container to my machine",
+        "how to copy a file from a running docker container onto my machine",
         "how to copy a file from my machine into a running docker container", trace=trace)
     assert conflict is not None and (conflict.slot, conflict.check) == ("order", "crossed")
     assert [c.name for c in trace] == SLOTS[:SLOTS.index("crossed")]

@@ -141,15 +141,17 @@ def test_a_measure_asked_by_its_question_word_or_by_its_name_is_one_question(
     assert VERIFIER.conflict(asked, stored) is None
 
 
-@pytest.mark.parametrize(("asked", "stored"), [
-    ("how much is the deposit for the flat", "what is the deposit for the flat"),
-    ("how much does it cost to renew a passport", "why does it cost to renew a passport"),
+@pytest.mark.parametrize(("asked", "stored", "slot"), [
+    ("how much is the deposit for the flat", "what is the deposit for the flat", "content"),
+    # an amount and a reason: the question slot's `sought` check sees it first
+    ("how much does it cost to renew a passport", "why does it cost to renew a passport",
+     "question"),
     ("how much does it cost to renew a passport",
-     "how much does it cost to replace a passport"),
+     "how much does it cost to replace a passport", "content"),
 ])
-def test_a_measure_named_is_no_other_measure(asked: str, stored: str) -> None:
+def test_a_measure_named_is_no_other_measure(asked: str, stored: str, slot: str) -> None:
     conflict = VERIFIER.conflict(asked, stored)
-    assert conflict is not None and conflict.slot == "content"
+    assert conflict is not None and conflict.slot == slot
 
 
 @pytest.mark.parametrize(("asked", "stored"), [
