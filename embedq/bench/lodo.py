@@ -169,8 +169,9 @@ def print_lodo(report: dict[str, Any], model: str) -> None:
     _section(f"whole file at the default {report['default']:.2f}", both)
     for name, row in report["heldout_at_default"].items():
         _section(f"{name} at the default {report['default']:.2f}", row)
-        _section(f"{name} at {report['chosen']:.2f} (the rule on every domain)",
-                 report["heldout_at_chosen"][name])
+        if report["chosen"] != report["default"]:
+            _section(f"{name} at {report['chosen']:.2f} (the rule on every domain)",
+                     report["heldout_at_chosen"][name])
     print("one namespace per domain (the domains' file; one per other file), every query "
           "looked up: true hits, near-misses served, hits on another entry (false hits)")
     for name, rows in report["one_namespace"].items():

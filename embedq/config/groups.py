@@ -180,7 +180,7 @@ class SemanticSettings:
     """The semantic cache (docs/semantic-cache.md)."""
 
     PREFIX: ClassVar[str] = "SEMANTIC_"
-    threshold: float = knob(0.62, min=-1.0, max=1.0)  # cosine; `embedq bench threshold`
+    threshold: float = knob(0.67, min=-1.0, max=1.0)  # cosine; `embedq bench threshold --lodo`
     contrast_guard: bool = True  # refuse matches one word apart (semantic/guard.py)
     verify: bool = True  # slot checks in the band (semantic/verify.py)
     verify_band: float = knob(0.4, min=0.0, max=2.0)

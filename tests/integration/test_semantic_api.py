@@ -9,8 +9,11 @@ from typing import Any
 import httpx
 import pytest
 
+from embedq.config.groups import SemanticSettings
 from tests.conftest import Cluster
 from tests.integration.test_api_support import ApiServer
+
+DEFAULT_THRESHOLD = SemanticSettings().threshold  # the configured default
 
 pytestmark = pytest.mark.integration
 
@@ -103,7 +106,8 @@ def test_bad_input_is_a_clear_4xx(two_apis: tuple[ApiServer, ApiServer], method:
 
 def test_unknown_namespace_is_a_miss(two_apis: tuple[ApiServer, ApiServer], salt: str) -> None:
     assert _lookup(two_apis[0], f"never-{salt}", "anything") == {
-        "hit": False, "threshold": pytest.approx(0.62), "matches": [], "truncated": False}
+        "hit": False, "threshold": pytest.approx(DEFAULT_THRESHOLD), "matches": [],
+        "truncated": False}
 
 
 def test_explain_lists_each_candidate_and_why_it_was_refused(

@@ -15,8 +15,11 @@ from typing import Any
 
 import pytest
 
+from embedq.config.groups import SemanticSettings
 from embedq.semantic import LookupResult
 from embedq.semantic.lookup import Considered
+
+DEFAULT_THRESHOLD = SemanticSettings().threshold  # the configured default
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
@@ -52,7 +55,8 @@ def test_a_served_hit_names_every_check_it_passed(model_client: Any, salt: str) 
     assert names == ["threshold", "live", "guard", "band", *VERIFIER_SLOTS, "filter",
                      "negative"]
     results = {c.name: (c.result, c.detail) for c in served.checks}
-    assert results["threshold"] == ("pass", f"score {served.score:.4f} >= threshold 0.6200")
+    assert results["threshold"] == (
+        "pass", f"score {served.score:.4f} >= threshold {DEFAULT_THRESHOLD:.4f}")
     assert results["guard"] == ("pass", None)
     assert results["band"][0] == "pass"
     assert f"{BAND_CHECKS} checked" in str(results["band"][1])

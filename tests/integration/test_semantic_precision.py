@@ -32,12 +32,12 @@ from embedq.semantic.verify import Verifier
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 
-# `embedq bench threshold` at the default 0.62, guard and verifier on: no near-miss of
-# either held-out split hits. Measured recall: 66/77 = 0.857 on the held-out split, 36/45 =
-# 0.800 on the fresh one (the added-span and grammar slots cost 2 each, the clause checks
-# 1 more on the fresh one; precision first); the floors leave 2 and 1 pairs for numeric
-# drift across CPUs/torch.
-RECALL_FLOOR = {HELDOUT: 0.82, FRESH: 0.77, BLIND: 0.7}
+# `embedq bench threshold` at the default 0.67, guard and verifier on: no near-miss of
+# any held-out split hits. Measured recall: 61/77 = 0.792 on the held-out split, 35/45 =
+# 0.778 on the fresh one, 43/60 = 0.717 on the blind one (at 0.62, the default until the
+# domains corpus chose 0.67, 66/77 and 36/45: precision first, docs/semantic-cache.md);
+# the floors leave 2, 1 and 1 pairs for numeric drift across CPUs/torch.
+RECALL_FLOOR = {HELDOUT: 0.76, FRESH: 0.75, BLIND: 0.7}
 
 
 @pytest.fixture(scope="module", params=[HELDOUT, FRESH, BLIND],
