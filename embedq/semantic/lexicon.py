@@ -230,7 +230,6 @@ def misspelt(a: str, b: str, known: Collection[str]) -> bool:
     return _edits(a, b, limit) <= limit
 
 
-
 def mended(a: list[str], b: list[str], known: Collection[str]) -> tuple[list[str], list[str]]:
     """`a` and `b` with each typo (`misspelt` against `known`) of a word only the other side
     holds written as that word, where the two pair with no other ("sick todya" / "sick

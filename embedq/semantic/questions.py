@@ -361,9 +361,10 @@ def asked_acts(asked: str, stored: str) -> tuple[str, str] | None:
     of `_MEANS`), where they are not one verb (nor a light verb: `_LIGHT`); None
     otherwise. align.other_act asks the model whether they are counterparts."""
     qa, qb = _asking(asked), _asking(stored)
-    if qa is None or qb is None or not same_subject(qa, qb) or (
-            qa.chain[:1] != qb.chain[:1] and not (qa.at == qb.at == 2
-                                                  and {*qa.chain[:1], *qb.chain[:1]} <= _MEANS)):
+    if qa is None or qb is None or not same_subject(qa, qb):
+        return None
+    means = qa.at == qb.at == 2 and {*qa.chain[:1], *qb.chain[:1]} <= _MEANS
+    if qa.chain[:1] != qb.chain[:1] and not means:
         return None
     if qa.verb in _LIGHT or qb.verb in _LIGHT or same_verb(qa.verb, qb.verb):
         return None

@@ -50,7 +50,7 @@ conflict:
              "sleep", "faster" / "quickly").
 
 The question checks (questions.py: voice, doer, modality, polarity, excluded, relation,
-asker) run after the clause checks on any pair; in the band, `crossed` also refuses two
+asker, sought) run after the clause checks on any pair; in the band, `crossed` also refuses two
 replaced words that trade places (align.swapped), `attribute` and `act` (align.py) two
 properties asked by noun or two acts of one subject, `asked` and `condition` (asked.py)
 what a "what" question names and a narrowing condition, without a counterpart.
