@@ -107,7 +107,8 @@ def lodo_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
     domains = domains_of(pairs, "--lodo", 2)
     every = pairs + [p for split in heldout.values() for p in split]
     # One embed call for every text.
-    scored_all = score_pairs(every, embed, Verifier(embed, known=known))
+    verifier = Verifier(embed, known=known)
+    scored_all = score_pairs(every, embed, verifier)
     scored, rest = scored_all[:len(pairs)], scored_all[len(pairs):]
     per_domain, decided = [], []
     for domain in domains:
@@ -126,7 +127,6 @@ def lodo_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
         start += len(split)
         splits[name] = breakdown(_at(part, default))
         at_chosen[name] = breakdown(_at(part, chosen))
-    verifier = Verifier(embed, known=known)
     both = (default, chosen) if default != chosen else (default,)
     one_namespace = {"domains": crowded(pairs, embed, verifier, both)} | {
         name: crowded(split, embed, verifier, both) for name, split in heldout.items()}
