@@ -314,7 +314,8 @@ def print_report(report: dict[str, Any], model: str) -> None:
         mark = " <- chosen" if row["guard_on"]["threshold"] == report["chosen"] else ""
         cells = " | ".join(_cell(row[m]) + "    " for m in MODES)
         print(f"  {row['guard_on']['threshold']:.2f}     {cells}{mark}")
-    print(f"rule: {report['rule']} -> {report['chosen']:.2f}")
+    print(f"rule: {report['rule']} -> {report['chosen']:.2f} (the shipped default, "
+          f"{Settings.from_env({}).semantic.threshold:.2f}, is this rule on --lodo's domains)")
     print(f"tune split at {report['chosen']:.2f} by kind (paraphrases found, or near-misses "
           "let through): kind pairs " + " ".join(MODES))
     _kind_rows(report["tune_by_kind"])
