@@ -53,12 +53,12 @@ def crowded(pairs: list[Pair], embed: Embed, verifier: Verifier,
         for domain, query in asked:
             hit = _lookup(query, spaces[domain], at, threshold, verifier, judged,
                           guard, band)
+            said = None if hit is None else label.get((query, hit.pair.stored))
             if hit is None:
                 counts["misses"] += 1
-            elif hit.pair.stored == query or label.get((query, hit.pair.stored)) == (
-                    "paraphrase"):
+            elif hit.pair.stored == query or said == "paraphrase":
                 counts["true_hits"] += 1
-            elif label.get((query, hit.pair.stored)) == "near_miss":
+            elif said == "near_miss":
                 counts["near_misses_served"] += 1
             else:
                 counts["other_entry_hits"] += 1

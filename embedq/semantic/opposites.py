@@ -32,16 +32,23 @@ _OPPOSITES = {
 # Prefixes that turn a word into its opposite: over- / under-, or a negating one.
 _PREFIX_PAIRS = (("over", "under"), ("in", "out"), ("up", "down"), ("pre", "post"))
 _NEGATING = ("un", "dis", "de", "non", "anti")
+_VERB_ENDINGS = ("ing", "ed")  # a negated verb in another form: "locked" / "unlock"
+
+
+def _stems(word: str, suffixes: tuple[str, ...]) -> set[str]:
+    """`word` and the bases one of `suffixes` may stand on ("locked": lock, locke)."""
+    out = {word}
+    for suffix in suffixes:
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            out.update((word[:-len(suffix)], word[:-len(suffix)] + "e"))
+    return out
 
 
 def _bases(word: str) -> set[str]:
     """`word` and the base forms it may inflect ("received" receive, "sold" sell, "sends"
     send): a listed opposite keeps its sense in every form of the verb."""
-    out = {word, *(base for base, *forms in IRREGULAR if word in forms)}
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            out.update((word[:-len(suffix)], word[:-len(suffix)] + "e"))
-    return out
+    return _stems(word, ("ing", "ed", "es", "s")) | {
+        base for base, *forms in IRREGULAR if word in forms}
 
 
 @lru_cache(maxsize=65536)
@@ -59,16 +66,7 @@ def opposite(x: str, y: str) -> bool:
     # verb and a plural noun: no form of one verb)
     return any(len(long) - len(n) >= 4 and long == n + short.removeprefix("-")
                for n in _NEGATING for one, other in ((x, y), (y, x))
-               for long in _verb_forms(one) for short in _verb_forms(other))
-
-
-def _verb_forms(word: str) -> set[str]:
-    """`word` and the bases its -ed or -ing may stand on ("locked": lock, locke)."""
-    out = {word}
-    for suffix in ("ing", "ed"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            out.update((word[:-len(suffix)], word[:-len(suffix)] + "e"))
-    return out
+               for long in _stems(one, _VERB_ENDINGS) for short in _stems(other, _VERB_ENDINGS))
 
 
 # A preposition that places what follows it as an end of a movement or a relation.
