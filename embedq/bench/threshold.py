@@ -1,36 +1,33 @@
 """`embedq bench threshold`: the table the semantic cache's default threshold is chosen from.
 
-Labelled pairs (JSONL lines `{"stored", "query", "label", "kind"}`, label `paraphrase`:
-the query must find the stored entry, or `near_miss`: it must not; kind `paraphrase` or
-the near-miss's edit, one of KINDS) come in two splits that share no text (tests/data):
+Labelled pairs (JSONL `{"stored", "query", "label", "kind"}`, label `paraphrase`: the
+query must find the stored entry, or `near_miss`: it must not; kind `paraphrase` or the
+near-miss's edit, one of KINDS) come in splits that share no text (tests/data):
   semantic_pairs.tune.jsonl     the threshold, the guard and the verifier were tuned on these;
   semantic_pairs.heldout.jsonl  never tuned on: only reported (and checked by
                                 tests/integration/test_semantic_precision.py).
   semantic_pairs.fresh.jsonl    a second held-out split, written after the first one's
-                                report had been read (so before any rule that report
-                                could have suggested): `--heldout-file` it to report on it.
+                                report had been read (before any rule it suggested).
   semantic_pairs.domains.jsonl  1,200 pairs in 21 domains none of the others covers, each
-                                line also naming its `domain` and, for a paraphrase, its
-                                `style` (STYLES); `--lodo` scores it leave-one-domain-out
-                                (lodo.py).
+                                naming its `domain` and a paraphrase its `style` (STYLES);
+                                `--lodo` scores it leave-one-domain-out (lodo.py).
   semantic_pairs.blind.jsonl    120 pairs in 6 more domains, written after the rules it
-                                was first scored on were fixed; `--lodo` reports it.
+  semantic_pairs.blind2.jsonl   was first scored on were fixed; blind2, 6 more, likewise a
+                                round later; `--lodo` reports them with the others.
 Each pair is one stored entry and one lookup, decided as `SemanticCache.lookup` decides
 (`is_hit`): the cosine of the two unit vectors at or above the threshold; with the guard
 on, `guard.contrasting(asked, stored)` false; with the verifier on, no lexical slot
-conflict and, in the band, no content conflict (verify.py). The texts are embedded once,
-with the configured model (embedded: the default all-MiniLM-L6-v2, no servers), through the
-same `Client.embed` the cache's queries go through; so are the verifier's spans.
+conflict and, in the band, no content conflict (verify.py). The texts (and the verifier's
+spans) are embedded once with the configured model (embedded: all-MiniLM-L6-v2), through
+the `Client.embed` the cache's queries go through.
 
-`--lodo [FILE]` prints lodo.py's leave-one-domain-out report instead of what follows;
-`--learned [FILE]` learned.py's comparison of a learned verifier with the rules, and with
-`--train-learned` writes its weights.
+`--lodo [FILE]` prints lodo.py's leave-one-domain-out report instead of what follows,
+`--learned [FILE]` learned.py's learned verifier against the rules (`--train-learned` saves it).
 
 Printed: the tune table in three modes (guard off, guard on, verifier on) and the rule's
-pick, the tune split by kind at that pick, the held-out figures at the default per mode
-and per kind, the held-out false hits and refused paraphrases, the verifier's cost per
-verified candidate (p50/p99 ms, spans cached), and the cost of a whole lookup with the
-verifier on and off (`lookup_cost`).
+pick, the tune split by kind at that pick, the held-out figures at the default per mode and
+per kind, its false hits and refused paraphrases, the verifier's cost per verified
+candidate (p50/p99 ms, spans cached), and a whole lookup's, verifier on and off.
 
 The rule, printed with the table: the chosen threshold is the lowest on the grid at which
 the tune split has no false hit with the verifier on, plus MARGIN_STEPS grid steps, so a
@@ -65,6 +62,7 @@ TUNE = PAIRS_DIR / "semantic_pairs.tune.jsonl"
 HELDOUT = PAIRS_DIR / "semantic_pairs.heldout.jsonl"
 FRESH = PAIRS_DIR / "semantic_pairs.fresh.jsonl"
 BLIND = PAIRS_DIR / "semantic_pairs.blind.jsonl"
+BLIND2 = PAIRS_DIR / "semantic_pairs.blind2.jsonl"
 DOMAINS = PAIRS_DIR / "semantic_pairs.domains.jsonl"
 LABELS = ("paraphrase", "near_miss")
 # A near-miss's kind names its edit; a paraphrase's kind is "paraphrase".
@@ -364,9 +362,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if domains is not None:
                 from embedq.bench.lodo import lodo_report, print_lodo
 
-                splits = {heldout_path.stem: heldout,
-                          **{p.stem: load_pairs(p) for p in (FRESH, BLIND)}}
-                report = lodo_report(domains, splits, client.embed,
+                report = lodo_report(domains, _splits(heldout_path, heldout), client.embed,
                                      default=settings.semantic.threshold,
                                      known=known_words(settings))
                 report["model"] = settings.model.model
@@ -383,12 +379,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def _splits(path: Path, heldout: list[Pair]) -> dict[str, list[Pair]]:
+    """The held-out split and the later ones --lodo and --learned report too."""
+    return {path.stem: heldout, **{p.stem: load_pairs(p) for p in (FRESH, BLIND, BLIND2)}}
+
+
 def _learned(args: argparse.Namespace, domains: list[Pair], heldout_path: Path,
              heldout: list[Pair], client: Client, settings: Settings) -> dict[str, Any]:
     from embedq.bench.learned import learned_report, print_learned, write_weights
 
-    splits = {heldout_path.stem: heldout, **{p.stem: load_pairs(p) for p in (FRESH, BLIND)}}
-    report = learned_report(domains, splits, client.embed,
+    report = learned_report(domains, _splits(heldout_path, heldout), client.embed,
                             default=settings.semantic.threshold)
     report["model"] = settings.model.model
     if args.train_learned:

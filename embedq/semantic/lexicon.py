@@ -45,6 +45,8 @@ TIME_ABBREVIATIONS = {
     "fri": "friday", "jan": "january", "feb": "february", "mar": "march",
     "apr": "april", "jun": "june", "jul": "july", "aug": "august", "sep": "september",
     "sept": "september", "oct": "october", "nov": "november", "dec": "december",
+    "tmrw": "tomorrow", "tmr": "tomorrow", "tmw": "tomorrow", "tonite": "tonight",
+    "weds": "wednesday",
 }
 _CONSONANT = "bcdfghjklmnpqrstvwxz"
 # Prepositions, conjunctions and quantifiers: a closed class whose members are never a

@@ -14,8 +14,10 @@ uses, so they run on every pair:
           and another party on the other (he, she, they, someone, others, or a noun
           phrase: "my landlord", "the tenant"): "I sent money" / "someone sent money". A
           noun phrase may name a thing, not a party ("can my phone receive calls" / "can I
-          receive calls on my phone"), so against one each side must name the other's
-          doer too ("can my landlord enter ... me" / "can I enter my landlord's ..."). Or
+          receive calls on my phone"): one WordNet reads as a person or a body of people
+          ("employer", "council"; synonyms.party) is a party, against another each side
+          must name the other's doer too ("can my landlord enter ... me" / "can I enter my
+          landlord's ..."). Or
           the questions ask two parties about one obligation or ability ("how long do I
           have to report it to my insurer" / "how long does my insurer have to respond").
           A subject before a form of "be" or a passive "get" ("I was charged", "is it
@@ -45,6 +47,7 @@ from functools import lru_cache
 from embedq.semantic.grammar import quantifier
 from embedq.semantic.lexicon import same_word
 from embedq.semantic.numerals import NUMERAL, tokens
+from embedq.semantic.synonyms import party
 from embedq.semantic.verbs import participle, past_form, same_verb
 
 
@@ -300,14 +303,24 @@ def _names(t: list[str], c: Clause, skip: int) -> bool:
 
 
 def _swapped(a: Clause, b: Clause, ta: list[str], tb: list[str]) -> bool:
-    """True when `a` and `b` are different parties: two pronouns of other persons, or, where
-    one is a noun phrase (which may name a thing, not a party), each side names the other
-    side's subject too ("can my landlord enter ... me" / "can I enter my landlord's ...")."""
+    """True when `a` and `b` are different parties: two pronouns of other persons; the
+    first person and a noun WordNet reads as a person or a body of people ("I" /
+    "my employer", `synonyms.party`); or, where one is another noun phrase (which may name
+    a thing, not a party), each side names the other side's subject too ("can my landlord
+    enter ... me" / "can I enter my landlord's ...")."""
     if a.party == b.party:
         return False
     if a.head in _PRONOUNS and b.head in _PRONOUNS:
         return True
+    if _first_and_party(a, b):
+        return True
     return _names(ta, b, a.at) and _names(tb, a, b.at)
+
+
+def _first_and_party(a: Clause, b: Clause) -> bool:
+    """One subject is the first person, the other a noun WordNet reads as a person or a
+    body of people (`synonyms.party`)."""
+    return (a.head in FIRST and party(b.head)) or (b.head in FIRST and party(a.head))
 
 
 def agent(asked: str, stored: str) -> tuple[str, str] | None:
@@ -323,6 +336,10 @@ def agent(asked: str, stored: str) -> tuple[str, str] | None:
     if qa is not None and qb is not None and not (qa.passive or qb.passive) and (
             _frame(qa) and _frame(qa) == _frame(qb)) and _swapped(qa, qb, ta, tb):
         return " ".join((qa.head, *_frame(qa))), " ".join((qb.head, *_frame(qb)))
+    if qa is not None and qb is not None and not (qa.passive or qb.passive) and (
+            qa.chain[:1] == qb.chain[:1] and qa.chain[:1] and qa.chain[0] in _MODAL) and (
+            _first_and_party(qa, qb)):
+        return f"{qa.chain[0]} {qa.head} {qa.verb}", f"{qb.chain[0]} {qb.head} {qb.verb}"
     return None
 
 

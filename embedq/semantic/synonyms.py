@@ -50,6 +50,8 @@ OFF = "off"
 DEBIAN = Path("/usr/share/wordnet")
 _FILES = (("noun", "n"), ("verb", "v"), ("adj", "a"), ("adv", "r"))
 _POS = "nvar"  # _FILES' parts of speech, in order
+# Lexicographer files of noun senses (WordNet's lexnames): artifacts, groups, persons.
+_ARTIFACT, _GROUP, _PERSON = 6, 14, 18
 # The synsets whose kinds are units: of measurement (metre, pound) and of time (minute).
 _UNIT_ROOTS = ("unit_of_measurement", "time_unit")
 # WordNet's detachment rules (its `morphy`): an inflected ending and its base's.
@@ -123,6 +125,7 @@ class WordNet:
             self._at[lemma] = len(self._all) * 64 + min(len(senses), 63)
             self._all.extend(senses[:63])
         self._lock = threading.Lock()
+        self._nouns: tuple[bytes, array[int]] | None = None  # index.noun, read on first use
 
     def _read_index(self, grouped: bool = False) -> Iterator[Any]:
         """(lemma, sense) for each sense of each lemma of one or two words, or with
@@ -212,6 +215,47 @@ class WordNet:
         return bool(self.senses(x) & self.senses(y)) and not (
             self.measure(x) or self.measure(y))
 
+    @lru_cache(maxsize=8192)  # noqa: B019 - one WordNet per process, never freed
+    def party(self, word: str) -> bool:
+        """True when `word`'s commonest noun sense names a person or a body of people
+        (lexicographer files noun.person, noun.group: "employer", "landlord", "insurer",
+        "council") and none of its senses is an artifact ("router" is a woodworker first,
+        "network" a group: both also things, so neither is read as a party)."""
+        senses = self._noun_senses(word)
+        if not senses:
+            return False
+        files = [self._synset(s)[0] for s in senses]
+        return files[0] in (_PERSON, _GROUP) and _ARTIFACT not in files
+
+    def _noun_senses(self, word: str) -> tuple[int, ...]:
+        """Every noun sense of `word` or of its singular, commonest first (read from the
+        index file's lines, which are sorted, by bisection)."""
+        if self._nouns is None:
+            with self._lock:
+                if self._nouns is None:
+                    raw = (self.root / "index.noun").read_bytes()
+                    starts = array("L", [0])
+                    starts.extend(m + 1 for m in _newlines(raw))
+                    self._nouns = (raw, starts)
+        raw, starts = self._nouns
+        forms = [word, *self._exceptions["n"].get(word, ()), *(
+            word[:-len(end)] + base for end, base in _DETACH["n"]
+            if word.endswith(end) and len(word) > len(end) + 1)]
+        for form in forms:
+            key = form.encode("latin-1", "replace") + b" "
+            lo, hi = 0, len(starts) - 1
+            while lo < hi:  # the first line not sorted before `key`
+                mid = (lo + hi) // 2
+                if raw[starts[mid]:starts[mid] + len(key)] < key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            line = raw[starts[lo]:raw.find(b"\n", starts[lo])]
+            if line.startswith(key):
+                _, _, offsets = _parts(line.decode("latin-1"))
+                return tuple(int(o) * 4 for o in offsets)
+        return ()
+
     def phrase_synonym(self, phrase: Sequence[str], word: str) -> bool:
         """True when the two words of `phrase` are a lemma ("pass away") that shares a
         sense with `word` ("die"), neither a unit, `word` not in it."""
@@ -290,6 +334,20 @@ def phrased(word: str, own: Sequence[str], other: Sequence[str]) -> bool:
         own[i:i + 2] for i in at if i + 1 < len(own)]
     return any(net.phrase_synonym(p, o) for p in mine for o in other) or any(
         net.phrase_synonym(other[j:j + 2], word) for j in range(len(other) - 1))
+
+
+def _newlines(raw: bytes) -> Iterator[int]:
+    at = raw.find(b"\n")
+    while at != -1 and at + 1 < len(raw):
+        yield at
+        at = raw.find(b"\n", at + 1)
+
+
+def party(word: str) -> bool:
+    """True when the process's WordNet reads `word` as a person or a body of people
+    (`WordNet.party`); False without a WordNet."""
+    net = active()
+    return net is not None and word.isalpha() and net.party(word)
 
 
 def synonyms(x: str, y: str) -> bool:

@@ -89,6 +89,7 @@ from embedq.semantic.align import (
 )
 from embedq.semantic.asked import CHECKS as ASKED_CHECKS
 from embedq.semantic.asked import conflict as asked_conflict
+from embedq.semantic.compared import compared
 from embedq.semantic.grammar import SLOTS as GRAMMAR_SLOTS
 from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.grammar import past, persons, possessed, scope
@@ -215,8 +216,6 @@ def _negations(ws: list[str]) -> int:
 # reads as "5" in the number slot.
 _UNIT_OF = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year",
             "annual": "year", "annually": "year", "hourly": "hour", "nightly": "night"}
-
-
 def _time_word(word: str) -> str:
     return _UNIT_OF.get(word, _singular(word))
 
@@ -235,6 +234,35 @@ def _time_conflict(a: list[str], b: list[str]) -> bool:
     if ta == tb:
         return False
     return bool(ta and tb) or (ta & _CALENDAR) != (tb & _CALENDAR)
+
+
+def _lexical(a: list[str], b: list[str], trace: list[Check] | None) -> Conflict | None:
+    """The lexical slots, in order: number, negation, order (and `compared`), direction,
+    time; the first that `a` and `b` disagree on, or None."""
+    na, ns = numbers(a), numbers(b)
+    if na != ns:
+        return Conflict("number", " ".join(sorted(na - ns)), " ".join(sorted(ns - na)))
+    _passed(trace, "number")
+    if _negations(a) != _negations(b):
+        return Conflict("negation", " ".join(a), " ".join(b))
+    _passed(trace, "negation")
+    sa, sb = list(map(_singular, a)), list(map(_singular, b))
+    if sa != sb and sorted(sa) == sorted(sb) and not moved(sa, sb):
+        return Conflict("order", " ".join(a), " ".join(b))
+    _passed(trace, "order")
+    reversed_ = compared(a, b)
+    if reversed_ is not None:
+        return Conflict("order", *reversed_, check="compared")
+    _passed(trace, "compared")
+    direction = opposed(a, b, _is_content)
+    if direction is not None:
+        return Conflict("direction", *direction)
+    _passed(trace, "direction")
+    if _time_conflict(a, b):
+        return Conflict("time", " ".join(sorted(_times(a) - _times(b))),
+                        " ".join(sorted(_times(b) - _times(a))))
+    _passed(trace, "time")
+    return None
 
 
 def _is_content(word: str) -> bool:
@@ -271,25 +299,10 @@ class Verifier:
         with `content` (the score is in the band). `trace` (explain) gets a Check for each
         slot that passed or was skipped before that."""
         a, b = mended(*reconcile(words(asked), words(stored)), self.known)
-        na, ns = numbers(a), numbers(b)
-        if na != ns:
-            return Conflict("number", " ".join(sorted(na - ns)), " ".join(sorted(ns - na)))
-        _passed(trace, "number")
-        if _negations(a) != _negations(b):
-            return Conflict("negation", " ".join(a), " ".join(b))
-        _passed(trace, "negation")
+        lexical = _lexical(a, b, trace)
+        if lexical is not None:
+            return lexical
         sa, sb = list(map(_singular, a)), list(map(_singular, b))
-        if sa != sb and sorted(sa) == sorted(sb) and not moved(sa, sb):
-            return Conflict("order", " ".join(a), " ".join(b))
-        _passed(trace, "order")
-        direction = opposed(a, b, _is_content)
-        if direction is not None:
-            return Conflict("direction", *direction)
-        _passed(trace, "direction")
-        if _time_conflict(a, b):
-            return Conflict("time", " ".join(sorted(_times(a) - _times(b))),
-                            " ".join(sorted(_times(b) - _times(a))))
-        _passed(trace, "time")
         edit = minimal(a, b)
         grammar = _grammar(asked, stored, a, b, edit, trace)
         if grammar is not None:

@@ -11,6 +11,7 @@ import pytest
 
 from embedq.bench.threshold import (
     BLIND,
+    BLIND2,
     DOMAINS,
     FRESH,
     HELDOUT,
@@ -66,7 +67,7 @@ def test_no_duplicate_pair_and_no_text_shared_with_the_other_splits(
     assert len({(p.stored, p.query) for p in pairs}) == len(pairs)
     assert all(p.stored != p.query for p in pairs)
     texts = {t.casefold() for p in pairs for t in (p.stored, p.query)}
-    for split in (TUNE, HELDOUT, FRESH, BLIND):
+    for split in (TUNE, HELDOUT, FRESH, BLIND, BLIND2):
         other = {t.casefold() for p in load_pairs(split) for t in (p.stored, p.query)}
         assert texts & other == set(), split.name
 

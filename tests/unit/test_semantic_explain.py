@@ -20,8 +20,8 @@ from embedq.semantic.verify import Check, Verifier
 ENCODER = HashingEncoder()
 PAIRS = Path(__file__).parents[1] / "data" / "semantic_pairs.domains.jsonl"
 # Every slot verify.py checks, in its order; the last seven only in the band.
-SLOTS = ["number", "negation", "order", "direction", "time", "scope", "tense", "role",
-         "quantifier", "aspect", "agent", "owner", "voice", "doer", "modality",
+SLOTS = ["number", "negation", "order", "compared", "direction", "time", "scope", "tense",
+         "role", "quantifier", "aspect", "agent", "owner", "voice", "doer", "modality",
          "polarity", "excluded", "relation", "asker", "sought", "crossed", "content",
          "attribute", "act", "asked", "condition", "disjoint"]
 

@@ -86,7 +86,10 @@ def small(tmp_path: Path) -> WordNet:
         (7, ["hour", "minute"], ()),  # "distance measured by the time taken"
         (23, ["pile", "heap"], ()),  # "a large number or amount": no unit
         (5, ["cat"], ()), (5, ["dog"], ()), (6, ["mouse", "mice"], ()),
-        (4, ["find", "discovery"], ())], exceptions="mice mouse\n")
+        (4, ["find", "discovery"], ()),
+        (18, ["employer"], ()), (14, ["council"], ()),  # a person; a body of people
+        (18, ["router"], ()), (6, ["router"], ())],  # a woodworker first, also a device
+        exceptions="mice mouse\n")
     _write(tmp_path, "verb", "v", [
         (31, ["find", "detect"], ()), (36, ["do", "make"], ()),
         (30, ["die", "pass_away"], ()), (30, ["pass", "elapse"], ())],
@@ -168,6 +171,13 @@ def test_explain_names_the_synonyms_a_hit_was_read_with(restore_wordnet: None,
                    verifier=verifier)[0] == "guard"
 
 
+def test_a_party_is_a_person_or_a_body_of_people_and_never_a_thing(small: WordNet) -> None:
+    assert small.party("employer") and small.party("employers") and small.party("council")
+    assert not small.party("router")  # also an artifact: "can my router ..." names a thing
+    assert not small.party("pill") and not small.party("cat")
+    assert not small.party("landlord")  # not in this WordNet at all
+
+
 def test_a_folder_without_wordnet_is_named_with_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"no WordNet database .*wordnet-base.*off"):
         load(tmp_path)
@@ -217,6 +227,10 @@ def test_debian_wordnet_tells_synonyms_from_siblings_and_opposites(
                  ("foot", "metre"), ("pound", "kilo"),
                  ("upgrade", "downgrade"), ("read", "write"), ("train", "plane")):
         assert not net.synonyms(x, y), (x, y)
+    for word in ("employer", "landlord", "insurer", "tenants", "council", "company"):
+        assert net.party(word), word
+    for word in ("router", "phone", "network", "policy", "flight", "bank", "app"):
+        assert not net.party(word), word
 
 
 def test_the_guard_lets_a_synonym_through_and_still_refuses_a_sibling(

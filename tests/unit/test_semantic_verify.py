@@ -276,6 +276,11 @@ def test_swapped_content_words_in_one_frame_are_an_order_conflict() -> None:
     # one obligation, asked of two parties
     ("how long do I have to tell my insurer about a claim",
      "how long does my insurer have to answer me about a claim", "role", "agent"),
+    # a noun WordNet reads as a person, against the first person: the same verb, or the
+    # subjects of one modal question
+    ("can my landlord end the lease early", "can I end the lease early", "role", "agent"),
+    ("can my employer see my browsing history", "can I hide my browsing history",
+     "role", "agent"),
     # one noun, owned by the first person on one side and another party on the other
     ("can I charge my phone using a friend's charger",
      "can I charge a friend's phone with my own charger", "role", "owner"),
@@ -331,6 +336,7 @@ def refused_both_ways(verifier: Verifier, asked: str, stored: str, slot: str,
     ("does my policy cover me abroad", "do I have cover abroad under my policy"),
     ("when will my refund arrive", "when do I get my refund"),
     ("how do I share my calendar with my team", "how can my team see my calendar"),
+    ("can my router block ads", "can I block ads on my router"),  # a router is a thing
     # a perfect that asks about now, or a present after "after" / "once"
     ("has my claim been approved", "is my claim approved"),
     ("can I get a refund after the course ends", "can I get a refund once the course has ended"),
@@ -425,3 +431,16 @@ def test_a_hyphenated_word_is_its_parts_written_apart() -> None:
 def test_no_opposite_where_the_words_keep_their_direction(asked: str, stored: str) -> None:
     conflict = VERIFIER.conflict(asked, stored, content=False)
     assert conflict is None or conflict.slot != "direction", conflict
+
+
+def test_a_short_form_of_a_time_word_is_that_time_word() -> None:
+    # written for this test, in no domain of the labelled splits
+    assert VERIFIER.conflict("is the pool open tmrw", "is the pool open tomorrow",
+                             content=False) is None
+    assert VERIFIER.conflict("can I park here for 2 hrs", "can I park here for 2 hours",
+                             content=False) is None
+    refused = VERIFIER.conflict("is the pool open on fri", "is the pool open on thursday")
+    assert refused is not None and refused.slot == "time", refused
+    # "sat" spells another word, and is read as written
+    assert VERIFIER.conflict("I sat the exam twice", "I took the exam twice",
+                             content=False) is None

@@ -1,0 +1,56 @@
+"""Comparisons turned around (semantic/compared.py): "X slower than Y" / "Y slower than X"
+ask the reverse question; with the opposite comparative they ask the same one. The pairs
+are written for these tests, in no domain of the labelled splits."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from embedq.encoders.hashing import HashingEncoder
+from embedq.semantic.compared import compared
+from embedq.semantic.guard import words
+from embedq.semantic.verify import Verifier
+
+ENCODER = HashingEncoder()
+
+
+def embed(texts: list[str]) -> list[npt.NDArray[np.float32]]:
+    return list(ENCODER.encode(texts))
+
+
+VERIFIER = Verifier(embed)
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    # not the same words in another order (the order check's case): a word more or less
+    ("is renting cheaper than buying in Leeds", "is buying a home cheaper than renting in Leeds"),
+    ("why is my upload slower than my download", "why is the download slower than my upload"),
+    ("is a kettle more efficient than a hob for boiling water",
+     "is a gas hob more efficient than a kettle to boil water"),
+])
+def test_the_same_comparison_turned_around_is_the_reverse_question(asked: str,
+                                                                    stored: str) -> None:
+    for x, y in ((asked, stored), (stored, asked)):
+        conflict = VERIFIER.conflict(x, y)
+        assert conflict is not None and (conflict.slot, conflict.check) == (
+            "order", "compared"), conflict
+        assert "than" in conflict.asked and "than" in conflict.stored
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    # the opposite comparative turned around: one question
+    ("is renting cheaper than buying in Leeds",
+     "is buying more expensive than renting in Leeds"),
+    ("why is my upload slower than my download", "why is my download faster than my upload"),
+    # one comparison, the same way round, in other words
+    ("why is my upload slower than my download",
+     "why is my upload speed so much slower than my download speed"),
+    # a comparison with nothing turned around, or no comparison at all
+    ("is renting cheaper than buying in Leeds", "is renting cheaper than buying in York"),
+    ("should I rent or buy in Leeds", "is renting cheaper than buying in Leeds"),
+])
+def test_one_comparison_or_none_is_not_turned_around(asked: str, stored: str) -> None:
+    for x, y in ((asked, stored), (stored, asked)):
+        assert compared(words(x), words(y)) is None
