@@ -147,7 +147,8 @@ _CONTRACTED = re.compile(
 # The frame of a question asked another way ("is it possible to", "is there a way to", "I
 # want to know", "can you tell me"): no content of its own.
 _FRAME = _closed("possible way able want wondering know tell whether ok okay really "
-                 "actually ever")
+                 "actually ever need needs needed required allowed permitted obliged "
+                 "necessary")
 
 
 @dataclass(frozen=True)

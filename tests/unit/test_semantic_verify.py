@@ -444,3 +444,14 @@ def test_a_short_form_of_a_time_word_is_that_time_word() -> None:
     # "sat" spells another word, and is read as written
     assert VERIFIER.conflict("I sat the exam twice", "I took the exam twice",
                              content=False) is None
+
+
+def test_words_of_ability_or_obligation_are_the_modality_checks_not_content() -> None:
+    # written for this test, in no domain of the labelled splits
+    assert VERIFIER.conflict("do I need to renew my parking permit every year",
+                             "do I have to renew my parking permit every year") is None
+    assert VERIFIER.conflict("is a visitor allowed to park in my bay",
+                             "can a visitor park in my bay") is None
+    refused = VERIFIER.conflict("can I renew my parking permit online",
+                                "do I need to renew my parking permit online")
+    assert refused is not None and refused.slot == "modality", refused
