@@ -35,6 +35,7 @@ from embedq.api.state import ApiState, get_state
 from embedq.config import Settings
 from embedq.deployment import Deployment
 from embedq.encoders.tokens import TokenCounter, load_token_counter
+from embedq.heap import settle
 from embedq.tenants import Authenticator, KeyStore
 from embedq.tenants.quota import TextQuota
 from embedq.tenants.ratelimit import RateLimiter
@@ -108,6 +109,8 @@ def _lifespan(settings: Settings, metrics: ApiMetrics, tokens: TokenCounter
                         "create` to require Bearer keys")
         log.info("serving model=%s revision=%s window=%s dimension=%s", service.model,
                  service.revision, tokens.window, tokens.dimension)
+        # What startup made lives as long as the process: out of the collector's walks.
+        settle(settings.worker.gc_gen0)
         try:
             yield
         finally:

@@ -50,7 +50,11 @@ def add_parser(sub: Any, handler: Any) -> None:
                    help="through `embedq bulk` (jobs), e.g. --n 20000")
     b.add_argument("--online-rate", type=float, default=10.0,
                    help="with --via-jobs: online requests a second while the job runs")
-    add("http", "the HTTP API under 50 concurrent one-text clients", n=5000, file=True)
+    h = add("http", "the HTTP API under 50 concurrent one-text clients", n=5000, file=True)
+    h.add_argument("--peer", default=None, metavar="URL",
+                   help="also send the miss phase's load (other texts, the same client) to "
+                        "another OpenAI-compatible server's URL/v1/embeddings, e.g. "
+                        "infinity_emb v2 --engine debugengine --url-prefix /v1")
     d = add("dify", "the requests Dify sends (OpenAI and TEI providers)")
     d.add_argument("--texts", type=int, default=600,
                    help="texts of each indexing phase (OpenAI route, TEI plugin)")

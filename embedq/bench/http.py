@@ -42,6 +42,7 @@ from embedq.bench.cluster import cluster
 from embedq.bench.stats import percentile
 from embedq.config import Settings
 from embedq.corpus import load_texts
+from embedq.errors import InvalidInput, Unavailable
 
 CLIENTS = 50
 BARE_SAMPLE = 50
@@ -49,6 +50,9 @@ BARE_BATCH = 32  # SentenceTransformer.encode's default batch size
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if getattr(args, "peer", None) and not args.peer.startswith("http://"):
+        raise InvalidInput(f"--peer {args.peer!r}: give the server's http://HOST:PORT (its "
+                           "OpenAI route at /v1/embeddings)", "peer")
     settings = Settings.from_env()
     run_id = uuid.uuid4().hex[:8]
     pool = [f"{t} [{run_id}-{i}]" for i, t in enumerate(dict.fromkeys(
@@ -59,6 +63,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="embedq-bench-http-") as tmp, \
             _target(settings, Path(tmp)) as (url, headers, started):
         asyncio.run(_phase(url, headers, pool[:CLIENTS], warm=True))
+        peer = _peer(args.peer, pool) if getattr(args, "peer", None) else None
         misses = asyncio.run(_phase(url, headers, pool[CLIENTS:]))
         hits_pool = pool[CLIENTS:]
         hits = asyncio.run(_phase(url, headers, random.sample(hits_pool, len(hits_pool))))
@@ -76,6 +81,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "miss_p50_over_bare_encode": round(misses["p50_ms"] / bare_ms, 2),
         "misses_over_bare_batched": round(misses["requests_per_s"] / bare_rate, 3),
     }
+    if peer is not None:
+        report["peer"] = {"url": args.peer, **peer}
+        report["misses_over_peer"] = round(misses["requests_per_s"] / peer["requests_per_s"], 3)
     where = "in the API" if settings.queue.online_encode == "local" else "by workers"
     print(
         f"bench http: {CLIENTS} clients, {report['requests']} one-text requests per phase "
@@ -91,7 +99,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"{bare_rate:.1f} texts/s; misses/s / bare batched = "
         f"{report['misses_over_bare_batched']:.3f}"
     )
+    if peer is not None:
+        print(f"  peer {args.peer} (the same client, the miss phase's count of other texts): "
+              f"{peer['requests_per_s']:.0f} req/s, p50 {peer['p50_ms']:.1f} ms; "
+              f"misses/s / peer = {report['misses_over_peer']:.3f}")
     return report
+
+
+def _peer(url: str, pool: list[str]) -> dict[str, float]:
+    """The miss phase's load, on texts of its own, against another server (warmed first)."""
+    texts = [f"peer {t}" for t in pool]
+    base = url.rstrip("/")
+    try:
+        asyncio.run(_phase(base, {}, texts[:CLIENTS], warm=True))
+        return asyncio.run(_phase(base, {}, texts[CLIENTS:]))
+    except OSError as exc:
+        raise Unavailable(f"--peer {url}: not reachable ({exc}): start it first") from exc
 
 
 def _bare_encode(settings: Settings, pool: list[str]) -> tuple[float, float]:

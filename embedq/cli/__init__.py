@@ -8,7 +8,6 @@ bench); each feature's commands live beside it (`serve.py`, `jobs.py`, `cache.py
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import json
 import logging
@@ -65,6 +64,7 @@ def cluster_settings(command: str, instead: str) -> Settings:
 def cmd_worker(args: argparse.Namespace) -> int:
     from celery.signals import worker_ready
 
+    from embedq.heap import settle
     from embedq.tasks.app import create_app
     from embedq.workers.bodies import AppThreadPool, register
     from embedq.workers.runtime import WorkerRuntime
@@ -79,10 +79,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         settings.queue.online_queue, settings.queue.bulk_queue,
     ]
     runtime = WorkerRuntime(settings, queues=queues, heartbeat=False)
-    # The model and libraries are long-lived: move them out of the collector's view, so a
-    # full collection (which holds the GIL) scans only what requests allocate.
-    gc.collect()
-    gc.freeze()
+    # The model and libraries are long-lived: out of the collector's walks (embedq/heap.py).
+    settle(settings.worker.gc_gen0)
     app = create_app(settings)
     register(app, runtime)
     # Live (counted in job waves, /readyz) once the consumer takes messages.

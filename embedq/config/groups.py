@@ -142,6 +142,9 @@ class WorkerSettings:
     # CPU seconds per stage of the pipeline, counted in the hot store (embedq/stages.py;
     # `embedq bench pipeline` turns it on in the processes it starts).
     stage_timing: bool = False
+    # The collector's youngest-generation threshold in `embedq serve` and `embedq worker`,
+    # whose startup objects are frozen out of its walks (embedq/heap.py); 0: Python's own.
+    gc_gen0: int = knob(10_000, min=0, max=10**7)
 
 
 @dataclass(frozen=True)

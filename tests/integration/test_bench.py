@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
 from embedq.bench.jobs import live_workers_serving, require_live_worker
@@ -82,6 +83,37 @@ def test_bench_http_reports_misses_against_bare_batched_encode(tmp_path: Path) -
     assert report["bare_batched_texts_per_s"] > 0 and report["miss"]["requests_per_s"] > 0
     assert report["misses_over_bare_batched"] == round(
         report["miss"]["requests_per_s"] / report["bare_batched_texts_per_s"], 3)
+
+
+def test_bench_http_sends_the_same_load_to_a_peer_server(tmp_path: Path) -> None:
+    """--peer: the miss phase's load, on texts of its own, through the same client against
+    another OpenAI-compatible server (here the fake upstream, no latency), reported beside
+    the misses; a peer given without http:// is refused with what to give."""
+    from embedq.testing import processes
+
+    port = processes.free_port()
+    peer = processes.spawn_fake_upstream(port, 0.0, 64, tmp_path / "peer.log")
+    try:
+        processes.wait_http(f"http://127.0.0.1:{port}/stats")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+        env.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_DATA_DIR": str(tmp_path)})
+        base = [sys.executable, "-m", "embedq.cli", "bench", "http", "--n", "150"]
+        done = subprocess.run([*base, "--json", "--peer", f"http://127.0.0.1:{port}"],
+                              env=env, cwd=support.ROOT, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        assert report["peer"]["requests_per_s"] > 0
+        assert report["misses_over_peer"] == round(
+            report["miss"]["requests_per_s"] / report["peer"]["requests_per_s"], 3)
+        stats = httpx.get(f"http://127.0.0.1:{port}/stats", timeout=30).json()
+        assert stats["texts"] == 150  # 50 to warm it, then as many as the miss phase
+        refused = subprocess.run([*base, "--peer", f"127.0.0.1:{port}"], env=env,
+                                 cwd=support.ROOT, capture_output=True, text=True,
+                                 timeout=300)
+        assert refused.returncode != 0 and "http://HOST:PORT" in refused.stderr
+    finally:
+        processes.stop(peer)
 
 
 def test_bench_http_on_a_cluster_starts_the_worker_its_misses_need(
