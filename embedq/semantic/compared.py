@@ -77,3 +77,36 @@ def compared(asked: Sequence[str], stored: Sequence[str]) -> tuple[str, str] | N
         return f"{' '.join(xa)} {a[0]} than {' '.join(ya)}", \
             f"{' '.join(xb)} {b[0]} than {' '.join(yb)}"
     return None
+
+
+_OR = "or"
+# Articles and the prepositions a choice repeats ("by card or by cheque").
+_SKIP = frozenset("a an the to by in on at for with from".split())
+
+
+def _choice(ws: Sequence[str]) -> tuple[str, str] | None:
+    """The two words an "A or B" choice sets side by side ("before or after", "card or
+    cash"), articles and repeated prepositions skipped, or None."""
+    if _OR not in ws:
+        return None
+    k = list(ws).index(_OR)
+    before = next((w for w in reversed(ws[:k]) if w not in _SKIP), None)
+    after = next((w for w in ws[k + 1:] if w not in _SKIP), None)
+    if before is None or after is None or same_word(before, after):
+        return None
+    return before, after
+
+
+def alternative(asked: Sequence[str], stored: Sequence[str]) -> tuple[str, str] | None:
+    """One side asks to choose ("is it better to eat before or after a workout"), the other
+    names one of the two and not the other ("... eat after a workout"): two questions, the
+    choice's words and the one named; None otherwise (both choose, or neither does)."""
+    for x, y, flip in ((asked, stored, False), (stored, asked, True)):
+        choice = _choice(x)
+        if choice is None or _OR in y:
+            continue
+        named = [w for w in choice if any(same_word(w, o) for o in y)]
+        if len(named) == 1:
+            found = f"{choice[0]} or {choice[1]}", named[0]
+            return (found[1], found[0]) if flip else found
+    return None

@@ -89,7 +89,7 @@ from embedq.semantic.align import (
 )
 from embedq.semantic.asked import CHECKS as ASKED_CHECKS
 from embedq.semantic.asked import conflict as asked_conflict
-from embedq.semantic.compared import compared
+from embedq.semantic.compared import alternative, compared
 from embedq.semantic.grammar import SLOTS as GRAMMAR_SLOTS
 from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.grammar import past, persons, possessed, scope
@@ -255,6 +255,10 @@ def _lexical(a: list[str], b: list[str], trace: list[Check] | None) -> Conflict 
     if reversed_ is not None:
         return Conflict("order", *reversed_, check="compared")
     _passed(trace, "compared")
+    chosen = alternative(a, b)
+    if chosen is not None:
+        return Conflict("question", *chosen, check="alternative")
+    _passed(trace, "alternative")
     direction = opposed(a, b, _is_content)
     if direction is not None:
         return Conflict("direction", *direction)

@@ -25,10 +25,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.model]
 
 STORED = "how do I open an account"
 PARAPHRASE = "how to create an account"
-VERIFIER_SLOTS = ["number", "negation", "order", "compared", "direction", "time", "scope",
-                  "tense", "role", "quantifier", "aspect", "agent", "owner", "voice", "doer",
-                  "modality", "polarity", "excluded", "relation", "asker", "sought", "crossed",
-                  "content", "attribute", "act", "asked", "condition", "disjoint"]
+VERIFIER_SLOTS = ["number", "negation", "order", "compared", "alternative", "direction",
+                  "time", "scope", "tense", "role", "quantifier", "aspect", "agent", "owner",
+                  "voice", "doer", "modality", "polarity", "excluded", "relation", "asker",
+                  "sought", "crossed", "content", "attribute", "act", "asked", "condition",
+                  "disjoint"]
 
 
 # What the band line of explain says it checks.
@@ -64,8 +65,8 @@ def test_a_served_hit_names_every_check_it_passed(model_client: Any, salt: str) 
     for slot in ("scope", "tense", "role", "crossed"):
         assert results[slot] == ("skipped", "not a minimal edit"), slot
     # The clause checks read any pair.
-    for slot in ("number", "negation", "order", "compared", "direction", "time", "quantifier",
-                 "aspect", "agent", "owner", "disjoint"):
+    for slot in ("number", "negation", "order", "compared", "alternative", "direction",
+                 "time", "quantifier", "aspect", "agent", "owner", "disjoint"):
         assert results[slot] == ("pass", None), slot
     assert results["content"] == ("pass", "no content word replaced")
     assert results["negative"] == ("pass", "no negatives")

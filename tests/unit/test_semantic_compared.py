@@ -54,3 +54,32 @@ def test_the_same_comparison_turned_around_is_the_reverse_question(asked: str,
 def test_one_comparison_or_none_is_not_turned_around(asked: str, stored: str) -> None:
     for x, y in ((asked, stored), (stored, asked)):
         assert compared(words(x), words(y)) is None
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("is it better to water the lawn in the morning or the evening",
+     "how long should I water the lawn in the evening"),
+    ("can I pay the parking fine by card or by cheque", "can I pay the parking fine by card"),
+])
+def test_a_choice_against_one_of_its_two_words_is_another_question(asked: str,
+                                                                    stored: str) -> None:
+    for x, y in ((asked, stored), (stored, asked)):
+        conflict = VERIFIER.conflict(x, y)
+        assert conflict is not None and (conflict.slot, conflict.check) == (
+            "question", "alternative"), conflict
+        assert " or " in (conflict.asked if x == asked else conflict.stored)
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    # both choose, or the other side names both words, or neither
+    ("can I pay the parking fine by card or by cheque",
+     "is it possible to pay the parking fine by cheque or card"),
+    ("should I water the lawn in the morning or the evening",
+     "is morning better than evening for watering the lawn"),
+    ("can I pay the parking fine online", "how do I pay a parking fine online"),
+])
+def test_no_choice_set_against_one_of_its_words_is_no_alternative(asked: str,
+                                                                  stored: str) -> None:
+    for x, y in ((asked, stored), (stored, asked)):
+        conflict = VERIFIER.conflict(x, y)
+        assert conflict is None or conflict.check != "alternative", conflict
