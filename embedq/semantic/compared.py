@@ -81,7 +81,7 @@ def compared(asked: Sequence[str], stored: Sequence[str]) -> tuple[str, str] | N
 
 _OR = "or"
 # Articles and the prepositions a choice repeats ("by card or by cheque").
-_SKIP = frozenset("a an the to by in on at for with from".split())
+_SKIP = frozenset(("a", "an", "the", "to", "by", "in", "on", "at", "for", "with", "from"))
 
 
 def _choice(ws: Sequence[str]) -> tuple[str, str] | None:
