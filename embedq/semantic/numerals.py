@@ -19,7 +19,9 @@ each the one way the guard, the verifier and the aligner compare:
   than       "then" after a comparative is "than", its common slip ("more then 3")
   signs      "%" and "per cent" are "percent", a currency code its word ("EUR": "euros"),
              and the words shortened with a slash theirs ("w/o" without, "w/" with, "b/c"
-             because, "d/l" download)
+             because, "d/l" download); "no." before a digit or after a word that owns or
+             names one is "number" ("my no.", "ref no."), "kilowatt hours" is "kwh"
+  have got   "got" after a form of "have" is dropped ("I've got" is "I've")
 """
 
 from __future__ import annotations
@@ -59,6 +61,18 @@ _SYMBOLS = {"l": "litre", "ltr": "litre", "m": "metre", "g": "gram", "lb": "poun
 # Words shortened with a slash, as everyone writes them ("w/o" / "without").
 _SLASH_WORDS = {"w/o": "without", "w/": "with", "b/c": "because", "d/l": "download"}
 _SLASHED = re.compile(r"(?<![\w/])(?:w/o|b/c|d/l|w/(?=\s))(?![\w/])", re.IGNORECASE)
+# "no." for "number": before a digit ("No. 5") or after a word that owns or names one
+# ("my no.", "ref no.", "account no."); "no" without its point stays the negator.
+_NUMBER_ABBREVIATION = re.compile(
+    r"\b(?:(my|your|his|her|our|their|the|ref|reference|account|acct|phone|tel|policy|order|"
+    r"invoice|case|claim|serial|booking|tracking|ticket|member|customer|passport|licence|"
+    r"license|vat|tax|reg|flight|seat|room) )?no\.(?=\s*\d|(?(1)|(?!)))", re.IGNORECASE)
+# An energy unit written out is its symbol ("kilowatt hours": kWh).
+_WATT_HOURS = re.compile(r"\b(kilo|mega|giga)?watt[- ]?hours?\b", re.IGNORECASE)
+_WATT_PREFIX = {"kilo": "k", "mega": "M", "giga": "G", None: ""}
+# "have got" is "have": its "got" is no word of its own ("I've got 2 GB left").
+_HAVE = frozenset(("have", "has", "i've", "we've", "you've", "they've"))
+_SUBJECTS = frozenset(("i", "you", "we", "they", "he", "she", "it"))
 _MONEY = re.compile(r"([£$€])\s?(\d[\d,]*(?:\.\d+)?)\s?(k|m|bn)?\b", re.IGNORECASE)
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 _WORD = re.compile(r"\d+(?:\.\d+)+[a-z]*|[^\W_]+(?:['-][^\W_]+)*")
@@ -118,6 +132,9 @@ def _canonical(words: list[str]) -> list[str]:
                 out[-1] = "12"
             else:
                 out.append(str(value))
+        elif word == "got" and (before in _HAVE or (
+                before in _SUBJECTS and len(out) > 1 and out[-2] in _HAVE)):
+            continue  # "I've got", "have I got"
         elif word == "single" and before == "a":
             out[-1] = "1"
         elif word == "cent" and before == "per":
@@ -154,6 +171,9 @@ def tokens(text: str) -> list[str]:
 @lru_cache(maxsize=16384)
 def _tokens(text: str) -> tuple[str, ...]:
     text = _SLASHED.sub(lambda m: f" {_SLASH_WORDS[m.group(0).lower()]} ", text)
+    text = _NUMBER_ABBREVIATION.sub(lambda m: f" {m.group(1) or ''} number ", text)
+    text = _WATT_HOURS.sub(lambda m: f"{_WATT_PREFIX[(m.group(1) or '').lower() or None]}Wh",
+                           text)
     text = text.replace("%", " percent ")
     text = _MONEY.sub(_money, text)
     text = _THOUSANDS.sub("", text)
