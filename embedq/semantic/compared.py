@@ -80,6 +80,9 @@ def compared(asked: Sequence[str], stored: Sequence[str]) -> tuple[str, str] | N
 
 
 _OR = "or"
+# What follows "or" where it offers no second thing ("a week or so", "whether or not").
+_NO_CHOICE = frozenset(("so", "not", "more", "less", "else", "anything", "something",
+                        "otherwise", "later", "earlier", "longer", "never"))
 # Articles and the prepositions a choice repeats ("by card or by cheque").
 _SKIP = frozenset(("a", "an", "the", "to", "by", "in", "on", "at", "for", "with", "from"))
 
@@ -92,7 +95,7 @@ def _choice(ws: Sequence[str]) -> tuple[str, str] | None:
     k = list(ws).index(_OR)
     before = next((w for w in reversed(ws[:k]) if w not in _SKIP), None)
     after = next((w for w in ws[k + 1:] if w not in _SKIP), None)
-    if before is None or after is None or same_word(before, after):
+    if before is None or after is None or same_word(before, after) or after in _NO_CHOICE:
         return None
     return before, after
 

@@ -77,6 +77,9 @@ def test_a_choice_against_one_of_its_two_words_is_another_question(asked: str,
     ("should I water the lawn in the morning or the evening",
      "is morning better than evening for watering the lawn"),
     ("can I pay the parking fine online", "how do I pay a parking fine online"),
+    # "or" that offers no second thing
+    ("will the parking appeal take a week or so", "will the parking appeal take a week"),
+    ("I wonder whether or not the fine is final", "is the fine final or not"),
 ])
 def test_no_choice_set_against_one_of_its_words_is_no_alternative(asked: str,
                                                                   stored: str) -> None:
