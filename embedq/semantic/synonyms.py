@@ -35,8 +35,10 @@ Left out, because a sense shared there is not one question:
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from array import array
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
@@ -235,7 +237,7 @@ class WordNet:
                 if self._nouns is None:
                     raw = (self.root / "index.noun").read_bytes()
                     starts = array("L", [0])
-                    starts.extend(m + 1 for m in _newlines(raw))
+                    starts.extend(m.end() for m in re.finditer(rb"\n(?=.)", raw, re.DOTALL))
                     self._nouns = (raw, starts)
         raw, starts = self._nouns
         forms = [word, *self._exceptions["n"].get(word, ()), *(
@@ -243,15 +245,10 @@ class WordNet:
             if word.endswith(end) and len(word) > len(end) + 1)]
         for form in forms:
             key = form.encode("latin-1", "replace") + b" "
-            lo, hi = 0, len(starts) - 1
-            while lo < hi:  # the first line not sorted before `key`
-                mid = (lo + hi) // 2
-                if raw[starts[mid]:starts[mid] + len(key)] < key:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            line = raw[starts[lo]:raw.find(b"\n", starts[lo])]
-            if line.startswith(key):
+            at = bisect_left(starts, key, key=lambda s: raw[s:s + len(key)])
+            if at < len(starts) and raw.startswith(key, starts[at]):
+                end = raw.find(b"\n", starts[at])
+                line = raw[starts[at]:end if end >= 0 else None]
                 _, _, offsets = _parts(line.decode("latin-1"))
                 return tuple(int(o) * 4 for o in offsets)
         return ()
@@ -334,13 +331,6 @@ def phrased(word: str, own: Sequence[str], other: Sequence[str]) -> bool:
         own[i:i + 2] for i in at if i + 1 < len(own)]
     return any(net.phrase_synonym(p, o) for p in mine for o in other) or any(
         net.phrase_synonym(other[j:j + 2], word) for j in range(len(other) - 1))
-
-
-def _newlines(raw: bytes) -> Iterator[int]:
-    at = raw.find(b"\n")
-    while at != -1 and at + 1 < len(raw):
-        yield at
-        at = raw.find(b"\n", at + 1)
 
 
 def party(word: str) -> bool:
