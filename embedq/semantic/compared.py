@@ -1,4 +1,6 @@
-"""Comparisons: which thing is said to be more so than which (the order slot).
+"""Comparisons and choices: which thing is said to be more so than which (`compared`, the
+order slot), and a choice between two against one of them (`alternative`, the question
+slot: "is it better to eat before or after" / "what should I eat after").
 
 "why is my wifi slower than my ethernet connection" / "why is my ethernet connection
 slower than wifi" score 0.99 and keep few words in order, so the content slot (which
