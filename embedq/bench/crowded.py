@@ -72,9 +72,9 @@ def _lookup(query: str, stored: set[str], at: dict[str, Any], threshold: float,
             verifier: Verifier, judged: dict[tuple[str, str], Scored], guard: bool,
             band: float | None) -> Scored | None:
     """The entry a lookup of `query` returns in a namespace holding `stored`, or None."""
-    ranked = sorted(stored, key=lambda s: (-float(at[query] @ at[s]), s))[:FETCH]
-    for entry in ranked:
-        score = float(at[query] @ at[entry])
+    ranked = sorted((-float(at[query] @ at[s]), s) for s in stored)[:FETCH]
+    for negated, entry in ranked:
+        score = -negated
         if score < threshold:
             return None
         if (query, entry) not in judged:

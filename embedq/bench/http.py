@@ -50,8 +50,9 @@ BARE_BATCH = 32  # SentenceTransformer.encode's default batch size
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    if getattr(args, "peer", None) and not args.peer.startswith("http://"):
-        raise InvalidInput(f"--peer {args.peer!r}: give the server's http://HOST:PORT (its "
+    peer_url: str | None = getattr(args, "peer", None)
+    if peer_url and not peer_url.startswith("http://"):
+        raise InvalidInput(f"--peer {peer_url!r}: give the server's http://HOST:PORT (its "
                            "OpenAI route at /v1/embeddings)", "peer")
     settings = Settings.from_env()
     run_id = uuid.uuid4().hex[:8]
@@ -63,11 +64,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="embedq-bench-http-") as tmp, \
             _target(settings, Path(tmp)) as (url, headers, started):
         asyncio.run(_phase(url, headers, pool[:CLIENTS], warm=True))
-        peer = _peer(args.peer, pool) if getattr(args, "peer", None) else None
+        peer = _peer(peer_url, pool) if peer_url else None
         misses = asyncio.run(_phase(url, headers, pool[CLIENTS:]))
         hits_pool = pool[CLIENTS:]
         hits = asyncio.run(_phase(url, headers, random.sample(hits_pool, len(hits_pool))))
-    report = {
+    report: dict[str, Any] = {
         "clients": CLIENTS,
         "requests": len(pool) - CLIENTS,
         "mode": "embedded" if settings.embedded else "cluster",
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "misses_over_bare_batched": round(misses["requests_per_s"] / bare_rate, 3),
     }
     if peer is not None:
-        report["peer"] = {"url": args.peer, **peer}
+        report["peer"] = {"url": peer_url, **peer}
         report["misses_over_peer"] = round(misses["requests_per_s"] / peer["requests_per_s"], 3)
     where = "in the API" if settings.queue.online_encode == "local" else "by workers"
     print(
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"{report['misses_over_bare_batched']:.3f}"
     )
     if peer is not None:
-        print(f"  peer {args.peer} (the same client, the miss phase's count of other texts): "
+        print(f"  peer {peer_url} (the same client, the miss phase's count of other texts): "
               f"{peer['requests_per_s']:.0f} req/s, p50 {peer['p50_ms']:.1f} ms; "
               f"misses/s / peer = {report['misses_over_peer']:.3f}")
     return report

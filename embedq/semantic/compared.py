@@ -26,7 +26,7 @@ _THAN = "than"
 _FRAME = frozenset(" ".join((
     "is are am was were be been do does did can could will would shall should may might",
     "must has have had why how when where what which who whom whose if and but or so",
-    "because while so that to for i me my we our us you your it its this that these those",
+    "because while that to for i me my we our us you your it its this that these those",
     "there much many far get gets got getting seem seems feel feels look looks",
     "in on at of from with by about into onto over under during after before until per",
     "via without within than",

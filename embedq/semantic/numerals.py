@@ -69,7 +69,7 @@ _NUMBER_ABBREVIATION = re.compile(
     r"license|vat|tax|reg|flight|seat|room) )?no\.(?=\s*\d|(?(1)|(?!)))", re.IGNORECASE)
 # An energy unit written out is its symbol ("kilowatt hours": kWh).
 _WATT_HOURS = re.compile(r"\b(kilo|mega|giga)?watt[- ]?hours?\b", re.IGNORECASE)
-_WATT_PREFIX = {"kilo": "k", "mega": "M", "giga": "G", None: ""}
+_WATT_PREFIX = {"kilo": "k", "mega": "M", "giga": "G"}
 # "have got" is "have": its "got" is no word of its own ("I've got 2 GB left").
 _HAVE = frozenset(("have", "has", "i've", "we've", "you've", "they've"))
 _SUBJECTS = frozenset(("i", "you", "we", "they", "he", "she", "it"))
@@ -172,7 +172,7 @@ def tokens(text: str) -> list[str]:
 def _tokens(text: str) -> tuple[str, ...]:
     text = _SLASHED.sub(lambda m: f" {_SLASH_WORDS[m.group(0).lower()]} ", text)
     text = _NUMBER_ABBREVIATION.sub(lambda m: f" {m.group(1) or ''} number ", text)
-    text = _WATT_HOURS.sub(lambda m: f"{_WATT_PREFIX[(m.group(1) or '').lower() or None]}Wh",
+    text = _WATT_HOURS.sub(lambda m: _WATT_PREFIX.get((m.group(1) or "").lower(), "") + "Wh",
                            text)
     text = text.replace("%", " percent ")
     text = _MONEY.sub(_money, text)

@@ -4,23 +4,11 @@ are written for these tests, in no domain of the labelled splits."""
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
 import pytest
 
-from embedq.encoders.hashing import HashingEncoder
 from embedq.semantic.compared import compared
 from embedq.semantic.guard import words
-from embedq.semantic.verify import Verifier
-
-ENCODER = HashingEncoder()
-
-
-def embed(texts: list[str]) -> list[npt.NDArray[np.float32]]:
-    return list(ENCODER.encode(texts))
-
-
-VERIFIER = Verifier(embed)
+from tests.unit.test_semantic_verify import VERIFIER, refused_both_ways
 
 
 @pytest.mark.parametrize(("asked", "stored"), [
@@ -32,11 +20,10 @@ VERIFIER = Verifier(embed)
 ])
 def test_the_same_comparison_turned_around_is_the_reverse_question(asked: str,
                                                                     stored: str) -> None:
+    refused_both_ways(VERIFIER, asked, stored, "order", "compared")
     for x, y in ((asked, stored), (stored, asked)):
         conflict = VERIFIER.conflict(x, y)
-        assert conflict is not None and (conflict.slot, conflict.check) == (
-            "order", "compared"), conflict
-        assert "than" in conflict.asked and "than" in conflict.stored
+        assert conflict is not None and "than" in conflict.asked and "than" in conflict.stored
 
 
 @pytest.mark.parametrize(("asked", "stored"), [
@@ -63,11 +50,11 @@ def test_one_comparison_or_none_is_not_turned_around(asked: str, stored: str) ->
 ])
 def test_a_choice_against_one_of_its_two_words_is_another_question(asked: str,
                                                                     stored: str) -> None:
+    refused_both_ways(VERIFIER, asked, stored, "question", "alternative")
     for x, y in ((asked, stored), (stored, asked)):
         conflict = VERIFIER.conflict(x, y)
-        assert conflict is not None and (conflict.slot, conflict.check) == (
-            "question", "alternative"), conflict
-        assert " or " in (conflict.asked if x == asked else conflict.stored)
+        assert conflict is not None and " or " in (
+            conflict.asked if x == asked else conflict.stored)
 
 
 @pytest.mark.parametrize(("asked", "stored"), [
