@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from embedq.semantic.guard import stem
 from embedq.semantic.lexicon import acronym, misspelt, same_word
-from embedq.semantic.synonyms import phrased, synonyms
+from embedq.semantic.synonyms import kind_of, phrased, synonyms
 from embedq.semantic.vocabulary import same_sense
 
 EmbedTexts = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
@@ -146,6 +146,14 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str],
                if j - i >= 2 and j <= len(own))
 
 
+def reworded(a: Sequence[str], b: Sequence[str]) -> bool:
+    """False when word lists `a` and `b` differ in one aligned word alone (the guard's
+    "one word apart"): that word is then the question, and only a synonym stands for it
+    ("renew" / "replace a passport"); a verb that is a way of doing another ("raise" /
+    "increase") is its counterpart where the asker reworded more than the verb."""
+    return len(a) != len(b) or sum(x != y for x, y in zip(a, b, strict=True)) != 1
+
+
 def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
               embed: EmbedTexts, min_similarity: float,
               frames: tuple[list[str], list[str]] | None = None,
@@ -154,8 +162,9 @@ def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
     content words (`asked`, `stored`), as its two spans; None when every word has one.
     A word the other text holds in another form (`lexical`, against `frames`: the texts'
     whole word lists, default the content words; `known`: the model's whole words) is its
-    own counterpart; a span added on
-    one side only (an inserted qualifier) is judged the same way."""
+    own counterpart, and so is one verb put for another it is a way of doing
+    (synonyms.kind_of) in a rewording (`reworded`); a span added on one side only (an
+    inserted qualifier) is judged the same way."""
     if not subs:
         return None
     fa, fb = frames or (asked, stored)
@@ -174,7 +183,10 @@ def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
                                                      strict=True)})
         return all(float(at[word] @ at[o]) < min_similarity for o in other)
 
+    ways = reworded(fa, fb)
     for s in subs:
+        if ways and len(s.asked) == len(s.stored) == 1 and kind_of(s.asked[0], s.stored[0]):
+            continue  # one verb a way of doing the other, put in its place
         against_b = s.free if not s.stored else stored
         against_a = s.free if not s.asked else asked
         if any(orphan(w, fa, fb, against_b) for w in s.asked) or any(
@@ -273,14 +285,15 @@ def attribute(asked: list[str], stored: list[str], is_content: Callable[[str], b
     return None
 
 
-def other_act(verbs: tuple[str, str], embed: EmbedTexts,
-              min_similarity: float) -> tuple[str, str] | None:
+def other_act(verbs: tuple[str, str], embed: EmbedTexts, min_similarity: float,
+              ways: bool = True) -> tuple[str, str] | None:
     """The main verbs of two questions that ask one subject the same thing ("can my
     manager refuse ..." / "can my manager force ..."), or None when they are counterparts
     (embedded alone at or above `min_similarity`): with the subject and the question kept,
-    the verb is what is asked about, and two acts are two questions."""
+    the verb is what is asked about, and two acts are two questions. With `ways` (the
+    questions are reworded), one verb a way of doing the other is one act too."""
     x, y = verbs
-    if same_sense(x, y) or synonyms(x, y):
+    if same_sense(x, y) or synonyms(x, y) or (ways and kind_of(x, y)):
         return None
     sim = _similarities([x, y], embed)
     return (x, y) if sim[x, y] < min_similarity else None

@@ -13,6 +13,12 @@ siblings ("cat" / "dog"), antonyms ("raise" / "lower") and two attributes ("addr
 other slot (number, negation, order, direction, time, grammar, clause and question
 checks) still reads the texts as written.
 
+A verb that is a way of doing another (its direct hypernym in WordNet: "raise" /
+"increase", "disclose" / "tell", "wrap" / "cover"; `kind_of`) is that verb's counterpart
+where a rewording puts one for the other (align.py: a one-word substitution, the main
+verb a question asks about), not to the guard: "how do I pay the fee" / "how do I refund
+the fee" stay two questions one word apart.
+
 Its database is Debian's `wordnet-base` (WordNet 3.0 in /usr/share/wordnet), which the
 set-up installs; `EMBEDQ_SEMANTIC_WORDNET` names another folder of the same files, or
 "off". With "auto" (the default) and no database there, no pair is synonymous (fewer
@@ -52,6 +58,7 @@ OFF = "off"
 DEBIAN = Path("/usr/share/wordnet")
 _FILES = (("noun", "n"), ("verb", "v"), ("adj", "a"), ("adv", "r"))
 _POS = "nvar"  # _FILES' parts of speech, in order
+_VERB = _POS.index("v")
 # Lexicographer files of noun senses (WordNet's lexnames): artifacts, groups, persons.
 _ARTIFACT, _GROUP, _PERSON = 6, 14, 18
 # The synsets whose kinds are units: of measurement (metre, pound) and of time (minute).
@@ -112,11 +119,13 @@ class WordNet:
         # with another word (a list only for a word that keeps one). A sense is one int
         # (its offset * 4 + its part of speech's place in _POS), all of them in one array;
         # a word keeps where its run starts * 64 + its length.
+        # Every verb sense is kept too: `kind_of` reads a verb's own senses' hypernyms.
         shared = Counter(s for _, s in self._read_index())
         kept: dict[str, list[int]] = {}  # a lemma may be a noun and a verb: both
         for lemma, senses in self._read_index(grouped=True):
-            if any(shared[s] > 1 for s in senses):
-                kept.setdefault(lemma, []).extend(s for s in senses if shared[s] > 1)
+            mine = [s for s in senses if shared[s] > 1 or s % 4 == _VERB]
+            if mine:
+                kept.setdefault(lemma, []).extend(mine)
         del shared
         self._unit_roots = frozenset(
             int(o) * 4 for lemma, _, offsets in map(_parts, self._lines("noun"))
@@ -159,7 +168,7 @@ class WordNet:
     @lru_cache(maxsize=16384)  # noqa: B019 - one WordNet per process, never freed
     def bases(self, word: str, then: str = "") -> frozenset[tuple[str, str]]:
         """The (part of speech, lemma) pairs `word` may inflect (any of WordNet's endings
-        or exceptions, either spelling of -ise / -ize), those with a shared sense; with
+        or exceptions, either spelling of -ise / -ize), those with a kept sense; with
         `then`, the two-word lemmas of `word` followed by `then` ("worked out": work_out)."""
         found: set[tuple[str, str]] = set()
         forms = {word, word[:-3] + "ise"} if word.endswith("ize") else {word}
@@ -175,8 +184,8 @@ class WordNet:
         return frozenset(found)
 
     def senses(self, word: str, then: str = "") -> frozenset[int]:
-        """The senses `word`'s bases (with `then`, its two-word lemmas) share with another
-        word."""
+        """The kept senses of `word`'s bases (with `then`, its two-word lemmas): those
+        shared with another word, and every verb sense."""
         return frozenset(s for pos, b in self.bases(word, then) for s in self._senses(b)
                          if _POS[s % 4] == pos)
 
@@ -216,6 +225,21 @@ class WordNet:
             return False  # two forms of one word ("stoped" / "stopped"): lexicon.py's
         return bool(self.senses(x) & self.senses(y)) and not (
             self.measure(x) or self.measure(y))
+
+    @lru_cache(maxsize=8192)  # noqa: B019 - one WordNet per process, never freed
+    def kind_of(self, x: str, y: str) -> bool:
+        """True when a verb sense of one of `x` and `y` is, in WordNet, a way of doing a
+        verb sense of the other: its direct hypernym ("raise" / "increase", "wrap" /
+        "cover", "disclose" / "tell"). Siblings ("increase" / "decrease": both ways to
+        "change") and antonyms are not; two forms of one verb are lexicon.py's."""
+        if x == y or x in _CLOSED or y in _CLOSED or not (x.isalpha() and y.isalpha()):
+            return False
+        if {b for _, b in self.bases(x)} & {b for _, b in self.bases(y)}:
+            return False
+        vx = {s for s in self.senses(x) if s % 4 == _VERB}
+        vy = {s for s in self.senses(y) if s % 4 == _VERB}
+        return any(h in vy for s in vx for h in self._synset(s)[1]) or any(
+            h in vx for s in vy for h in self._synset(s)[1])
 
     @lru_cache(maxsize=8192)  # noqa: B019 - one WordNet per process, never freed
     def party(self, word: str) -> bool:
@@ -340,6 +364,13 @@ def party(word: str) -> bool:
     return net is not None and word.isalpha() and net.party(word)
 
 
+def kind_of(x: str, y: str) -> bool:
+    """True when the process's WordNet reads one verb as a way of doing the other
+    (`WordNet.kind_of`); False without a WordNet."""
+    net = active()
+    return net is not None and net.kind_of(x, y)
+
+
 def synonyms(x: str, y: str) -> bool:
     """True when the process's WordNet (`use`) lists `x` and `y` in one sense, neither a
     function word or a unit; False without a WordNet."""
@@ -348,8 +379,8 @@ def synonyms(x: str, y: str) -> bool:
 
 
 def note(a: Sequence[str], b: Sequence[str]) -> str | None:
-    """The synonyms a pair of word lists is read with, for `explain` ("WordNet synonyms:
-    detect / find"), or None."""
+    """The synonyms (and verbs that are ways of doing others) a pair of word lists is read
+    with, for `explain` ("WordNet synonyms: detect / find"), or None."""
     only_a = [w for w in dict.fromkeys(a) if w not in b]
     only_b = [w for w in dict.fromkeys(b) if w not in a]
     found = [f"{x} / {y}" for x in only_a for y in only_b if synonyms(x, y)]
@@ -357,7 +388,10 @@ def note(a: Sequence[str], b: Sequence[str]) -> str | None:
               for y in only_b if _phrase(a[i:i + 2], y)]
     found += [f"{x} / {' '.join(b[j:j + 2])}" for j in range(len(b) - 1)
               for x in only_a if _phrase(b[j:j + 2], x)]
-    return f"WordNet synonyms: {', '.join(found)}" if found else None
+    ways = [f"{x} / {y}" for x in only_a for y in only_b if kind_of(x, y)]
+    said = ([f"WordNet synonyms: {', '.join(found)}"] if found else []) + (
+        [f"one verb a way of doing the other: {', '.join(ways)}"] if ways else [])
+    return "; ".join(said) or None
 
 
 def _phrase(phrase: Sequence[str], word: str) -> bool:

@@ -83,6 +83,7 @@ from embedq.semantic.align import (
     disjoint,
     minimal,
     other_act,
+    reworded,
     substitutions,
     swapped,
     unaligned,
@@ -352,8 +353,8 @@ class Verifier:
         if noun is not None:
             return Conflict("content", *noun, check="attribute")
         _passed(trace, "attribute")
-        acts = asked_acts(asked, stored)
-        act = None if acts is None else other_act(acts, self.embed, self.min_word_similarity)
+        acts, ways = asked_acts(asked, stored), reworded(a, b)
+        act = acts and other_act(acts, self.embed, self.min_word_similarity, ways)
         if act is not None:
             return Conflict("content", *act, check="act")
         _passed(trace, "act")

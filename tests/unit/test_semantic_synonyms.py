@@ -19,7 +19,7 @@ from embedq.config import Settings
 from embedq.encoders.hashing import HashingEncoder
 from embedq.errors import ConfigError
 from embedq.semantic import synonyms
-from embedq.semantic.align import lexical, other_act
+from embedq.semantic.align import Substitution, lexical, other_act, unaligned
 from embedq.semantic.guard import contrast
 from embedq.semantic.lookup import refusal
 from embedq.semantic.store import Entry, utcnow
@@ -92,7 +92,10 @@ def small(tmp_path: Path) -> WordNet:
         exceptions="mice mouse\n")
     _write(tmp_path, "verb", "v", [
         (31, ["find", "detect"], ()), (36, ["do", "make"], ()),
-        (30, ["die", "pass_away"], ()), (30, ["pass", "elapse"], ())],
+        (30, ["die", "pass_away"], ()), (30, ["pass", "elapse"], ()),
+        # verbs of one lemma each: "raise" is a way to "increase", both of "change" ways
+        (30, ["change"], ()), (30, ["increase"], (4,)), (30, ["decrease"], (4,)),
+        (30, ["raise"], (5,))],
         exceptions="found find\n")
     _write(tmp_path, "adj", "a", [])
     _write(tmp_path, "adv", "r", [])
@@ -171,6 +174,52 @@ def test_explain_names_the_synonyms_a_hit_was_read_with(restore_wordnet: None,
                    verifier=verifier)[0] == "guard"
 
 
+def test_a_verb_is_a_kind_of_the_verb_it_is_a_way_of_doing(small: WordNet) -> None:
+    assert small.kind_of("raise", "increase") and small.kind_of("increase", "raise")
+    assert small.kind_of("raised", "increases")  # in any inflection
+    assert small.kind_of("decrease", "change")
+    assert not small.kind_of("increase", "decrease")  # siblings: two ways to change
+    assert not small.kind_of("raise", "change")  # a way of a way: two steps up
+    assert not small.kind_of("raise", "raised")  # two forms of one verb
+    assert not small.kind_of("pill", "tablet")  # nouns
+    assert not small.synonyms("raise", "increase")  # no sense shared
+
+
+def test_the_content_slot_and_the_act_check_read_a_way_of_doing_as_counterpart(
+        restore_wordnet: None, small: WordNet) -> None:
+    def encode(texts: list[str]) -> list[np.ndarray]:
+        return list(HashingEncoder().encode(texts))
+
+    one_for_one = [Substitution(("raise",), ("increase",))]
+    asked, stored = ["landlord", "raise", "rent"], ["landlord", "increase", "rent"]
+    # the whole questions: reworded ("can my landlord raise the rent" / "is my landlord
+    # allowed to increase the rent"), and one word apart
+    reworded = (["can", "my", "landlord", "raise", "rent"],
+                ["is", "my", "landlord", "allowed", "to", "increase", "rent"])
+    one_apart = (["can", "my", "landlord", "raise", "rent"],
+                 ["can", "my", "landlord", "increase", "rent"])
+    synonyms.use(str(small.root))
+    assert unaligned(one_for_one, asked, stored, encode, 0.99, frames=reworded) is None
+    assert other_act(("raised", "increased"), encode, 0.99) is None
+    # one word apart, the verb is the question: a synonym only stands for it
+    assert unaligned(one_for_one, asked, stored, encode, 0.99, frames=one_apart) == (
+        "raise", "increase")
+    assert other_act(("raised", "increased"), encode, 0.99, ways=False) == (
+        "raised", "increased")
+    assert unaligned([Substitution(("decrease",), ("increase",))], ["decrease", "rent"],
+                     ["increase", "rent"], encode, 0.99, frames=reworded) == (
+        "decrease", "increase")  # siblings
+    # a verb with a word added is no one-for-one substitution
+    assert unaligned([Substitution(("raise", "fee"), ("increase",))], [*asked, "fee"],
+                     stored, encode, 0.99, frames=reworded) == ("raise fee", "increase")
+    assert synonyms.note(asked, stored) == (
+        "one verb a way of doing the other: raise / increase")
+    synonyms.use(synonyms.OFF)
+    assert unaligned(one_for_one, asked, stored, encode, 0.99, frames=reworded) == (
+        "raise", "increase")
+    assert other_act(("raised", "increased"), encode, 0.99) == ("raised", "increased")
+
+
 def test_a_party_is_a_person_or_a_body_of_people_and_never_a_thing(small: WordNet) -> None:
     assert small.party("employer") and small.party("employers") and small.party("council")
     assert not small.party("router")  # also an artifact: "can my router ..." names a thing
@@ -227,6 +276,13 @@ def test_debian_wordnet_tells_synonyms_from_siblings_and_opposites(
                  ("foot", "metre"), ("pound", "kilo"),
                  ("upgrade", "downgrade"), ("read", "write"), ("train", "plane")):
         assert not net.synonyms(x, y), (x, y)
+    for x, y in (("raise", "increase"), ("disclose", "tell"), ("wrap", "cover"),
+                 ("delete", "remove"), ("prevent", "stop")):
+        assert net.kind_of(x, y), (x, y)
+    for x, y in (("increase", "decrease"), ("open", "close"), ("buy", "sell"),
+                 ("send", "receive"), ("upload", "download"), ("lend", "borrow"),
+                 ("start", "stop"), ("import", "export"), ("cancel", "pause")):
+        assert not net.kind_of(x, y), (x, y)
     for word in ("employer", "landlord", "insurer", "tenants", "council", "company"):
         assert net.party(word), word
     for word in ("router", "phone", "network", "policy", "flight", "bank", "app"):
@@ -241,3 +297,12 @@ def test_the_guard_lets_a_synonym_through_and_still_refuses_a_sibling(
     assert contrast("how do I delete duplicate rows in a sheet",
                     "how do I find duplicate rows in a sheet") == (
         "one word apart: 'delete' vs 'find'")
+
+
+def test_the_guard_still_refuses_a_verb_put_for_a_way_of_doing_it(
+        restore_wordnet: None) -> None:
+    # one word apart, "refund" a way to "pay": the guard reads no kind_of, only synonyms
+    net = _debian()
+    assert net.kind_of("refund", "pay")
+    assert contrast("how do I refund the booking fee", "how do I pay the booking fee") == (
+        "one word apart: 'refund' vs 'pay'")
