@@ -9,7 +9,8 @@ telling him" 0.95. Each is a slot of verify.py, read from the words alone:
          many, few, most, none, whole, entire, just, multiple, various) differ; "how many"
          and "how much" ask for a number and are not a scope
   tense  one side asks about the past (was, were, did, had, or has / have before a
-         participle: "has ended", "have been") and the other does not; present and
+         participle: "has ended", "have been", "has my claim been accepted") and the
+         other does not; present and
          future read alike ("do I get paid" / "will I be paid")
   role   who does what changes: both sides name people by pronoun and the persons
          differ (first: I, me, my, we; third: he, she, they, someone; "you" is the
@@ -41,6 +42,7 @@ SCOPE = _closed("all every each any some only both several many few most none wh
                 "entire just multiple various")
 _PAST = _closed("was were did had wasn't weren't didn't hadn't")
 _PERFECT = _closed("has have hasn't haven't 've")
+_SUBJECT_SPAN = 8  # words from a question's opening "has" to its participle, at most
 # The person each pronoun names; "you" is left out: a question addresses the service
 # ("do you accept Apple Pay" / "can I pay with Apple Pay").
 _PERSONS = {
@@ -63,8 +65,10 @@ def scope(words: list[str]) -> frozenset[str]:
 def past(words: list[str]) -> bool:
     if any(w in _PAST for w in words):
         return True
-    return any(w in _PERFECT and any(_participle(x) for x in words[i + 1:i + 3])
-               for i, w in enumerate(words))
+    # "has it ended": the participle within two words; a question that opens with "has"
+    # puts its subject between them ("has my claim for the bike been accepted")
+    return any(w in _PERFECT and any(_participle(x) for x in words[i + 1:i + (
+        _SUBJECT_SPAN if i == 0 else 3)]) for i, w in enumerate(words))
 
 
 def _participle(word: str) -> bool:

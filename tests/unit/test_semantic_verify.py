@@ -204,6 +204,9 @@ def test_one_word_written_two_ways_or_a_moved_clause_is_no_conflict(asked: str,
      "what is the deadline for filing the census form", "tense"),
     ("can I cancel a transfer that has gone through",
      "can I cancel a transfer that is pending", "tense"),
+    # a question opened by "has" holds its subject before the participle
+    ("has my order for the new office chair been shipped",
+     "will my order for the new office chair be shipped", "tense"),
     ("what happens to my pension if they die", "what happens to my pension if I die", "role"),
     ("how do I combine my pensions with my partner's",
      "how do I combine my pensions with my partner", "role"),
@@ -228,6 +231,9 @@ def test_scope_tense_roles_and_opposites_conflict(asked: str, stored: str, slot:
     ("will I be paid if I am off sick", "do I get paid if I am off sick"),
     ("how to reset a password", "how do I reset my password"),  # a pronoun one side adds
     ("how many days of leave do I get", "how many days of leave do I get per year"),
+    # two ways of asking about the past: a perfect whose subject stands inside it
+    ("has my order for the new office chair been shipped",
+     "was my order for the new office chair shipped"),
 ])
 def test_present_and_future_and_one_sided_pronouns_are_no_grammar_conflict(
         asked: str, stored: str) -> None:
