@@ -139,6 +139,8 @@ def _canonical(words: list[str]) -> list[str]:
             out[-1] = "1"
         elif word == "cent" and before == "per":
             out[-1] = "percent"
+        elif word == "no" and before == "with":
+            out[-1] = "without"  # "with no fee" / "without a fee": one negation, one word
         elif word in _CODES:
             out.append(_CODES[word])
         elif word == "then" and before in _COMPARATIVES:

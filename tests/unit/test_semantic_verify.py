@@ -461,3 +461,12 @@ def test_words_of_ability_or_obligation_are_the_modality_checks_not_content() ->
     refused = VERIFIER.conflict("can I renew my parking permit online",
                                 "do I need to renew my parking permit online")
     assert refused is not None and refused.slot == "modality", refused
+
+
+def test_with_no_is_without() -> None:
+    # one negation written two ways, and still the opposite of "with"
+    assert VERIFIER.conflict("can I pay the bill late with no fee",
+                             "can I pay the bill late without a fee") is None
+    conflict = VERIFIER.conflict("can I pay the bill late with no fee",
+                                 "can I pay the bill late with a fee")
+    assert conflict is not None and conflict.slot == "direction", conflict
