@@ -146,6 +146,14 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str],
                if j - i >= 2 and j <= len(own))
 
 
+# Verbs that lend a sentence its verb and little meaning ("make a claim", "get paid",
+# "take a dose"): one of them added on one side alone asks nothing the other does not.
+LIGHT = frozenset(" ".join((
+    "make makes made making take takes took taken taking get gets got gotten getting give",
+    "gives gave given giving have has had having do does did done doing put puts putting",
+)).split())
+
+
 def reworded(a: Sequence[str], b: Sequence[str]) -> bool:
     """False when word lists `a` and `b` differ in one aligned word alone (the guard's
     "one word apart"): that word is then the question, and only a synonym stands for it
@@ -164,7 +172,7 @@ def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
     whole word lists, default the content words; `known`: the model's whole words) is its
     own counterpart, and so is one verb put for another it is a way of doing
     (synonyms.kind_of) in a rewording (`reworded`); a span added on one side only (an
-    inserted qualifier) is judged the same way."""
+    inserted qualifier) is judged the same way, but for light verbs alone (`LIGHT`)."""
     if not subs:
         return None
     fa, fb = frames or (asked, stored)
@@ -187,6 +195,8 @@ def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
     for s in subs:
         if ways and len(s.asked) == len(s.stored) == 1 and kind_of(s.asked[0], s.stored[0]):
             continue  # one verb a way of doing the other, put in its place
+        if not (s.asked and s.stored) and all(w in LIGHT for w in (*s.asked, *s.stored)):
+            continue  # "do I get paid" / "will I be paid": a light verb, no content
         against_b = s.free if not s.stored else stored
         against_a = s.free if not s.asked else asked
         if any(orphan(w, fa, fb, against_b) for w in s.asked) or any(

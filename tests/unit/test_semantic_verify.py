@@ -470,3 +470,31 @@ def test_with_no_is_without() -> None:
     conflict = VERIFIER.conflict("can I pay the bill late with no fee",
                                  "can I pay the bill late with a fee")
     assert conflict is not None and conflict.slot == "direction", conflict
+
+
+@pytest.mark.parametrize(("asked", "stored"), [
+    ("will I be paid if I am off sick for a week",
+     "do I get paid if I am off sick for a week"),
+    ("will I be refunded if the venue cancels the concert",
+     "can I get a refund if the venue cancels the concert"),
+])
+def test_a_light_verb_added_on_one_side_is_no_content(asked: str, stored: str) -> None:
+    assert VERIFIER.conflict(asked, stored) is None
+    assert VERIFIER.conflict(stored, asked) is None
+
+
+def test_a_content_verb_added_or_a_light_verb_replaced_is_still_content() -> None:
+    # with the light verb, a word it does not lend adds what is asked
+    found = VERIFIER.conflict("will I be paid if I am off sick for a week",
+                              "do I get paid if I am off sick for a week abroad")
+    assert found is not None and found.slot == "content", found
+    # "get" / "give" is one verb put for another, not one added
+    found = VERIFIER.conflict("can I give a refund if the venue cancels the concert",
+                              "can I get a refund if the venue cancels the concert")
+    assert found is not None and found.slot == "content", found
+    found = VERIFIER.conflict("will I be refunded if the venue cancels the concert",
+                              "can I get a voucher if the venue cancels the concert")
+    assert found is not None and found.slot == "content", found
+    found = VERIFIER.conflict("can I give a refund if the venue cancels the concert",
+                              "can I get a refund if the venue cancels the concert")
+    assert found is not None and found.slot == "content", found
