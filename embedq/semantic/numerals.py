@@ -22,6 +22,8 @@ each the one way the guard, the verifier and the aligner compare:
              because, "d/l" download); "no." before a digit or after a word that owns or
              names one is "number" ("my no.", "ref no."), "kilowatt hours" is "kwh"
   have got   "got" after a form of "have" is dropped ("I've got" is "I've")
+  with no    "with no" is "without"; "past" and "previous" before a period are "last"
+             ("the past 7 days", "the previous month")
 """
 
 from __future__ import annotations
@@ -141,6 +143,8 @@ def _canonical(words: list[str]) -> list[str]:
             out[-1] = "percent"
         elif word == "no" and before == "with":
             out[-1] = "without"  # "with no fee" / "without a fee": one negation, one word
+        elif word in ("past", "previous") and _period(words[i + 1:i + 2]):
+            out.append("last")  # "the past 7 days", "the previous month"
         elif word in _CODES:
             out.append(_CODES[word])
         elif word == "then" and before in _COMPARATIVES:
@@ -152,6 +156,17 @@ def _canonical(words: list[str]) -> list[str]:
         else:
             out.append(TIME_ABBREVIATIONS.get(word, spelling(word)))
     return out
+
+
+# The periods "last" counts back ("the last 7 days", "last month").
+_PERIODS = frozenset(("day", "days", "week", "weeks", "month", "months", "year", "years",
+                      "hour", "hours", "fortnight", "quarter", "weekend", "night"))
+
+
+def _period(after: list[str]) -> bool:
+    """True when the word after "past" / "previous" opens a period: a number or a unit."""
+    return bool(after) and (after[0].isdigit() or after[0] in CARDINALS or
+                            TIME_ABBREVIATIONS.get(after[0], after[0]) in _PERIODS)
 
 
 def _unit(words: list[str], i: int, before: str) -> bool:

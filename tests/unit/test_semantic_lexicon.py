@@ -183,3 +183,15 @@ def test_have_got_is_have() -> None:
         "how many days of leave have I left")
     assert words("I've got 3 GB left") == words("I've 3 GB left")
     assert "got" in words("I got a refund")  # "got" as a verb of its own stays
+
+
+def test_past_and_previous_before_a_period_are_last() -> None:
+    assert words("orders placed in the past 30 days") == words(
+        "orders placed in the last 30 days")
+    assert words("my statement for the previous month") == words(
+        "my statement for the last month")
+    assert words("sales over the past two weeks") == words("sales over the last 2 weeks")
+    # before anything else they keep their own sense
+    assert words("a reference from my previous employer")[-2] == "previous"
+    assert words("is the deadline past")[-1] == "past"
+    assert words("the next 30 days") != words("the past 30 days")
