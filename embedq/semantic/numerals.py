@@ -24,6 +24,8 @@ each the one way the guard, the verifier and the aligner compare:
   have got   "got" after a form of "have" is dropped ("I've got" is "I've")
   with no    "with no" is "without"; "past" and "previous" before a period are "last"
              ("the past 7 days", "the previous month")
+  weeks      a number of weeks is that many days ("2 weeks" / "14 days"), and so is a
+             fortnight
 """
 
 from __future__ import annotations
@@ -143,6 +145,11 @@ def _canonical(words: list[str]) -> list[str]:
             out[-1] = "percent"
         elif word == "no" and before == "with":
             out[-1] = "without"  # "with no fee" / "without a fee": one negation, one word
+        elif _DAYS.get(TIME_ABBREVIATIONS.get(word, word)) and _NUMBER.fullmatch(before):
+            out[-1] = _number(float(before) * _DAYS[TIME_ABBREVIATIONS.get(word, word)])
+            out.append("days")  # "2 weeks" / "14 days": one span of days
+        elif word == "fortnight":
+            out += ["14", "days"]
         elif word in ("past", "previous") and _period(words[i + 1:i + 2]):
             out.append("last")  # "the past 7 days", "the previous month"
         elif word in _CODES:
@@ -158,6 +165,9 @@ def _canonical(words: list[str]) -> list[str]:
     return out
 
 
+# Weeks counted in days, so that one span reads one way ("two weeks", "14 days", "a
+# fortnight"); months and years are no whole number of days.
+_DAYS = {"week": 7, "weeks": 7, "fortnight": 14, "fortnights": 14}
 # The periods "last" counts back ("the last 7 days", "last month").
 _PERIODS = frozenset(("day", "days", "week", "weeks", "month", "months", "year", "years",
                       "hour", "hours", "fortnight", "quarter", "weekend", "night"))

@@ -195,3 +195,13 @@ def test_past_and_previous_before_a_period_are_last() -> None:
     assert words("a reference from my previous employer")[-2] == "previous"
     assert words("is the deadline past")[-1] == "past"
     assert words("the next 30 days") != words("the past 30 days")
+
+
+def test_weeks_are_counted_in_days() -> None:
+    assert words("can I return it within two weeks") == words("can I return it within 14 days")
+    assert words("a refund in 1 week") == words("a refund in 7 days")
+    assert words("the bins go out every fortnight") == words("the bins go out every 14 days")
+    assert words("every 2 wks") == words("every 14 days")
+    assert numbers(words("within 3 weeks")) != numbers(words("within 3 days"))
+    assert words("every week") == ["every", "week"]  # no number: no span to count
+    assert words("in the 2nd week of June")[1:3] == ["2nd", "week"]  # an ordinal names one
