@@ -13,11 +13,9 @@ siblings ("cat" / "dog"), antonyms ("raise" / "lower") and two attributes ("addr
 other slot (number, negation, order, direction, time, grammar, clause and question
 checks) still reads the texts as written.
 
-A verb that is a way of doing another (its direct hypernym in WordNet: "raise" /
-"increase", "disclose" / "tell", "wrap" / "cover"; `kind_of`) is that verb's counterpart
-where a rewording puts one for the other (align.py: a one-word substitution, the main
-verb a question asks about), not to the guard: "how do I pay the fee" / "how do I refund
-the fee" stay two questions one word apart.
+A verb that is a way of doing another (its direct hypernym: "raise" / "increase";
+`kind_of`) is its counterpart where a rewording puts one for the other (align.py), never
+to the guard: "pay the fee" / "refund the fee" stay two questions one word apart.
 
 Its database is Debian's `wordnet-base` (WordNet 3.0 in /usr/share/wordnet), which the
 set-up installs; `EMBEDQ_SEMANTIC_WORDNET` names another folder of the same files, or
@@ -28,10 +26,8 @@ a sense's hypernyms are read from the data file at its offset when a pair asks.
 
 Left out, because a sense shared there is not one question:
   - units: a word with a sense that is a kind of "unit of measurement" or "time unit"
-    ("minute" / "second" share "a moment", "hour" / "minute" a distance; "foot",
-    "pound"); the number, unit and time slots own those words. A quantity word ("pile" /
-    "heap": "a large amount") is no unit. Only the senses a word shares are read, and a
-    unit's usually are (its abbreviation: "minute" / "min");
+    ("minute" / "second" share "a moment"; "foot", "pound"): the number, unit and time
+    slots own those words. A quantity word ("pile" / "heap") is no unit;
   - function words (`_CLOSED`): auxiliaries, pronouns, particles, quantifiers, question
     words ("do" / "make" share a synset, "in" is an inch);
   - phrases of three words or more ("kick the bucket"): single words and two-word lemmas
@@ -59,6 +55,8 @@ DEBIAN = Path("/usr/share/wordnet")
 _FILES = (("noun", "n"), ("verb", "v"), ("adj", "a"), ("adv", "r"))
 _POS = "nvar"  # _FILES' parts of speech, in order
 _VERB = _POS.index("v")
+# lexicon.spelling writes "weedkiller" and "travelled" with one l, WordNet with two.
+_ONE_L = re.compile(r"([a-z]{3,}[^l])l(ed|ing|er|ers|ery|ment|ments|s)?")
 # Lexicographer files of noun senses (WordNet's lexnames): artifacts, groups, persons.
 _ARTIFACT, _GROUP, _PERSON = 6, 14, 18
 # The synsets whose kinds are units: of measurement (metre, pound) and of time (minute).
@@ -168,10 +166,12 @@ class WordNet:
     @lru_cache(maxsize=16384)  # noqa: B019 - one WordNet per process, never freed
     def bases(self, word: str, then: str = "") -> frozenset[tuple[str, str]]:
         """The (part of speech, lemma) pairs `word` may inflect (any of WordNet's endings
-        or exceptions, either spelling of -ise / -ize), those with a kept sense; with
+        or exceptions, either spelling of -ise / -ize and of -l / -ll), those with a kept
+        sense; with
         `then`, the two-word lemmas of `word` followed by `then` ("worked out": work_out)."""
         found: set[tuple[str, str]] = set()
         forms = {word, word[:-3] + "ise"} if word.endswith("ize") else {word}
+        forms |= {m.expand(r"\1ll\2") for m in [_ONE_L.fullmatch(word)] if m}
         for form in forms:
             for pos, rules in _DETACH.items():
                 bases = {form, *self._exceptions[pos].get(form, ())}

@@ -21,6 +21,7 @@ from embedq.errors import ConfigError
 from embedq.semantic import synonyms
 from embedq.semantic.align import Substitution, lexical, other_act, unaligned
 from embedq.semantic.guard import contrast
+from embedq.semantic.lexicon import spelling
 from embedq.semantic.lookup import refusal
 from embedq.semantic.store import Entry, utcnow
 from embedq.semantic.synonyms import DEBIAN, WordNet, load
@@ -269,6 +270,9 @@ def test_debian_wordnet_tells_synonyms_from_siblings_and_opposites(
     for x, y in (("pills", "tablets"), ("detect", "find"), ("build", "make"),
                  ("mistake", "error"), ("exterior", "outside"), ("pile", "heap")):
         assert net.synonyms(x, y), (x, y)
+    # the comparison's spelling (lexicon.spelling: one l) is looked up with WordNet's two
+    assert net.synonyms(spelling("weedkiller"), "herbicide")
+    assert net.synonyms(spelling("travelled"), "journeyed")
     assert net.phrase_synonym(("pass", "away"), "die")
     assert net.phrase_synonym(("worked", "out"), "calculated")
     for x, y in (("create", "delete"), ("cat", "dog"), ("raise", "lower"),
