@@ -24,6 +24,7 @@ each the one way the guard, the verifier and the aligner compare:
   have got   "got" after a form of "have" is dropped ("I've got" is "I've")
   with no    "with no" is "without"; "past" and "previous" before a period are "last"
              ("the past 7 days", "the previous month")
+  hyphens    a number word in a hyphenated word is its digits ("two-year" / "2-year")
   weeks      a number of weeks is that many days ("2 weeks" / "14 days"), and so is a
              fortnight
 """
@@ -154,6 +155,9 @@ def _canonical(words: list[str]) -> list[str]:
             out.append("last")  # "the past 7 days", "the previous month"
         elif word in _CODES:
             out.append(_CODES[word])
+        elif "-" in word and any(part in CARDINALS for part in word.split("-")):
+            out.append("-".join(str(CARDINALS[part]) if part in CARDINALS else part
+                                for part in word.split("-")))  # "two-year" / "2-year"
         elif word == "then" and before in _COMPARATIVES:
             out.append("than")
         elif word in _SYMBOLS and _NUMBER.fullmatch(before):

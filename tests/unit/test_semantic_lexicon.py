@@ -205,3 +205,10 @@ def test_weeks_are_counted_in_days() -> None:
     assert numbers(words("within 3 weeks")) != numbers(words("within 3 days"))
     assert words("every week") == ["every", "week"]  # no number: no span to count
     assert words("in the 2nd week of June")[1:3] == ["2nd", "week"]  # an ordinal names one
+
+
+def test_a_number_word_in_a_hyphenated_word_is_its_digits() -> None:
+    assert words("a two-year contract") == words("a 2-year contract")
+    assert numbers(words("a three-month trial")) == numbers(words("a 3 month trial"))
+    assert words("a two-year contract") != words("a 3-year contract")
+    assert words("a well-known issue") == ["well-known", "issue"]  # no number: as written
