@@ -162,6 +162,21 @@ def reworded(a: Sequence[str], b: Sequence[str]) -> bool:
     return len(a) != len(b) or sum(x != y for x, y in zip(a, b, strict=True)) != 1
 
 
+# The particles of English's two-word verbs ("set up", "hand in"), as WordNet lists them.
+_PARTICLES = frozenset(("up", "in", "out", "off", "on", "down", "back", "over", "away"))
+
+
+def _ways(x: str, y: str, fa: Sequence[str], fb: Sequence[str]) -> bool:
+    """True when verb `x` (of word list `fa`) is a way of doing `y` (of `fb`) or the other
+    way round, each read alone or with the particle after it ("configure" / "set up")."""
+    def then(word: str, frame: Sequence[str]) -> str:
+        at = list(frame).index(word) if word in frame else len(frame)
+        return frame[at + 1] if at + 1 < len(frame) and frame[at + 1] in _PARTICLES else ""
+
+    return kind_of(x, y) or any(kind_of(p, q, t) for p, q, t in (
+        (x, y, then(y, fb)), (y, x, then(x, fa))) if t)
+
+
 def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
               embed: EmbedTexts, min_similarity: float,
               frames: tuple[list[str], list[str]] | None = None,
@@ -193,7 +208,8 @@ def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
 
     ways = reworded(fa, fb)
     for s in subs:
-        if ways and len(s.asked) == len(s.stored) == 1 and kind_of(s.asked[0], s.stored[0]):
+        if ways and len(s.asked) == len(s.stored) == 1 and _ways(s.asked[0], s.stored[0],
+                                                                 fa, fb):
             continue  # one verb a way of doing the other, put in its place
         if not (s.asked and s.stored) and all(w in LIGHT for w in (*s.asked, *s.stored)):
             continue  # "do I get paid" / "will I be paid": a light verb, no content
@@ -296,14 +312,16 @@ def attribute(asked: list[str], stored: list[str], is_content: Callable[[str], b
 
 
 def other_act(verbs: tuple[str, str], embed: EmbedTexts, min_similarity: float,
-              ways: bool = True) -> tuple[str, str] | None:
+              ways: bool = True, frames: tuple[Sequence[str], Sequence[str]] = ((), ())
+              ) -> tuple[str, str] | None:
     """The main verbs of two questions that ask one subject the same thing ("can my
     manager refuse ..." / "can my manager force ..."), or None when they are counterparts
     (embedded alone at or above `min_similarity`): with the subject and the question kept,
     the verb is what is asked about, and two acts are two questions. With `ways` (the
-    questions are reworded), one verb a way of doing the other is one act too."""
+    questions are reworded), one verb a way of doing the other is one act too (`frames`:
+    the two word lists, where a verb's particle is read: "set up")."""
     x, y = verbs
-    if same_sense(x, y) or synonyms(x, y) or (ways and kind_of(x, y)):
+    if same_sense(x, y) or synonyms(x, y) or (ways and _ways(x, y, *frames)):
         return None
     sim = _similarities([x, y], embed)
     return (x, y) if sim[x, y] < min_similarity else None

@@ -227,17 +227,17 @@ class WordNet:
             self.measure(x) or self.measure(y))
 
     @lru_cache(maxsize=8192)  # noqa: B019 - one WordNet per process, never freed
-    def kind_of(self, x: str, y: str) -> bool:
-        """True when a verb sense of one of `x` and `y` is, in WordNet, a way of doing a
-        verb sense of the other: its direct hypernym ("raise" / "increase", "wrap" /
-        "cover", "disclose" / "tell"). Siblings ("increase" / "decrease": both ways to
-        "change") and antonyms are not; two forms of one verb are lexicon.py's."""
+    def kind_of(self, x: str, y: str, then: str = "") -> bool:
+        """True when a verb sense of one of `x` and `y` (with `then`, the two-word lemma of
+        `y` and `then`: "set up") is, in WordNet, a way of doing a verb sense of the other:
+        its direct hypernym ("raise" / "increase", "configure" / "set up"). Siblings
+        ("increase" / "decrease") and antonyms are not; nor two forms of one verb."""
         if x == y or x in _CLOSED or y in _CLOSED or not (x.isalpha() and y.isalpha()):
             return False
         if {b for _, b in self.bases(x)} & {b for _, b in self.bases(y)}:
             return False
         vx = {s for s in self.senses(x) if s % 4 == _VERB}
-        vy = {s for s in self.senses(y) if s % 4 == _VERB}
+        vy = {s for s in self.senses(y, then) if s % 4 == _VERB}
         return any(h in vy for s in vx for h in self._synset(s)[1]) or any(
             h in vx for s in vy for h in self._synset(s)[1])
 
@@ -364,11 +364,11 @@ def party(word: str) -> bool:
     return net is not None and word.isalpha() and net.party(word)
 
 
-def kind_of(x: str, y: str) -> bool:
+def kind_of(x: str, y: str, then: str = "") -> bool:
     """True when the process's WordNet reads one verb as a way of doing the other
     (`WordNet.kind_of`); False without a WordNet."""
     net = active()
-    return net is not None and net.kind_of(x, y)
+    return net is not None and net.kind_of(x, y, then)
 
 
 def synonyms(x: str, y: str) -> bool:

@@ -354,7 +354,7 @@ class Verifier:
             return Conflict("content", *noun, check="attribute")
         _passed(trace, "attribute")
         acts, ways = asked_acts(asked, stored), reworded(a, b)
-        act = acts and other_act(acts, self.embed, self.min_word_similarity, ways)
+        act = acts and other_act(acts, self.embed, self.min_word_similarity, ways, (a, b))
         if act is not None:
             return Conflict("content", *act, check="act")
         _passed(trace, "act")

@@ -96,7 +96,7 @@ def small(tmp_path: Path) -> WordNet:
         (30, ["die", "pass_away"], ()), (30, ["pass", "elapse"], ()),
         # verbs of one lemma each: "raise" is a way to "increase", both of "change" ways
         (30, ["change"], ()), (30, ["increase"], (4,)), (30, ["decrease"], (4,)),
-        (30, ["raise"], (5,))],
+        (30, ["raise"], (5,)), (30, ["set_up"], ()), (30, ["configure"], (8,))],
         exceptions="found find\n")
     _write(tmp_path, "adj", "a", [])
     _write(tmp_path, "adv", "r", [])
@@ -215,6 +215,17 @@ def test_the_content_slot_and_the_act_check_read_a_way_of_doing_as_counterpart(
                      stored, encode, 0.99, frames=reworded) == ("raise fee", "increase")
     assert synonyms.note(asked, stored) == (
         "one verb a way of doing the other: raise / increase")
+    # a two-word verb is read with its particle: "configure" is a way to "set up"
+    set_up = [Substitution(("configure",), ("set",))]
+    assert unaligned(set_up, ["configure", "voicemail"], ["set", "voicemail"], encode, 0.99,
+                     frames=(["how", "can", "i", "configure", "voicemail"],
+                             ["how", "do", "i", "set", "up", "voicemail"])) is None
+    assert unaligned(set_up, ["configure", "voicemail"], ["set", "voicemail"], encode, 0.99,
+                     frames=(["how", "can", "i", "configure", "voicemail"],
+                             ["how", "do", "i", "set", "voicemail", "up"])) == (
+        "configure", "set")  # "set" alone is no way of configuring
+    assert other_act(("configure", "set"), encode, 0.99, True,
+                     (["configure", "voicemail"], ["set", "up", "voicemail"])) is None
     synonyms.use(synonyms.OFF)
     assert unaligned(one_for_one, asked, stored, encode, 0.99, frames=reworded) == (
         "raise", "increase")
@@ -283,6 +294,7 @@ def test_debian_wordnet_tells_synonyms_from_siblings_and_opposites(
     for x, y in (("raise", "increase"), ("disclose", "tell"), ("wrap", "cover"),
                  ("delete", "remove"), ("prevent", "stop")):
         assert net.kind_of(x, y), (x, y)
+    assert net.kind_of("configure", "set", "up") and not net.kind_of("configure", "set")
     for x, y in (("increase", "decrease"), ("open", "close"), ("buy", "sell"),
                  ("send", "receive"), ("upload", "download"), ("lend", "borrow"),
                  ("start", "stop"), ("import", "export"), ("cancel", "pause")):
