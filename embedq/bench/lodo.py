@@ -9,7 +9,8 @@ fixed hand rules (fitted to the tune split, none of these domains). Summed over 
 paraphrases found and near-misses served, per paraphrase style and per near-miss kind,
 each with a 95% Wilson interval; then the same at the configured default threshold on the
 whole file, and the other splits (held-out, fresh, blind) at the default and at the
-threshold the rule picks on every domain, for comparison. Every text is embedded once,
+threshold the rule picks on every domain, for comparison; last, the content slot's word
+bar chosen with the threshold the same way (word_bar.py). Every text is embedded once,
 in one call (`threshold.score_pairs`).
 """
 
@@ -32,6 +33,7 @@ from embedq.bench.threshold import (
     is_hit,
     score_pairs,
 )
+from embedq.bench.word_bar import print_word_bar, word_bar_report
 from embedq.errors import InvalidInput
 from embedq.semantic.verify import Verifier
 
@@ -132,6 +134,7 @@ def lodo_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
         name: crowded(split, embed, verifier, both) for name, split in heldout.items()}
     return {"pairs": len(pairs), "domains": len(domains), "per_domain": per_domain,
             "lodo": breakdown(decided), "default": default,
+            "word_bar": word_bar_report(pairs, heldout, embed, default, known),
             "at_default": breakdown(_at(scored, default)), "heldout_at_default": splits,
             "chosen": chosen, "heldout_at_chosen": at_chosen,
             "one_namespace": one_namespace}
@@ -179,3 +182,4 @@ def print_lodo(report: dict[str, Any], model: str) -> None:
             print(f"  {name:<24} {threshold}  {row['queries']:>5} queries  "
                   f"true {row['true_hits']:>4}  near-misses {row['near_misses_served']:>2}  "
                   f"other entries {row['other_entry_hits']:>2}  misses {row['misses']:>4}")
+    print_word_bar(report["word_bar"], report["default"])

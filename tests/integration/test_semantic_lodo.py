@@ -108,3 +108,32 @@ def test_one_namespace_figures_are_what_the_cache_returns(model_client: Any) -> 
     assert {k: row[k] for k in counts} == counts
     assert sorted((o["query"], o["entry"]) for o in row["other_entries"]) == sorted(others)
     assert row["queries"] == sum(counts.values())
+
+
+def test_the_word_bar_is_chosen_per_domain_without_it(model_client: Any,
+                                                      subset: list[Any]) -> None:
+    from embedq.bench.word_bar import BARS, word_bar_report
+
+    known = model_client.semantic.verifier.known
+    fresh = load_pairs(FRESH)[:10]
+    report = word_bar_report(subset, {"fresh": fresh}, model_client.embed, 0.67, known)
+    scored = {bar: score_pairs(subset, model_client.embed, Verifier(
+        model_client.embed, known=known, min_word_similarity=bar)) for bar in BARS}
+    found = 0
+    for domain, bar in report["chosen_per_domain"].items():
+        assert bar in BARS
+        # no other bar finds more on the other domains at its own safe threshold
+        def on_others(b: float, domain: str = domain) -> int:
+            others = [s for s in scored[b] if s.pair.domain != domain]
+            threshold, safe = choose_on(others)
+            return sum(s.pair.label == "paraphrase" and is_hit(
+                s, threshold, *_mode("verifier_on")) for s in others) if safe else -1
+        assert on_others(bar) == max(on_others(b) for b in BARS)
+        threshold = choose_on([s for s in scored[bar] if s.pair.domain != domain])[0]
+        found += sum(s.pair.label == "paraphrase" and is_hit(
+            s, threshold, *_mode("verifier_on")) for s in scored[bar] if s.pair.domain == domain)
+    assert report["lodo"]["paraphrases_found"]["k"] == found
+    fixed = report["per_bar"][report["fixed"]]
+    assert fixed["threshold"] == choose_on(scored[report["fixed"]])[0]
+    assert fixed["splits"]["fresh"]["paraphrases_found"]["n"] == sum(
+        p.label == "paraphrase" for p in fresh)
