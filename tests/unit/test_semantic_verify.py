@@ -483,18 +483,17 @@ def test_a_light_verb_added_on_one_side_is_no_content(asked: str, stored: str) -
     assert VERIFIER.conflict(stored, asked) is None
 
 
-def test_a_content_verb_added_or_a_light_verb_replaced_is_still_content() -> None:
+@pytest.mark.parametrize(("asked", "stored"), [
     # with the light verb, a word it does not lend adds what is asked
-    found = VERIFIER.conflict("will I be paid if I am off sick for a week",
-                              "do I get paid if I am off sick for a week abroad")
-    assert found is not None and found.slot == "content", found
+    ("will I be paid if I am off sick for a week",
+     "do I get paid if I am off sick for a week abroad"),
     # "get" / "give" is one verb put for another, not one added
-    found = VERIFIER.conflict("can I give a refund if the venue cancels the concert",
-                              "can I get a refund if the venue cancels the concert")
-    assert found is not None and found.slot == "content", found
-    found = VERIFIER.conflict("will I be refunded if the venue cancels the concert",
-                              "can I get a voucher if the venue cancels the concert")
-    assert found is not None and found.slot == "content", found
-    found = VERIFIER.conflict("can I give a refund if the venue cancels the concert",
-                              "can I get a refund if the venue cancels the concert")
+    ("can I give a refund if the venue cancels the concert",
+     "can I get a refund if the venue cancels the concert"),
+    ("will I be refunded if the venue cancels the concert",
+     "can I get a voucher if the venue cancels the concert"),
+])
+def test_a_content_verb_added_or_a_light_verb_replaced_is_still_content(
+        asked: str, stored: str) -> None:
+    found = VERIFIER.conflict(asked, stored)
     assert found is not None and found.slot == "content", found
