@@ -33,14 +33,14 @@ def _server(env: dict[str, str], log: Path, **overrides: object) -> ApiServer:
 
 @pytest.fixture(scope="module")
 def strict(cluster: Cluster) -> Iterator[ApiServer]:
-    """Keys required, tiny limits, truncation off."""
+    """Keys required, tiny limits, truncation off; ready (the cluster's worker seen)."""
     server = _server(
         cluster.env, cluster.tmp / "api-strict.log",
         api_keys=",".join(KEYS), max_inputs=MAX_INPUTS, max_input_chars=MAX_INPUT_CHARS,
         max_body_bytes=MAX_BODY_BYTES, truncate="false",
     )
     try:
-        yield server
+        yield server.wait_ready()
     finally:
         server.stop()
 

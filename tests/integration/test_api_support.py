@@ -46,6 +46,22 @@ class ApiServer:
             time.sleep(0.1)
         raise RuntimeError(f"embedq serve not up in {timeout_s}s:\n{self.log()[-3000:]}")
 
+    def wait_ready(self, timeout_s: float = 30) -> ApiServer:
+        """Wait for /readyz to answer 200: a worker's heartbeat is in the hot store. A test
+        earlier in the same session may have flushed its Redis db (the unit tests of the
+        hot store do), and the shared worker writes its heartbeat back within HEARTBEAT_S."""
+        deadline = time.monotonic() + timeout_s
+        last = ""
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                got = httpx.get(self.url + "/readyz", timeout=2)
+                if got.status_code == 200:
+                    return self
+                last = got.text[:300]
+            time.sleep(0.2)
+        raise RuntimeError(f"embedq serve not ready in {timeout_s}s ({last}):\n"
+                           f"{self.log()[-3000:]}")
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
