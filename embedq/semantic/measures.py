@@ -32,7 +32,9 @@ _NAMES: dict[tuple[str, str | None], frozenset[str]] = {
 # "how long will it").
 _FOLLOW = frozenset(" ".join((
     "is are was were do does did can could will would should shall may might must has",
-    "have had it i you we they he she this that")).split())
+    "have had it i you we they he she this that",
+    # an indirect question's subject ("tell me how long my landlord has")
+    "my your our their his her its")).split())
 # "show me how to" asks what "how do I" asks, as "tell me" does (verify._FRAME).
 _ASKER = frozenset(("me", "us"))
 _UNITS = frozenset(("seconds", "minutes", "hours", "days", "weeks", "months", "years"))

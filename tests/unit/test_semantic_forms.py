@@ -135,6 +135,9 @@ def test_then_elsewhere_stays_then(asked: str, stored: str) -> None:
     ("why is my card declined at the till", "what is the reason my card is declined at the till"),
     ("how many payslips do I need for the application",
      "what number of payslips do I need for the application"),
+    # an indirect question: the measure's subject follows it
+    ("tell me how long my phone battery takes to charge",
+     "how many hours does my phone battery take to charge"),
 ])
 def test_a_measure_asked_by_its_question_word_or_by_its_name_is_one_question(
         asked: str, stored: str) -> None:
