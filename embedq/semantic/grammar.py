@@ -85,11 +85,18 @@ def persons(words: list[str]) -> frozenset[str]:
 _IS_HAS = frozenset(["it", "that", "there", "here", "he", "she", "who", "what", "where", "how"])
 
 
+# A word that follows "X's" where the "'s" is "is" or "has" ("my bill's due", "the
+# parcel's been sent"): what comes after is said of X, not owned by it.
+_SAID_OF = _closed("due overdue late early been not gone going ready still already just "
+                   "now missing broken free available open closed empty full")
+
+
 def possessed(a: list[str], b: list[str]) -> str | None:
     """A word `a` makes possessive that `b` holds bare, or None."""
     bare = set(b)
-    return next((w for w in a if w.endswith("'s") and w[:-2] in bare
-                 and w[:-2] not in _IS_HAS and w not in bare), None)
+    return next((w for w, then in pairwise([*a, ""]) if w.endswith("'s") and w[:-2] in bare
+                 and w[:-2] not in _IS_HAS and w not in bare and then not in _SAID_OF),
+                None)
 
 
 def conflict(a: list[str], b: list[str]) -> tuple[str, str, str] | None:

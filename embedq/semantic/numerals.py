@@ -25,6 +25,8 @@ each the one way the guard, the verifier and the aligner compare:
   with no    "with no" is "without"; "past" and "previous" before a period are "last"
              ("the past 7 days", "the previous month")
   hyphens    a number word in a hyphenated word is its digits ("two-year" / "2-year")
+  days       "sun" and "sat" after a word that names a day ("on Suns", "every Sat") are
+             sunday and saturday
   weeks      a number of weeks is that many days ("2 weeks" / "14 days"), and so is a
              fortnight
 """
@@ -151,6 +153,9 @@ def _canonical(words: list[str]) -> list[str]:
             out.append("days")  # "2 weeks" / "14 days": one span of days
         elif word == "fortnight":
             out += ["14", "days"]
+        elif word in _WEEKEND_SHORT and (before in _BEFORE_DAY or (
+                before == "a" and len(out) > 1 and out[-2] == "on")):
+            out.append(_WEEKEND_SHORT[word])  # "on Suns", "every Sat": not the sun
         elif word in ("past", "previous") and _period(words[i + 1:i + 2]):
             out.append("last")  # "the past 7 days", "the previous month"
         elif word in _CODES:
@@ -172,6 +177,11 @@ def _canonical(words: list[str]) -> list[str]:
 # Weeks counted in days, so that one span reads one way ("two weeks", "14 days", "a
 # fortnight"); months and years are no whole number of days.
 _DAYS = {"week": 7, "weeks": 7, "fortnight": 14, "fortnights": 14}
+# Short forms of two days that are words of their own too ("the sun", "I sat"): read as
+# the day only after a word that names one ("on Sun", "every Sat", "on a Sun").
+_WEEKEND_SHORT = {"sun": "sunday", "suns": "sundays", "sat": "saturday", "sats": "saturdays"}
+_BEFORE_DAY = frozenset(("on", "every", "each", "next", "this", "last", "until", "till",
+                         "by", "from"))
 # The periods "last" counts back ("the last 7 days", "last month").
 _PERIODS = frozenset(("day", "days", "week", "weeks", "month", "months", "year", "years",
                       "hour", "hours", "fortnight", "quarter", "weekend", "night"))

@@ -212,3 +212,12 @@ def test_a_number_word_in_a_hyphenated_word_is_its_digits() -> None:
     assert numbers(words("a three-month trial")) == numbers(words("a 3 month trial"))
     assert words("a two-year contract") != words("a 3-year contract")
     assert words("a well-known issue") == ["well-known", "issue"]  # no number: as written
+
+
+def test_sun_and_sat_after_a_word_that_names_a_day_are_the_days() -> None:
+    assert words("is the pool open on Suns") == words("is the pool open on Sundays")
+    assert words("can I book a slot on a Sat") == words("can I book a slot on a Saturday")
+    assert words("is the shop open every Sat")[-1] == "saturday"
+    # elsewhere they are words of their own
+    assert words("can I sit in the sun")[-1] == "sun"
+    assert words("I sat on the lid")[1] == "sat"

@@ -497,3 +497,13 @@ def test_a_content_verb_added_or_a_light_verb_replaced_is_still_content(
         asked: str, stored: str) -> None:
     found = VERIFIER.conflict(asked, stored)
     assert found is not None and found.slot == "content", found
+
+
+def test_an_s_that_is_is_owns_nothing() -> None:
+    # "my bill's due": the "'s" is "is"; "my partner's pension" owns one
+    assert VERIFIER.conflict("my bill's due on the 5th, can I pay it later",
+                             "my bill is due on the 5th, can I pay it later",
+                             content=False) is None
+    conflict = VERIFIER.conflict("can I see my partner's pension statement",
+                                 "can I see my partner pension statement", content=False)
+    assert conflict is not None and conflict.slot == "role", conflict
