@@ -15,9 +15,9 @@ telling him" 0.95. Each is a slot of verify.py, read from the words alone:
   role   who does what changes: both sides name people by pronoun and the persons
          differ (first: I, me, my, we; third: he, she, they, someone; "you" is the
          service the question addresses, no role), or a word one side makes possessive
-         ("partner's") stands bare on the other ("partner"). Pronouns on one side only
-         ("how do I" / "how to") change no role, nor does "me" after tell, show, help or
-         let.
+         ("partner's") stands bare on the other ("partner"; not "bill's due", whose "'s"
+         is "is"). Pronouns on one side only ("how do I" / "how to") change no role, nor
+         does "me" after tell, show, help or let.
 
 The slots judge minimal edits only (the texts keep one frame, align.minimal): there a
 changed closed-class word is the edit, while a rewording changes them freely ("my
