@@ -5,7 +5,8 @@ each the one way the guard, the verifier and the aligner compare:
 
   numbers    a number has one form whatever way it is written: "two", "2" and "a single"
              / "one" are "2" and "1"; "2,000", "2k", "two thousand" and "£2k" are "2000";
-             "$10M" and "10 million" are "10000000"; "1/2" is "half"
+             "$10M" and "10 million" are "10000000"; "1/2" is "half"; "one" after "the",
+             "which", "this" and the like is a pronoun ("the one I have"), no number
   ordinals   "first", "1st" are "1st"; "second" is an ordinal except after a number or
              "per" (where it is the unit)
   units      a number glued to its unit is two words ("10mg", "9am": "10 mg", "9 am"), a
@@ -80,6 +81,9 @@ _WATT_PREFIX = {"kilo": "k", "mega": "M", "giga": "G"}
 # "have got" is "have": its "got" is no word of its own ("I've got 2 GB left").
 _HAVE = frozenset(("have", "has", "i've", "we've", "you've", "they've"))
 _SUBJECTS = frozenset(("i", "you", "we", "they", "he", "she", "it"))
+# Determiners before which "one" stands for a noun ("the one", "which one"), not a number.
+_PICKS_ONE = frozenset(("the", "this", "that", "which", "any", "each", "every", "another",
+                        "other", "no"))
 _MONEY = re.compile(r"([£$€])\s?(\d[\d,]*(?:\.\d+)?)\s?(k|m|bn)?\b", re.IGNORECASE)
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 _WORD = re.compile(r"\d+(?:\.\d+)+[a-z]*|[^\W_]+(?:['-][^\W_]+)*")
@@ -131,6 +135,8 @@ def _canonical(words: list[str]) -> list[str]:
             out[-1] = _number(float(before) * MULTIPLIERS[word])
         elif word in MULTIPLIERS and word not in ("k", "bn") and before in ("a", "one"):
             out[-1] = str(MULTIPLIERS[word])
+        elif word == "one" and before in _PICKS_ONE:
+            out.append("one")  # "the one my provider gave me": a pronoun, no number
         elif word in CARDINALS:
             value = CARDINALS[word]
             if before.isdigit() and int(before) % 10 == 0 and int(before) >= 20 and value < 10:
@@ -231,7 +237,7 @@ def numbers(words: list[str]) -> Counter[str]:
         for part in word.split("-"):
             if NUMERAL.fullmatch(part) or part == "half":
                 found[part] += 1
-            elif part in CARDINALS:
+            elif part in CARDINALS and part != "one":  # `tokens` left it a pronoun
                 found[str(CARDINALS[part])] += 1
             elif part in ORDINALS and part != "second":  # `tokens` left it the unit
                 found[ORDINALS[part]] += 1

@@ -221,3 +221,11 @@ def test_sun_and_sat_after_a_word_that_names_a_day_are_the_days() -> None:
     # elsewhere they are words of their own
     assert words("can I sit in the sun")[-1] == "sun"
     assert words("I sat on the lid")[1] == "sat"
+
+
+def test_one_after_a_determiner_is_a_pronoun() -> None:
+    assert not numbers(words("can I keep the one my bank sent me"))
+    assert not numbers(words("which one should I choose"))
+    assert numbers(words("can I pay one invoice twice")) == numbers(words("pay 1 invoice"))
+    # a number on the other side still differs from the pronoun's side
+    assert numbers(words("the one bedroom flat")) != numbers(words("the two bedroom flat"))
