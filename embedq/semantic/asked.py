@@ -23,6 +23,11 @@ whether two words are counterparts, as the content slot does):
              parts of speech: a verb right after the asked noun ("which adapter works")
              is read as its head, a noun the clause reader takes for the verb before a
              preposition ("what does the light on the router mean") hides the verb.
+  place      (content slot) both sides say where ("can I take a power bank on a plane" /
+             "... put a power bank in my checked bag") and each names a place none of
+             whose words has a counterpart anywhere on the other side: the same thing
+             asked of two places. A place one side adds, or names in other words
+             ("in my street" / "on my road"), is no change of place.
   condition  (content slot) one side ends on a condition ("... if someone hits my parked
              car and drives off", unless, in case, provided) and most of its content words
              have no counterpart on the other side: the condition narrows the question to
@@ -46,7 +51,7 @@ def _closed(words: str) -> frozenset[str]:
 
 
 # The checks, in the order the verifier runs them (after align's `attribute` and `act`).
-CHECKS = ("asked", "condition")
+CHECKS = ("asked", "condition", "place")
 _WHAT = _closed("what which")
 _BE = _closed("is are was were 's")
 _ARTICLES = _closed("the a an")
@@ -61,6 +66,9 @@ _MANNER = _closed("way method process procedure steps manner")
 # Words that open a condition; "when" is left out (it also asks the time).
 _CONDITIONS = _closed("if unless provided providing")
 _IN_CASE = ("in", "case")
+# Prepositions that name where a thing is or goes, and the determiners before its noun.
+_PLACES = _closed("in on into onto inside")
+_DETERMINERS = _closed("my your our their his her its this that these those some any")
 
 
 def _run(t: Sequence[str], start: int, is_content: Callable[[str], bool]) -> list[str]:
@@ -187,4 +195,45 @@ def conflict(a: list[str], b: list[str], texts: tuple[str, str],
     if found is not None:
         return "asked", *found
     found = condition(a, b, is_content, embed, min_similarity, known)
-    return None if found is None else ("condition", *found)
+    if found is not None:
+        return "condition", *found
+    found = place(a, b, is_content, embed, min_similarity, known)
+    return None if found is None else ("place", *found)
+
+
+def _places(t: Sequence[str], is_content: Callable[[str], bool]) -> list[list[str]]:
+    """The content words of each place `t` names: after a preposition of place and its
+    determiners, up to the first word that is not content (three at most)."""
+    out = []
+    for i, w in enumerate(t):
+        if w not in _PLACES:
+            continue
+        run: list[str] = []
+        for x in t[i + 1:i + 6]:
+            if not run and x in _DETERMINERS:
+                continue
+            if not is_content(x) or len(run) == 3:
+                break
+            run.append(x)
+        if run:
+            out.append(run)
+    return out
+
+
+def place(a: list[str], b: list[str], is_content: Callable[[str], bool],
+          embed: EmbedTexts, min_similarity: float,
+          known: Collection[str] = frozenset()) -> tuple[str, str] | None:
+    """A place each side names with no counterpart anywhere on the other side (module
+    docstring), as (asked side's words, stored side's), or None."""
+    counterpart = _Counterparts(embed, min_similarity, known)
+    content_a = {w for w in a if is_content(w)}
+    content_b = {w for w in b if is_content(w)}
+
+    def elsewhere(run: list[str], own: list[str], other: list[str], words: set[str]) -> bool:
+        return not any(counterpart(w, own, other, words) for w in run)
+
+    only_a = [r for r in _places(a, is_content) if elsewhere(r, a, b, content_b)]
+    only_b = [r for r in _places(b, is_content) if elsewhere(r, b, a, content_a)]
+    if only_a and only_b:
+        return " ".join(only_a[0]), " ".join(only_b[0])
+    return None

@@ -114,7 +114,7 @@ def _closed(words: str) -> frozenset[str]:
 # The slots that ask the model (word embeddings); checked only in the band.
 MODEL_SLOTS = frozenset(("content", "disjoint"))
 # The checks run only in the band, in their order (`trace`).
-MODEL_CHECKS = ("crossed", "content", "attribute", "act", "asked", "condition", "disjoint")
+MODEL_CHECKS = ("crossed", "content", "attribute", "act", *ASKED_CHECKS, "disjoint")
 # Wide enough that every candidate at or above a threshold from 0.6 up is verified: the
 # content slot's word embeddings are cached, and minimal edits score up to 0.99.
 DEFAULT_BAND = 0.4

@@ -29,11 +29,11 @@ VERIFIER_SLOTS = ["number", "negation", "order", "compared", "alternative", "dir
                   "time", "scope", "tense", "role", "quantifier", "aspect", "agent", "owner",
                   "voice", "doer", "modality", "polarity", "excluded", "relation", "asker",
                   "sought", "crossed", "content", "attribute", "act", "asked", "condition",
-                  "disjoint"]
+                  "place", "disjoint"]
 
 
 # What the band line of explain says it checks.
-BAND_CHECKS = "crossed, content, attribute, act, asked, condition and disjoint"
+BAND_CHECKS = "crossed, content, attribute, act, asked, condition, place and disjoint"
 
 
 def _served(result: LookupResult) -> Considered:

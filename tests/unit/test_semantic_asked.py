@@ -1,8 +1,8 @@
-"""The band's question checks of asked.py: `asked` (what a "what" question names) and
-`condition` (a narrowing "if" clause), through the verifier, each with near-misses it
-refuses and paraphrases it keeps. The pairs are written for these tests (no pair of the
-labelled splits); the hashing encoder embeds the words, so two different words are never
-counterparts and only the rules' logic is under test."""
+"""The band's question checks of asked.py: `asked` (what a "what" question names),
+`condition` (a narrowing "if" clause) and `place` (two places), through the verifier,
+each with near-misses it refuses and paraphrases it keeps. The pairs are written for
+these tests (no pair of the labelled splits); the hashing encoder embeds the words, so two
+different words are never counterparts and only the rules' logic is under test."""
 
 from __future__ import annotations
 
@@ -40,6 +40,10 @@ VERIFIER = Verifier(embed)
      "what should I do if a neighbour floods my kitchen and leaves", "condition"),
     ("can I get a refund after a late delivery",
      "can I get a refund if the courier loses my parcel abroad", "condition"),
+    # one thing asked of two places, each named only on its own side
+    ("can I store a bike in my hallway", "can I keep a bike on the balcony", "place"),
+    ("can I put a laptop into my checked suitcase", "can I take a laptop on the ferry",
+     "place"),
 ])
 def test_a_question_that_asks_another_thing_is_refused_under_its_check(
         asked: str, stored: str, check: str) -> None:
@@ -68,6 +72,9 @@ def test_a_question_that_asks_another_thing_is_refused_under_its_check(
     ("what happens if I miss a payment", "what happens when a payment is missed"),
     ("can I get a refund if I cancel my order", "can I get a refund after cancelling my order"),
     ("what should I do if my card is stolen", "my card was stolen what should I do"),
+    # a place one side adds, or the same place in both
+    ("can I store a bike in my hallway", "can I store a bike"),
+    ("can I store a bike in my hallway", "is it ok to keep a bike in the hallway"),
 ])
 def test_a_paraphrase_passes_the_asked_checks(asked: str, stored: str) -> None:
     for x, y in ((asked, stored), (stored, asked)):

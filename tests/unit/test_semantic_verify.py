@@ -368,7 +368,7 @@ def test_a_clause_check_is_traced_under_its_own_name() -> None:
                                                "voice", "doer", "modality", "polarity", "excluded",
                                                "relation", "asker", "sought", "crossed", "content",
                                                "attribute", "act", "asked", "condition",
-                                               "disjoint"]
+                                               "place", "disjoint"]
     assert {c.name: c.result for c in trace}["agent"] == "pass"
 
 
