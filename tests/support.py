@@ -43,9 +43,21 @@ def _session_redis_url(base: str, xdist_worker: str | None) -> str:
     return f"{head}/{number}"
 
 
-REDIS_URL = _session_redis_url(
-    os.environ.get("EMBEDQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/13"),
-    os.environ.get("PYTEST_XDIST_WORKER"))
+def _scratch_redis_url(base: str, xdist_worker: str | None) -> str:
+    """The db the hot store's own tests flush as they go: below `base`'s (gw0 the one under
+    it, gw1 the next down), never the session's, whose worker heartbeats into it for the
+    whole session (a flush there left /readyz without a live worker for up to 5 s)."""
+    head, _, db = base.rpartition("/")
+    number = int(db or 0) - 1 - int((xdist_worker or "gw0").removeprefix("gw"))
+    if number < 0:
+        raise RuntimeError(f"EMBEDQ_TEST_REDIS_URL={base} leaves no Redis db below it for "
+                           "the hot store's tests to flush: give a higher db number")
+    return f"{head}/{number}"
+
+
+_BASE_REDIS_URL = os.environ.get("EMBEDQ_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+REDIS_URL = _session_redis_url(_BASE_REDIS_URL, os.environ.get("PYTEST_XDIST_WORKER"))
+SCRATCH_REDIS_URL = _scratch_redis_url(_BASE_REDIS_URL, os.environ.get("PYTEST_XDIST_WORKER"))
 PG_ADMIN_URL = os.environ.get(
     "EMBEDQ_TEST_POSTGRES_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres"
 )

@@ -30,8 +30,8 @@ def open_store(request: pytest.FixtureRequest) -> Iterator[HotStore]:
         url = cluster.url
     else:
         support.check_redis()
-        support.flush_redis(support.REDIS_URL)
-        url = support.REDIS_URL
+        support.flush_redis(support.SCRATCH_REDIS_URL)
+        url = support.SCRATCH_REDIS_URL
     redis_store = RedisHotStore(url)
     yield redis_store
     redis_store.close()

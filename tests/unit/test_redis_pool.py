@@ -17,8 +17,8 @@ from tests import support
 @pytest.fixture
 def url() -> Iterator[str]:
     support.check_redis()
-    support.flush_redis(support.REDIS_URL)
-    yield support.REDIS_URL
+    support.flush_redis(support.SCRATCH_REDIS_URL)
+    yield support.SCRATCH_REDIS_URL
 
 
 def test_more_concurrent_callers_than_connections_all_get_served(url: str) -> None:
