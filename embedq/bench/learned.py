@@ -140,7 +140,10 @@ def lodo_decisions(scored: list[Scored], rows: Rows, eligible: npt.NDArray[np.bo
 
 
 def learned_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
-                   default: float) -> dict[str, Any]:
+                   default: float, known: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The learned verifier against the rules; `known`, the model's whole words, reaches
+    the rules' column (as `--lodo` scores them), not the features the weights were fitted
+    on."""
     domains = domains_of(pairs, "--learned", 3)
     embed = memo(embed)
     verifier = Verifier(embed)
@@ -151,7 +154,7 @@ def learned_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Emb
     groups = [s.pair.domain for s in scored]
     report: dict[str, Any] = {"pairs": len(pairs), "domains": len(domains),
                               "default": default,
-                              "rules": lodo_report(pairs, heldout, embed, default)}
+                              "rules": lodo_report(pairs, heldout, embed, default, known)}
     for variant in VARIANTS:
         eligible = _eligible(scored, default, variant)
         decided, per_domain = lodo_decisions(scored, rows, eligible)

@@ -389,7 +389,7 @@ def _learned(args: argparse.Namespace, domains: list[Pair], heldout_path: Path,
     from embedq.bench.learned import learned_report, print_learned, write_weights
 
     report = learned_report(domains, _splits(heldout_path, heldout), client.embed,
-                            default=settings.semantic.threshold)
+                            default=settings.semantic.threshold, known=known_words(settings))
     report["model"] = settings.model.model
     if args.train_learned:
         report["written"] = str(write_weights(report, settings.model.model))

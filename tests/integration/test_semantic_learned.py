@@ -68,6 +68,17 @@ def test_each_domain_is_decided_by_a_fit_made_without_it(model_client: Any,
         p.label == "paraphrase" for p in subset)
 
 
+def test_the_rules_column_is_what_lodo_reports(model_client: Any, subset: list[Any]) -> None:
+    # the model's whole words reach the rules as `--lodo` scores them (typos read so)
+    from embedq.bench.lodo import lodo_report
+
+    known = model_client.semantic.verifier.known
+    default = model_client.semantic.settings.semantic.threshold
+    report = learned_report(subset, {}, model_client.embed, default=default, known=known)
+    assert report["rules"]["lodo"] == lodo_report(subset, {}, model_client.embed, default,
+                                                  known)["lodo"]
+
+
 def test_the_shipped_weights_score_real_pairs_reproducibly(model_client: Any) -> None:
     model = load()
     verifier = Verifier(memo(model_client.embed))
