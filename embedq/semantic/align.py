@@ -148,6 +148,7 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str],
 
 # Verbs that lend a sentence its verb and little meaning ("make a claim", "get paid",
 # "take a dose"): one of them added on one side alone asks nothing the other does not.
+# (asked.py's `_LIGHT` is another list: the verbs a "what" question names no act by.)
 LIGHT = frozenset(" ".join((
     "make makes made making take takes took taken taking get gets got gotten getting give",
     "gives gave given giving have has had having do does did done doing put puts putting",

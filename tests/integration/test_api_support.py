@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from embedq.testing.processes import free_port
+from embedq.testing.processes import free_port, wait_http
 from embedq.testing.processes import stop as stop_process
 from tests import support
 
@@ -47,20 +47,13 @@ class ApiServer:
         raise RuntimeError(f"embedq serve not up in {timeout_s}s:\n{self.log()[-3000:]}")
 
     def wait_ready(self, timeout_s: float = 30) -> ApiServer:
-        """Wait for /readyz to answer 200: a worker's heartbeat is in the hot store. A test
-        earlier in the same session may have flushed its Redis db (the unit tests of the
-        hot store do), and the shared worker writes its heartbeat back within HEARTBEAT_S."""
-        deadline = time.monotonic() + timeout_s
-        last = ""
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                got = httpx.get(self.url + "/readyz", timeout=2)
-                if got.status_code == 200:
-                    return self
-                last = got.text[:300]
-            time.sleep(0.2)
-        raise RuntimeError(f"embedq serve not ready in {timeout_s}s ({last}):\n"
-                           f"{self.log()[-3000:]}")
+        """Wait for /readyz to answer 200: a worker's heartbeat is in the hot store (the
+        session's shared worker beats every HEARTBEAT_S)."""
+        try:
+            wait_http(self.url + "/readyz", timeout_s)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}:\n{self.log()[-3000:]}") from exc
+        return self
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
