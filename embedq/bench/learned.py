@@ -154,7 +154,8 @@ def learned_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Emb
     groups = [s.pair.domain for s in scored]
     report: dict[str, Any] = {"pairs": len(pairs), "domains": len(domains),
                               "default": default,
-                              "rules": lodo_report(pairs, heldout, embed, default, known)}
+                              "rules": lodo_report(pairs, heldout, embed, default, known,
+                                                   word_bars=False)}
     for variant in VARIANTS:
         eligible = _eligible(scored, default, variant)
         decided, per_domain = lodo_decisions(scored, rows, eligible)

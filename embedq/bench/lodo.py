@@ -103,9 +103,11 @@ def domains_of(pairs: list[Pair], option: str, least: int) -> list[str]:
 
 
 def lodo_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
-                default: float, known: frozenset[str] = frozenset()) -> dict[str, Any]:
+                default: float, known: frozenset[str] = frozenset(),
+                word_bars: bool = True) -> dict[str, Any]:
     """The report; `known`: the model's whole words, as the cache's verifier holds them
-    (encoders.tokens.known_words)."""
+    (encoders.tokens.known_words); `word_bars`: with the word bar's section (word_bar.py,
+    four more verifications of every pair; `--learned` reports the rules without it)."""
     domains = domains_of(pairs, "--lodo", 2)
     every = pairs + [p for split in heldout.values() for p in split]
     # One embed call for every text.
@@ -134,7 +136,8 @@ def lodo_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
         name: crowded(split, embed, verifier, both) for name, split in heldout.items()}
     return {"pairs": len(pairs), "domains": len(domains), "per_domain": per_domain,
             "lodo": breakdown(decided), "default": default,
-            "word_bar": word_bar_report(pairs, heldout, embed, default, known),
+            "word_bar": word_bar_report(pairs, heldout, embed, default, known)
+            if word_bars else None,
             "at_default": breakdown(_at(scored, default)), "heldout_at_default": splits,
             "chosen": chosen, "heldout_at_chosen": at_chosen,
             "one_namespace": one_namespace}
@@ -182,4 +185,5 @@ def print_lodo(report: dict[str, Any], model: str) -> None:
             print(f"  {name:<24} {threshold}  {row['queries']:>5} queries  "
                   f"true {row['true_hits']:>4}  near-misses {row['near_misses_served']:>2}  "
                   f"other entries {row['other_entry_hits']:>2}  misses {row['misses']:>4}")
-    print_word_bar(report["word_bar"], report["default"])
+    if report["word_bar"] is not None:
+        print_word_bar(report["word_bar"], report["default"])

@@ -154,8 +154,9 @@ def _canonical(words: list[str]) -> list[str]:
             out[-1] = "percent"
         elif word == "no" and before == "with":
             out[-1] = "without"  # "with no fee" / "without a fee": one negation, one word
-        elif _DAYS.get(TIME_ABBREVIATIONS.get(word, word)) and _NUMBER.fullmatch(before):
-            out[-1] = _number(float(before) * _DAYS[TIME_ABBREVIATIONS.get(word, word)])
+        elif (days := _DAYS.get(TIME_ABBREVIATIONS.get(word, word))) and _NUMBER.fullmatch(
+                before):
+            out[-1] = _number(float(before) * days)
             out.append("days")  # "2 weeks" / "14 days": one span of days
         elif word == "fortnight":
             out += ["14", "days"]

@@ -217,13 +217,15 @@ class WordNet:
         ("minute", "hour", "metre"), not a quantity word ("pile", "heap")."""
         return self._any_unit(self.senses(word))
 
+    def _apart(self, x: str, y: str) -> bool:
+        """True when `x` and `y` are two open-class words, not two forms of one word
+        ("stoped" / "stopped": lexicon.py's), the pairs synonyms and kind_of judge."""
+        return x != y and x not in _CLOSED and y not in _CLOSED and x.isalpha() and \
+            y.isalpha() and not {b for _, b in self.bases(x)} & {b for _, b in self.bases(y)}
+
     def synonyms(self, x: str, y: str) -> bool:
         """True when `x` and `y` share a sense and neither is a unit."""
-        if x == y or x in _CLOSED or y in _CLOSED or not (x.isalpha() and y.isalpha()):
-            return False
-        if {b for _, b in self.bases(x)} & {b for _, b in self.bases(y)}:
-            return False  # two forms of one word ("stoped" / "stopped"): lexicon.py's
-        return bool(self.senses(x) & self.senses(y)) and not (
+        return self._apart(x, y) and bool(self.senses(x) & self.senses(y)) and not (
             self.measure(x) or self.measure(y))
 
     @lru_cache(maxsize=8192)  # noqa: B019 - one WordNet per process, never freed
@@ -232,9 +234,7 @@ class WordNet:
         `y` and `then`: "set up") is, in WordNet, a way of doing a verb sense of the other:
         its direct hypernym ("raise" / "increase", "configure" / "set up"). Siblings
         ("increase" / "decrease") and antonyms are not; nor two forms of one verb."""
-        if x == y or x in _CLOSED or y in _CLOSED or not (x.isalpha() and y.isalpha()):
-            return False
-        if {b for _, b in self.bases(x)} & {b for _, b in self.bases(y)}:
+        if not self._apart(x, y):
             return False
         vx = {s for s in self.senses(x) if s % 4 == _VERB}
         vy = {s for s in self.senses(y, then) if s % 4 == _VERB}
