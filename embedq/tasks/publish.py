@@ -87,11 +87,15 @@ def publish_embed(
                     payload["owner"] = owner
                 # The message's own summary for logs and monitors (Flower, `celery
                 # events`), not a repr of its texts: the users' texts stay out of them, and
-                # the repr was a fifth of a publish's CPU.
+                # the repr was a fifth of a publish's CPU. Its outcome reaches callers
+                # through the hot store, never Celery's result backend: without
+                # `ignore_result` here (the task's own flag is not read by `send_task`),
+                # every publish subscribed this process to the task's result channel
+                # and every AsyncResult unsubscribed it, two Redis commands a message.
                 app.send_task(
                     names.EMBED, args=[payload], task_id=task_id, queue=queue,
                     producer=producer, argsrepr=f"<{len(group)} texts, spec {spec.model}>",
-                    kwargsrepr="{}", retry_policy=policy,
+                    kwargsrepr="{}", retry_policy=policy, ignore_result=True,
                 )
                 sent.append(task_id)
     except (KombuOperationalError, OSError) as exc:

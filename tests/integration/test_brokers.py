@@ -67,3 +67,27 @@ def test_queued_messages_keep_the_texts_out_of_their_summary(redis_url: str, sal
     assert message["headers"]["argsrepr"] == "<1 texts, spec hashing>"
     assert text not in json.dumps(message["headers"])
     assert text in base64.b64decode(message["body"]).decode()
+
+
+def test_a_published_message_leaves_the_result_backend_alone(redis_url: str, salt: str
+                                                             ) -> None:
+    """An embed message's outcome reaches its callers through the hot store: publishing it
+    neither subscribes the producer to the task's result channel nor asks for a result,
+    which were two Redis commands a message (subscribe, then unsubscribe)."""
+    queue = f"noresult-{salt}"
+    settings = support.settings_from(support.cluster_env(redis_url, "", online_queue=queue))
+    app = create_app(settings)
+    client = Redis.from_url(settings.links.broker_url)
+    try:
+        before = client.pubsub_numsub(*(f"celery-task-meta-{'e' * 64}",))
+        publish_embed(app, EncodeSpec("hashing", "hashing-v2"),
+                      [[("e" * 64, f"{salt} a text")]], queue, ids=["e" * 64])
+        raw = client.lpop(queue)
+        after = client.pubsub_numsub(f"celery-task-meta-{'e' * 64}")
+    finally:
+        client.delete(queue)
+        client.close()
+    assert raw is not None
+    assert json.loads(raw)["headers"]["ignore_result"] is True
+    assert app.backend.result_consumer.subscribed_to == set()
+    assert after == before == [(b"celery-task-meta-" + b"e" * 64, 0)]
