@@ -82,8 +82,11 @@ def add_parser(sub: Any, handler: Any) -> None:
                    help="texts of the bulk job run through the embedded pipeline (0: skip it)")
     g.add_argument("--report", default="docs/gpu-report.md",
                    help="the report written (only after a run on a CUDA device)")
-    add("pipeline", "the pipeline with a free model against its storage floor", n=5000,
-        file=True)
+    p = add("pipeline", "the pipeline with a free model against its storage floor",
+            n=5000, file=True)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="online rounds (misses on new texts, then hits); the ratio reported "
+                        "is their median")
     _add_scale(add("scale", "throughput as workers and API replicas are added "
                             "(I/O-bound upstream)", file=True))
     _add_balance(add("balance", "semantic-cache namespaces routed to 3 API replicas by "

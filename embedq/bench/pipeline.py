@@ -9,7 +9,9 @@ On the EMBEDQ_* cluster (Redis + Postgres), in one run:
      binary COPY into a table shaped like `embeddings` plus one Redis pipeline of SET
      with a ttl; texts/s; the bulk rate over it;
   3. online: 50 one-text clients against `embedq serve`, first misses (each text once),
-     then the same texts again (all hits); misses/s over hits/s;
+     then the same texts again (all hits); misses/s over hits/s, in `--rounds` rounds
+     (each on texts of its own) whose median is the ratio reported: on two cores one
+     round's ratio moved by a tenth from run to run, with the servers' speed;
   4. where the CPU went: each process's CPU (the bulk command, the worker, the API, Redis,
      Postgres's backends), the per-stage CPU the processes counted (EMBEDQ_STAGE_TIMING,
      embedq/stages.py), and the model-busy share: the worker's forward-pass seconds over
@@ -26,6 +28,7 @@ import asyncio
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +52,8 @@ FLOOR_TTL_S = 300
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_STAGE_TIMING": "true"})
     settings = Settings.from_env()
+    if args.rounds < 1:
+        raise ConfigError(f"--rounds {args.rounds}: give 1 or more online rounds")
     if is_cluster(settings.links.redis_url):
         raise ConfigError(
             "bench pipeline weighs the pipeline against one Redis's floor and CPU: point "
@@ -64,11 +69,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bulk = _bulk(texts, Path(tmp), target.counters, target.started)
         floor = _floor(settings, texts)
         online = _online(target.url, target.headers, texts[: min(len(texts), 2000)], salt,
-                         target.counters, target.started)
+                         target.counters, target.started, args.rounds)
     report = {"texts": len(texts), "bulk": bulk, "floor": floor, "online": online,
               "bulk_over_floor": round(bulk["texts_per_s"] / floor["texts_per_s"], 3),
-              "misses_over_hits": round(online["miss"]["requests_per_s"]
-                                        / online["hit"]["requests_per_s"], 3)}
+              "misses_over_hits": statistics.median(online["ratios"])}
     _print(report)
     return report
 
@@ -175,7 +179,9 @@ def _floor(settings: Settings, texts: list[str]) -> dict[str, Any]:
 
 
 def _online(url: str, headers: dict[str, str], texts: list[str], salt: str,
-            counters: Any, started: dict[str, int]) -> dict[str, Any]:
+            counters: Any, started: dict[str, int], rounds: int = 1) -> dict[str, Any]:
+    """Round 1 counts the CPU of its misses; every round's misses/s over hits/s is in
+    `ratios` (the rounds after the first on texts of their own)."""
     pool = [f"online {t}" for t in texts]
     asyncio.run(_phase(url, headers, [f"warm {salt} {i}" for i in range(CLIENTS)],
                        warm=True))
@@ -186,7 +192,14 @@ def _online(url: str, headers: dict[str, str], texts: list[str], salt: str,
     after = (counters(), {n: _cpu_s(p) for n, p in pids.items()})
     hits = asyncio.run(_phase(url, headers, random.sample(pool, len(pool))))
     delta = {k: after[0].get(k, 0) - before[0].get(k, 0) for k in after[0]}
+    ratios = [misses["requests_per_s"] / hits["requests_per_s"]]
+    for r in range(1, rounds):
+        again = [f"online {r} {t}" for t in texts]
+        more = asyncio.run(_phase(url, headers, again))
+        ratios.append(more["requests_per_s"] / asyncio.run(_phase(
+            url, headers, random.sample(again, len(again))))["requests_per_s"])
     return {"clients": CLIENTS, "requests": len(pool), "miss": misses, "hit": hits,
+            "ratios": [round(x, 3) for x in ratios],
             "miss_cpu_ms_per_text": {n: round((after[1][n] - before[1][n]) * 1000 / len(pool),
                                               3) for n in pids},
             "miss_stage_cpu_ms_per_text": _stages(delta, len(pool))}
@@ -207,7 +220,8 @@ def _print(r: dict[str, Any]) -> None:
         f"  online, {online['clients']} clients x 1 text: misses "
         f"{online['miss']['requests_per_s']:.0f} req/s (p50 {online['miss']['p50_ms']} ms),"
         f" hits {online['hit']['requests_per_s']:.0f} req/s; misses / hits = "
-        f"{r['misses_over_hits']}\n"
+        f"{r['misses_over_hits']} (median of {len(online['ratios'])} rounds: "
+        f"{', '.join(str(x) for x in online['ratios'])})\n"
         f"  misses, CPU ms a text: " + ", ".join(
             f"{k} {v}" for k, v in online["miss_cpu_ms_per_text"].items()) + "; stages: "
         + ", ".join(f"{k} {v}" for k, v in online["miss_stage_cpu_ms_per_text"].items())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -150,7 +151,8 @@ def test_bench_pipeline_measures_bulk_and_online_against_the_storage_floor(
                               online_queue=f"pipe-{tag}", bulk_queue=f"pipe-bulk-{tag}")
     env["EMBEDQ_ONLINE_ENCODE"] = "queue"
     done = subprocess.run(
-        [sys.executable, "-m", "embedq.cli", "bench", "pipeline", "--n", "400", "--json"],
+        [sys.executable, "-m", "embedq.cli", "bench", "pipeline", "--n", "400", "--rounds",
+         "2", "--json"],
         env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -162,7 +164,9 @@ def test_bench_pipeline_measures_bulk_and_online_against_the_storage_floor(
     assert {"fencing", "encode", "writer"} <= set(bulk["stage_cpu_ms_per_text"])
     assert online["miss"]["requests_per_s"] > 0 and online["hit"]["requests_per_s"] > 0
     assert {"lookup", "claims", "publish"} <= set(online["miss_stage_cpu_ms_per_text"])
-    assert "bulk / floor" in done.stdout and "misses / hits" in done.stdout
+    assert len(online["ratios"]) == 2 and all(x > 0 for x in online["ratios"])
+    assert report["misses_over_hits"] == statistics.median(online["ratios"])
+    assert "bulk / floor" in done.stdout and "median of 2 rounds" in done.stdout
 
 
 def test_a_bench_that_runs_a_job_starts_a_worker_even_when_the_api_encodes_locally(

@@ -62,6 +62,12 @@ def test_another_benchmarks_option_is_refused() -> None:
     assert done.returncode == 2 and "unrecognized arguments: --texts 5" in done.stderr
 
 
+def test_pipeline_refuses_no_online_rounds_before_it_starts_anything() -> None:
+    done = bench("pipeline", "--rounds", "0")
+    assert done.returncode == 2
+    assert "--rounds 0: give 1 or more online rounds" in done.stderr
+
+
 @pytest.mark.parametrize("line", documented_invocations())
 def test_every_documented_invocation_parses(line: str) -> None:
     # `[--opt V]` is optional in the docs; `N` stands for a number.
