@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from embedq.semantic.guard import stem
 from embedq.semantic.lexicon import acronym, misspelt, same_word
-from embedq.semantic.synonyms import kind_of, phrased, synonyms
+from embedq.semantic.synonyms import kind_of, phrase, phrased, synonyms
 from embedq.semantic.vocabulary import same_sense
 
 EmbedTexts = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
@@ -167,15 +167,24 @@ def reworded(a: Sequence[str], b: Sequence[str]) -> bool:
 _PARTICLES = frozenset(("up", "in", "out", "off", "on", "down", "back", "over", "away"))
 
 
+def _then(word: str, frame: Sequence[str]) -> str:
+    """The particle after `word`'s first place in `frame` ("set up"), or ""."""
+    at = list(frame).index(word) if word in frame else len(frame)
+    return frame[at + 1] if at + 1 < len(frame) and frame[at + 1] in _PARTICLES else ""
+
+
 def _ways(x: str, y: str, fa: Sequence[str], fb: Sequence[str]) -> bool:
     """True when verb `x` (of word list `fa`) is a way of doing `y` (of `fb`) or the other
     way round, each read alone or with the particle after it ("configure" / "set up")."""
-    def then(word: str, frame: Sequence[str]) -> str:
-        at = list(frame).index(word) if word in frame else len(frame)
-        return frame[at + 1] if at + 1 < len(frame) and frame[at + 1] in _PARTICLES else ""
-
     return kind_of(x, y) or any(kind_of(p, q, t) for p, q, t in (
-        (x, y, then(y, fb)), (y, x, then(x, fa))) if t)
+        (x, y, _then(y, fb)), (y, x, _then(x, fa))) if t)
+
+
+def _phrasal(x: str, y: str, fa: Sequence[str], fb: Sequence[str]) -> bool:
+    """True when verbs `x` and `y`, each with the same particle after it, are two WordNet
+    lemmas of one sense ("switch on" / "turn on"; "turn on" / "turn off" share none)."""
+    t = _then(x, fa)
+    return bool(t) and t == _then(y, fb) and phrase((x, t), (y, t))
 
 
 def unaligned(subs: list[Substitution], asked: list[str], stored: list[str],
@@ -322,7 +331,8 @@ def other_act(verbs: tuple[str, str], embed: EmbedTexts, min_similarity: float,
     questions are reworded), one verb a way of doing the other is one act too (`frames`:
     the two word lists, where a verb's particle is read: "set up")."""
     x, y = verbs
-    if same_sense(x, y) or synonyms(x, y) or (ways and _ways(x, y, *frames)):
+    if same_sense(x, y) or synonyms(x, y) or _phrasal(x, y, *frames) or (
+            ways and _ways(x, y, *frames)):
         return None
     sim = _similarities([x, y], embed)
     return (x, y) if sim[x, y] < min_similarity else None

@@ -24,7 +24,7 @@ from collections.abc import Collection
 
 from embedq.semantic.lexicon import misspelt, same_word
 from embedq.semantic.numerals import tokens
-from embedq.semantic.synonyms import synonyms
+from embedq.semantic.synonyms import phrase, synonyms
 from embedq.semantic.vocabulary import reconcile
 
 ARTICLES = frozenset({"a", "an", "the"})
@@ -106,7 +106,8 @@ def contrast(asked: str, stored: str, known: Collection[str] = frozenset()) -> s
     forms of one word (lexicon.same_word: a spelling, a typo, an abbreviation; and
     lexicon.misspelt against `known`, the model's whole words) are no difference, nor is
     a British / American pair (vocabulary.reconcile: "flat" / "apartment"), nor are two
-    WordNet synonyms (synonyms.py: "pills" / "tablets"), nor is a moved clause (`moved`)."""
+    WordNet synonyms (synonyms.py: "pills" / "tablets") or phrasal verbs (`_one_lemma`:
+    "switch on" / "turn on"), nor is a moved clause (`moved`)."""
     a, b = reconcile(words(asked), words(stored))
 
     def same(x: str, y: str) -> bool:
@@ -120,10 +121,20 @@ def contrast(asked: str, stored: str, known: Collection[str] = frozenset()) -> s
         return f"same words reordered: {' '.join(a)!r} vs {' '.join(b)!r}"
     if len(a) != len(b):
         return None
-    differing = [(x, y) for x, y in zip(a, b, strict=True) if not same(x, y)]
-    if len(differing) != 1:
+    differing = [k for k, (x, y) in enumerate(zip(a, b, strict=True)) if not same(x, y)]
+    if len(differing) != 1 or _one_lemma(a, b, differing[0]):
         return None
-    return f"one word apart: {differing[0][0]!r} vs {differing[0][1]!r}"
+    k = differing[0]
+    return f"one word apart: {a[k]!r} vs {b[k]!r}"
+
+
+def _one_lemma(a: list[str], b: list[str], k: int) -> bool:
+    """True when the words at `k` make, with the word both share before or after them, two
+    WordNet lemmas of one sense: one phrasal verb said with another verb ("switch on" /
+    "turn on") or another particle ("fill in" / "fill out"). "Turn on" / "turn off" and
+    "log in" / "log out" share none."""
+    return any(i >= 0 and i + 2 <= len(a) and a[i + 1 - (i < k)] == b[i + 1 - (i < k)]
+               and phrase(a[i:i + 2], b[i:i + 2]) for i in (k - 1, k))
 
 
 def contrasting(asked: str, stored: str, known: Collection[str] = frozenset()) -> bool:

@@ -31,7 +31,7 @@ Left out, because a sense shared there is not one question:
   - function words (`_CLOSED`): auxiliaries, pronouns, particles, quantifiers, question
     words ("do" / "make" share a synset, "in" is an inch);
   - phrases of three words or more ("kick the bucket"): single words and two-word lemmas
-    ("pass away") are read.
+    ("pass away"; "switch on" / "turn on", with the particle both texts share) are read.
 """
 
 from __future__ import annotations
@@ -277,16 +277,16 @@ class WordNet:
                 return tuple(int(o) * 4 for o in offsets)
         return ()
 
-    def phrase_synonym(self, phrase: Sequence[str], word: str) -> bool:
-        """True when the two words of `phrase` are a lemma ("pass away") that shares a
-        sense with `word` ("die"), neither a unit, `word` not in it."""
-        first, then = phrase
-        if word in phrase or word in _CLOSED or not (first.isalpha() and then.isalpha()
-                                                     and word.isalpha()):
+    def phrase_synonym(self, phrase: Sequence[str], word: str | Sequence[str]) -> bool:
+        """True when `phrase` is a lemma ("pass away") of a sense of `word` ("die", not in
+        it) or of another two-word lemma ("switch on" / "turn on"), neither a unit."""
+        one = isinstance(word, str)
+        others = [word] if isinstance(word, str) else list(word)
+        if not all(w.isalpha() for w in (*phrase, *others)) or others == list(phrase) or (
+                one and (word in phrase or word in _CLOSED)):
             return False
-        lemma = self.senses(first, then)
-        return bool(lemma & self.senses(word)) and not (
-            self.measure(word) or self._any_unit(lemma))
+        lemma, theirs = self.senses(*phrase), self.senses(*others)
+        return bool(lemma & theirs) and not (self._any_unit(theirs) or self._any_unit(lemma))
 
 
 def load(root: Path) -> WordNet:
@@ -345,35 +345,34 @@ def active() -> WordNet | None:
 
 def phrased(word: str, own: Sequence[str], other: Sequence[str]) -> bool:
     """True when `word` and a neighbour of it in `own` are a two-word lemma synonymous
-    with a word of `other` ("roll back" / "revert"), or two neighbours in `other` are one
-    synonymous with `word`; False without a WordNet."""
+    with a word of `other` ("roll back" / "revert") or with two neighbours there ("switch
+    on" / "turn on"), or two neighbours in `other` are one synonymous with `word`; False
+    without a WordNet."""
     net = active()
     if net is None:
         return False
     at = [i for i, w in enumerate(own) if w == word]
     mine = [own[i - 1:i + 1] for i in at if i > 0] + [
         own[i:i + 2] for i in at if i + 1 < len(own)]
-    return any(net.phrase_synonym(p, o) for p in mine for o in other) or any(
-        net.phrase_synonym(other[j:j + 2], word) for j in range(len(other) - 1))
+    pairs = [other[j:j + 2] for j in range(len(other) - 1)]
+    return any(net.phrase_synonym(p, o) for p in mine for o in [*other, *pairs]) or any(
+        net.phrase_synonym(pair, word) for pair in pairs)
 
 
 def party(word: str) -> bool:
-    """True when the process's WordNet reads `word` as a person or a body of people
-    (`WordNet.party`); False without a WordNet."""
+    """`WordNet.party` in the process's WordNet; False without one."""
     net = active()
     return net is not None and word.isalpha() and net.party(word)
 
 
 def kind_of(x: str, y: str, then: str = "") -> bool:
-    """True when the process's WordNet reads one verb as a way of doing the other
-    (`WordNet.kind_of`); False without a WordNet."""
+    """`WordNet.kind_of` in the process's WordNet; False without one."""
     net = active()
     return net is not None and net.kind_of(x, y, then)
 
 
 def synonyms(x: str, y: str) -> bool:
-    """True when the process's WordNet (`use`) lists `x` and `y` in one sense, neither a
-    function word or a unit; False without a WordNet."""
+    """`WordNet.synonyms` in the process's WordNet (`use`); False without one."""
     net = active()
     return net is not None and net.synonyms(x, y)
 
@@ -385,16 +384,17 @@ def note(a: Sequence[str], b: Sequence[str]) -> str | None:
     only_b = [w for w in dict.fromkeys(b) if w not in a]
     found = [f"{x} / {y}" for x in only_a for y in only_b if synonyms(x, y)]
     found += [f"{' '.join(a[i:i + 2])} / {y}" for i in range(len(a) - 1)
-              for y in only_b if _phrase(a[i:i + 2], y)]
+              for y in only_b if phrase(a[i:i + 2], y)]
     found += [f"{x} / {' '.join(b[j:j + 2])}" for j in range(len(b) - 1)
-              for x in only_a if _phrase(b[j:j + 2], x)]
+              for x in only_a if phrase(b[j:j + 2], x)]
     ways = [f"{x} / {y}" for x in only_a for y in only_b if kind_of(x, y)]
     said = ([f"WordNet synonyms: {', '.join(found)}"] if found else []) + (
         [f"one verb a way of doing the other: {', '.join(ways)}"] if ways else [])
     return "; ".join(said) or None
 
 
-def _phrase(phrase: Sequence[str], word: str) -> bool:
+def phrase(phrase: Sequence[str], word: str | Sequence[str]) -> bool:
+    """`WordNet.phrase_synonym` in the process's WordNet; False without one."""
     net = active()
     return net is not None and net.phrase_synonym(phrase, word)
 

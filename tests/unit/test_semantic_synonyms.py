@@ -96,7 +96,8 @@ def small(tmp_path: Path) -> WordNet:
         (30, ["die", "pass_away"], ()), (30, ["pass", "elapse"], ()),
         # verbs of one lemma each: "raise" is a way to "increase", both of "change" ways
         (30, ["change"], ()), (30, ["increase"], (4,)), (30, ["decrease"], (4,)),
-        (30, ["raise"], (5,)), (30, ["set_up"], ()), (30, ["configure"], (8,))],
+        (30, ["raise"], (5,)), (30, ["set_up"], ()), (30, ["configure"], (8,)),
+        (30, ["switch_on", "turn_on"], ()), (30, ["switch_off", "turn_off"], ())],
         exceptions="found find\n")
     _write(tmp_path, "adj", "a", [])
     _write(tmp_path, "adv", "r", [])
@@ -132,6 +133,13 @@ def test_a_two_word_lemma_is_a_synonym_of_one_word(small: WordNet) -> None:
     assert not small.phrase_synonym(("pass", "away"), "pass")
 
 
+def test_two_two_word_lemmas_of_one_sense_are_synonyms(small: WordNet) -> None:
+    assert small.phrase_synonym(("switch", "on"), ("turn", "on"))
+    assert small.phrase_synonym(("switched", "on"), ("turning", "on"))
+    assert not small.phrase_synonym(("turn", "on"), ("turn", "off"))  # two senses
+    assert not small.phrase_synonym(("turn", "on"), ("turn", "on"))  # one lemma is no pair
+
+
 def test_the_content_slot_reads_synonyms_and_phrases_as_counterparts(
         restore_wordnet: None, small: WordNet) -> None:
     synonyms.use(str(small.root))
@@ -154,6 +162,23 @@ def test_the_act_check_reads_synonyms_as_one_act(restore_wordnet: None,
     assert other_act(("detected", "found"), encode, 0.5) is None
     synonyms.use(synonyms.OFF)
     assert other_act(("detected", "found"), encode, 0.5) == ("detected", "found")
+
+
+def test_the_act_check_reads_two_phrasal_verbs_of_one_sense_as_one_act(
+        restore_wordnet: None, small: WordNet) -> None:
+    def encode(texts: list[str]) -> list[np.ndarray]:
+        return list(HashingEncoder().encode(texts))
+
+    def frame(verb: str, particle: str) -> list[str]:
+        return ["how", "do", "i", verb, particle, "subtitles"]
+
+    synonyms.use(str(small.root))
+    assert other_act(("switch", "turn"), encode, 0.5,
+                     frames=(frame("switch", "on"), frame("turn", "on"))) is None
+    # another particle on one side is another lemma: "switch on" / "turn off"
+    assert other_act(("switch", "turn"), encode, 0.5,
+                     frames=(frame("switch", "on"), frame("turn", "off"))) == (
+        "switch", "turn")
 
 
 def test_explain_names_the_synonyms_a_hit_was_read_with(restore_wordnet: None,
@@ -322,3 +347,17 @@ def test_the_guard_still_refuses_a_verb_put_for_a_way_of_doing_it(
     assert net.kind_of("refund", "pay")
     assert contrast("how do I refund the booking fee", "how do I pay the booking fee") == (
         "one word apart: 'refund' vs 'pay'")
+
+
+def test_the_guard_lets_one_phrasal_verb_said_another_way_through(
+        restore_wordnet: None) -> None:
+    # one word apart, but with the particle both share, two lemmas of one sense
+    _debian()
+    assert contrast("how do I switch on subtitles", "how do I turn on subtitles") is None
+    for asked, stored, why in (
+            ("how do I turn on subtitles", "how do I turn off subtitles", "'on' vs 'off'"),
+            ("how do I log in", "how do I log out", "'in' vs 'out'"),
+            ("how do I sign up", "how do I sign in", "'up' vs 'in'"),
+            ("how do I turn up the heating", "how do I turn down the heating",
+             "'up' vs 'down'")):
+        assert contrast(asked, stored) == f"one word apart: {why}", (asked, stored)
