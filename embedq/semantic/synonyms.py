@@ -280,10 +280,9 @@ class WordNet:
     def phrase_synonym(self, phrase: Sequence[str], word: str | Sequence[str]) -> bool:
         """True when `phrase` is a lemma ("pass away") of a sense of `word` ("die", not in
         it) or of another two-word lemma ("switch on" / "turn on"), neither a unit."""
-        one = isinstance(word, str)
         others = [word] if isinstance(word, str) else list(word)
         if not all(w.isalpha() for w in (*phrase, *others)) or others == list(phrase) or (
-                one and (word in phrase or word in _CLOSED)):
+                len(others) == 1 and (others[0] in phrase or others[0] in _CLOSED)):
             return False
         lemma, theirs = self.senses(*phrase), self.senses(*others)
         return bool(lemma & theirs) and not (self._any_unit(theirs) or self._any_unit(lemma))
