@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from embedq.semantic import synonyms
 from embedq.semantic.lexicon import same_word
 from embedq.semantic.numerals import tokens
 
@@ -72,7 +73,14 @@ def past(words: list[str]) -> bool:
 
 
 def _participle(word: str) -> bool:
-    return word == "been" or (len(word) > 3 and word.endswith(("ed", "en", "wn", "ne")))
+    """"been", or a word with a participle's ending that, where WordNet is read, is a
+    verb's inflection ("shown", "broken", "ended"; not "brown", "kitchen", "phone")."""
+    if word == "been":
+        return True
+    if len(word) <= 3 or not word.endswith(("ed", "en", "wn", "ne")):
+        return False
+    net = synonyms.active()
+    return net is None or any(pos == "v" and base != word for pos, base in net.bases(word))
 
 
 def persons(words: list[str]) -> frozenset[str]:

@@ -93,8 +93,9 @@ def opposed(a: Sequence[str], b: Sequence[str],
     at opposite ends ("a cab from the airport to the city" / "a taxi from downtown to the
     airport"; `is_content` tells a content word): the direction slot's words, or
     None."""
-    for x in set(a) - set(b):
-        for y in set(b) - set(a):
+    wa, wb = _directed(a), _directed(b)
+    for x in wa - wb:
+        for y in wb - wa:
             if opposite(x, y):
                 return x, y
     pa, pb = _placed(a, is_content), _placed(b, is_content)
@@ -102,3 +103,13 @@ def opposed(a: Sequence[str], b: Sequence[str],
         if opposite(pa[w], pb[w]):
             return f"{pa[w]} {w}", f"{pb[w]} {w}"
     return None
+
+
+# A question word before "to" makes it the mark of an infinitive ("how to delete a
+# branch", "where to send it"): no direction.
+_ASKING = _closed("how what where when which whether who")
+
+
+def _directed(ws: Sequence[str]) -> set[str]:
+    """The words of `ws`, an infinitive's "to" left out."""
+    return {w for i, w in enumerate(ws) if not (w == "to" and i and ws[i - 1] in _ASKING)}

@@ -218,24 +218,24 @@ def _negations(ws: list[str]) -> int:
 # reads as "5" in the number slot.
 _UNIT_OF = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year",
             "annual": "year", "annually": "year", "hourly": "hour", "nightly": "night"}
-def _time_word(word: str) -> str:
-    return _UNIT_OF.get(word, _singular(word))
+def _time_word(word: str) -> str:  # a possessive too: "tomorrow's forecast"
+    return _UNIT_OF.get(word.removesuffix("'s"), _singular(word.removesuffix("'s")))
 
 
-def _times(ws: list[str]) -> set[str]:
-    """The time words of `ws`, frequency words as their unit ("daily" is "day"); "am"
-    only after a number ("7 am", not "I am")."""
-    found = {_time_word(w) for w in ws if _time_word(w) in _TIME and w != "am"}
+def _times(ws: list[str], owning: bool = True) -> set[str]:
+    """The time words of `ws`, frequency words as their unit ("daily" is "day"), with
+    `owning` possessives too ("today's"); "am" only after a number ("7 am", not "I am")."""
+    found = {_time_word(w) for w in ws if _time_word(w) in _TIME and w != "am"
+             and (owning or not w.endswith("'s"))}
     found.update("am" for before, w in pairwise(ws)
                  if w == "am" and (NUMERAL.fullmatch(before) or before in _NUMBER_WORDS))
     return found
 
 
 def _time_conflict(a: list[str], b: list[str]) -> bool:
-    ta, tb = _times(a), _times(b)
-    if ta == tb:
-        return False
-    return bool(ta and tb) or (ta & _CALENDAR) != (tb & _CALENDAR)
+    ta, tb = _times(a), _times(b)  # "today's date" names no day against "current date"
+    return ta != tb and (bool(ta and tb) or (_times(a, False) & _CALENDAR) != (
+        _times(b, False) & _CALENDAR))
 
 
 def _lexical(a: list[str], b: list[str], trace: list[Check] | None) -> Conflict | None:

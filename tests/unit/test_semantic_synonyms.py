@@ -20,9 +20,11 @@ from embedq.encoders.hashing import HashingEncoder
 from embedq.errors import ConfigError
 from embedq.semantic import synonyms
 from embedq.semantic.align import Substitution, lexical, other_act, unaligned
+from embedq.semantic.grammar import past
 from embedq.semantic.guard import contrast
 from embedq.semantic.lexicon import spelling
 from embedq.semantic.lookup import refusal
+from embedq.semantic.numerals import tokens
 from embedq.semantic.store import Entry, utcnow
 from embedq.semantic.synonyms import DEBIAN, WordNet, load
 from embedq.semantic.verify import Check, Verifier
@@ -361,3 +363,16 @@ def test_the_guard_lets_one_phrasal_verb_said_another_way_through(
             ("how do I turn up the heating", "how do I turn down the heating",
              "'up' vs 'down'")):
         assert contrast(asked, stored) == f"one word apart: {why}", (asked, stored)
+
+
+def test_a_participle_is_a_verbs_inflection_where_wordnet_is_read(
+        restore_wordnet: None) -> None:
+    # "has brown patches" owns them: "brown" ends as "shown" does, but is no inflection
+    _debian()
+    assert not past(tokens("my lawn has brown patches after the dog wees on it"))
+    assert not past(tokens("my flat has kitchen appliances included"))
+    assert past(tokens("has the parcel shown up yet"))
+    assert past(tokens("has my claim for the stolen bike been accepted"))
+    assert past(tokens("my card has broken"))
+    synonyms.use(synonyms.OFF)  # without WordNet, the ending alone
+    assert past(tokens("my lawn has brown patches after the dog wees on it"))

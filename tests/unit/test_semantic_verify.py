@@ -114,6 +114,11 @@ def test_synonyms_and_rewordings_are_no_content_conflict(asked: str, stored: str
     ("ways to stop snoring at night", "how can I stop snoring"),
     ("signs that I am having a migraine", "what are the symptoms of a migraine"),
     ("I am unable to sign in", "why can't I sign in"),
+    # a possessive time word is that time word; alone it names no day ("current date")
+    ("tomorrow's weather forecast for Berlin", "what is the weather like tomorrow in Berlin"),
+    ("get today's date with Python", "how to get the current date in Python"),
+    # the "to" of "how to" marks an infinitive, no direction
+    ("remove a branch from the remote repository in git", "how to delete a remote branch in git"),
 ])
 def test_lexical_slots_read_digits_hyphens_one_sided_time_words_and_unable(
         asked: str, stored: str) -> None:
@@ -124,6 +129,9 @@ def test_lexical_slots_read_digits_hyphens_one_sided_time_words_and_unable(
 @pytest.mark.parametrize(("asked", "stored", "slot"), [
     ("wake me at 7 am", "wake me at 7 pm", "time"),
     ("is the museum open on Sunday", "is the museum open", "time"),
+    ("what is yesterday's exchange rate", "what is today's exchange rate", "time"),
+    ("tomorrow's forecast for Berlin", "the forecast for Berlin on Monday", "time"),
+    ("how to move money to my savings", "how to move money from my savings", "direction"),
     ("how do I enable three-factor authentication", "how do I enable two-factor authentication",
      "number"),
 ])
