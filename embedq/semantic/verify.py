@@ -28,7 +28,8 @@ conflict:
              May) on one side only, or different time words on both (morning /
              afternoon); a time word only one side adds ("at night", "right now") is a
              rewording, as is "am" after anything but a number; a frequency word is
-             its unit ("daily" / "a day" agree)
+             its unit ("daily" / "a day" agree); "how long" / "how many days" and
+             "when" / "which day" ask one time (times.py)
   content    a minimal edit (the texts share most of their words in order) replaces a
              content word that has no counterpart on the other side: embedded alone by
              the cache's own embedder, it scores below `min_word_similarity` with every
@@ -72,7 +73,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import pairwise
 
 from embedq.semantic import synonyms
 from embedq.semantic.align import (
@@ -97,13 +97,15 @@ from embedq.semantic.grammar import past, persons, possessed, scope
 from embedq.semantic.guard import moved, words
 from embedq.semantic.lexicon import mended
 from embedq.semantic.measures import measured
-from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS, numbers
+from embedq.semantic.numerals import NUMERAL, numbers
 from embedq.semantic.opposites import opposed, opposite
 from embedq.semantic.questions import CHECKS as QUESTION_CHECKS
 from embedq.semantic.questions import asked_acts
 from embedq.semantic.questions import conflict as question_conflict
 from embedq.semantic.roles import CHECKS as CLAUSE_CHECKS
 from embedq.semantic.roles import conflict as clause_conflict
+from embedq.semantic.times import NUMBER_WORDS, TIME, singular
+from embedq.semantic.times import conflict as time_conflict
 from embedq.semantic.vocabulary import reconcile
 
 
@@ -119,22 +121,10 @@ MODEL_CHECKS = ("crossed", "content", "attribute", "act", *ASKED_CHECKS, "disjoi
 # content slot's word embeddings are cached, and minimal edits score up to 0.99.
 DEFAULT_BAND = 0.4
 
-_NUMBER_WORDS = frozenset(CARDINALS) | frozenset(ORDINALS) | _closed(
-    "hundred thousand million billion half dozen")
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATORS = _closed("not no never none nothing nobody nowhere neither nor unable cannot "
                     "can't don't doesn't didn't isn't aren't wasn't won't shouldn't "
                     "couldn't")
-# Calendar words name one date or time: one on one side only changes the request.
-_CALENDAR = _closed(
-    "today tomorrow yesterday tonight monday tuesday wednesday thursday friday saturday "
-    "sunday january february march april june july august september october november "
-    "december am pm")
-# Other time words change it only against another time word ("morning" / "afternoon").
-_TIME = _CALENDAR | _closed(
-    "now morning afternoon evening night noon midnight week weekend month year day hour "
-    "minute second next last ago later earlier weekly monthly yearly daily hourly nightly "
-    "annual annually")
 _FUNCTION = _closed(
     "i me my mine you your yours we our us he him his she her it its they them their this "
     "that these those is are was were be been being am do does did can could will would "
@@ -214,30 +204,6 @@ def _negations(ws: list[str]) -> int:
     return sum(w in _NEGATORS or w.endswith("n't") for w in ws)
 
 
-# A frequency word names its unit: "daily" asks what "a day" / "per day" asks, as "five"
-# reads as "5" in the number slot.
-_UNIT_OF = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year",
-            "annual": "year", "annually": "year", "hourly": "hour", "nightly": "night"}
-def _time_word(word: str) -> str:  # a possessive too: "tomorrow's forecast"
-    return _UNIT_OF.get(word.removesuffix("'s"), _singular(word.removesuffix("'s")))
-
-
-def _times(ws: list[str], owning: bool = True) -> set[str]:
-    """The time words of `ws`, frequency words as their unit ("daily" is "day"), with
-    `owning` possessives too ("today's"); "am" only after a number ("7 am", not "I am")."""
-    found = {_time_word(w) for w in ws if _time_word(w) in _TIME and w != "am"
-             and (owning or not w.endswith("'s"))}
-    found.update("am" for before, w in pairwise(ws)
-                 if w == "am" and (NUMERAL.fullmatch(before) or before in _NUMBER_WORDS))
-    return found
-
-
-def _time_conflict(a: list[str], b: list[str]) -> bool:
-    ta, tb = _times(a), _times(b)  # "today's date" names no day against "current date"
-    return ta != tb and (bool(ta and tb) or (_times(a, False) & _CALENDAR) != (
-        _times(b, False) & _CALENDAR))
-
-
 def _lexical(a: list[str], b: list[str], trace: list[Check] | None) -> Conflict | None:
     """The lexical slots, in order: number, negation, order (and `compared`), direction,
     time; the first that `a` and `b` disagree on, or None."""
@@ -248,7 +214,7 @@ def _lexical(a: list[str], b: list[str], trace: list[Check] | None) -> Conflict 
     if _negations(a) != _negations(b):
         return Conflict("negation", " ".join(a), " ".join(b))
     _passed(trace, "negation")
-    sa, sb = list(map(_singular, a)), list(map(_singular, b))
+    sa, sb = list(map(singular, a)), list(map(singular, b))
     if sa != sb and sorted(sa) == sorted(sb) and not moved(sa, sb):
         return Conflict("order", " ".join(a), " ".join(b))
     _passed(trace, "order")
@@ -264,9 +230,9 @@ def _lexical(a: list[str], b: list[str], trace: list[Check] | None) -> Conflict 
     if direction is not None:
         return Conflict("direction", *direction)
     _passed(trace, "direction")
-    if _time_conflict(a, b):
-        return Conflict("time", " ".join(sorted(_times(a) - _times(b))),
-                        " ".join(sorted(_times(b) - _times(a))))
+    timed = time_conflict(a, b)
+    if timed is not None:
+        return Conflict("time", *timed)
     _passed(trace, "time")
     return None
 
@@ -274,13 +240,9 @@ def _lexical(a: list[str], b: list[str], trace: list[Check] | None) -> Conflict 
 def _is_content(word: str) -> bool:
     return not (word in _FUNCTION or word in _FRAME or word in _NEGATORS
                 or _CONTRACTED.fullmatch(word) is not None
-                or word.endswith("n't") or word in _TIME
-                or word in _NUMBER_WORDS or _DIGITS.fullmatch(word) is not None
+                or word.endswith("n't") or word in TIME
+                or word in NUMBER_WORDS or _DIGITS.fullmatch(word) is not None
                 or NUMERAL.fullmatch(word) is not None)
-
-
-def _singular(word: str) -> str:
-    return word[:-1] if len(word) > 3 and word.endswith("s") else word
 
 
 class Verifier:
@@ -308,7 +270,7 @@ class Verifier:
         lexical = _lexical(a, b, trace)
         if lexical is not None:
             return lexical
-        sa, sb = list(map(_singular, a)), list(map(_singular, b))
+        sa, sb = list(map(singular, a)), list(map(singular, b))
         edit = minimal(a, b)
         grammar = _grammar(asked, stored, a, b, edit, trace)
         if grammar is not None:
@@ -373,7 +335,7 @@ class Verifier:
         (roles.py) are no feature, so the shipped weights read the features they were
         fitted on."""
         a, b = reconcile(words(asked), words(stored))
-        sa, sb = list(map(_singular, a)), list(map(_singular, b))
+        sa, sb = list(map(singular, a)), list(map(singular, b))
         edit = minimal(a, b)
         content_a = [w for w in a if _is_content(w)]
         content_b = [w for w in b if _is_content(w)]
@@ -383,7 +345,7 @@ class Verifier:
             "negation": _negations(a) != _negations(b),
             "order": sa != sb and sorted(sa) == sorted(sb) and not moved(sa, sb),
             "direction": any(opposite(x, y) for x in set(a) - set(b) for y in set(b) - set(a)),
-            "time": _time_conflict(a, b),
+            "time": time_conflict(a, b) is not None,
             "scope": edit and scope(a) != scope(b),
             "tense": edit and past(a) != past(b),
             "role": edit and (bool(persons(a) and persons(b) and persons(a) != persons(b))

@@ -119,6 +119,9 @@ def test_synonyms_and_rewordings_are_no_content_conflict(asked: str, stored: str
     ("get today's date with Python", "how to get the current date in Python"),
     # the "to" of "how to" marks an infinitive, no direction
     ("remove a branch from the remote repository in git", "how to delete a remote branch in git"),
+    # one time asked in two forms: "how long" / "how many days", "when" / "which day"
+    ("how many days does a cold usually last", "how long does a cold usually last"),
+    ("tell me which day I get paid this month", "when do I get paid this month"),
 ])
 def test_lexical_slots_read_digits_hyphens_one_sided_time_words_and_unable(
         asked: str, stored: str) -> None:
@@ -132,6 +135,9 @@ def test_lexical_slots_read_digits_hyphens_one_sided_time_words_and_unable(
     ("what is yesterday's exchange rate", "what is today's exchange rate", "time"),
     ("tomorrow's forecast for Berlin", "the forecast for Berlin on Monday", "time"),
     ("how to move money to my savings", "how to move money from my savings", "direction"),
+    ("how many days does a cold last", "how many hours does a cold last", "time"),
+    ("which day do I get paid", "which month do I get paid", "time"),
+    ("when do I get paid this month", "which day do I get paid next month", "time"),
     ("how do I enable three-factor authentication", "how do I enable two-factor authentication",
      "number"),
 ])

@@ -1,0 +1,91 @@
+"""The verifier's time slot (verify.py): the dates and times two questions name.
+
+A calendar word (today, tomorrow, Monday, May, am / pm after a number) on one side only
+changes the request; other time words (morning, week, daily) change it only against
+another time word ("in the morning" / "in the afternoon"), so a time word one side adds
+("at night", "right now") is a rewording. A frequency word is its unit ("daily" / "a day"
+agree), a possessive its word ("tomorrow's forecast" / "the forecast tomorrow"; alone,
+"today's date" names no day against "the current date").
+
+A question asks a time in one of two forms that name it differently, and each pair is one
+question: "how long" and "how many" before a unit of time ("how long does a cold last" /
+"how many days does a cold last"); "when" and "which" / "what" before "day" or "date"
+("when do I get paid" / "which day do I get paid"). The unit or the day such a question
+asks for is read as the question's form, not as a time it names, where the other side
+asks with the other form.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS
+
+
+def _closed(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+NUMBER_WORDS = frozenset(CARDINALS) | frozenset(ORDINALS) | _closed(
+    "hundred thousand million billion half dozen")
+# Calendar words name one date or time: one on one side only changes the request.
+CALENDAR = _closed(
+    "today tomorrow yesterday tonight monday tuesday wednesday thursday friday saturday "
+    "sunday january february march april june july august september october november "
+    "december am pm")
+# Other time words change it only against another time word ("morning" / "afternoon").
+TIME = CALENDAR | _closed(
+    "now morning afternoon evening night noon midnight week weekend month year day hour "
+    "minute second next last ago later earlier weekly monthly yearly daily hourly nightly "
+    "annual annually")
+# A frequency word names its unit: "daily" asks what "a day" / "per day" asks, as "five"
+# reads as "5" in the number slot.
+_UNIT_OF = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year",
+            "annual": "year", "annually": "year", "hourly": "hour", "nightly": "night"}
+_UNITS = _closed("minute hour day night week month year")
+_DAY_ASKED = _closed("day date")
+
+
+def singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def time_word(word: str) -> str:
+    """`word` as the slot reads it: a frequency word as its unit, a possessive bare."""
+    word = word.removesuffix("'s")
+    return _UNIT_OF.get(word, singular(word))
+
+
+def times(ws: list[str], owning: bool = True) -> set[str]:
+    """The time words of `ws`, frequency words as their unit ("daily" is "day"), with
+    `owning` possessives too ("today's"); "am" only after a number ("7 am", not "I am")."""
+    found = {time_word(w) for w in ws if time_word(w) in TIME and w != "am"
+             and (owning or not w.endswith("'s"))}
+    found.update("am" for before, w in pairwise(ws)
+                 if w == "am" and (NUMERAL.fullmatch(before) or before in NUMBER_WORDS))
+    return found
+
+
+def conflict(a: list[str], b: list[str]) -> tuple[str, str] | None:
+    """The time words only `a` and only `b` name, where the two disagree; else None."""
+    a, b = _asked_form(a, b), _asked_form(b, a)
+    ta, tb = times(a), times(b)
+    if ta == tb or not ((ta and tb) or times(a, False) & CALENDAR != times(b, False) & CALENDAR):
+        return None
+    return " ".join(sorted(ta - tb)), " ".join(sorted(tb - ta))
+
+
+def _asked_form(ws: list[str], other: list[str]) -> list[str]:
+    """`ws` without the unit its "how many" asks for where `other` asks "how long", and
+    without the day its "which day" / "what date" asks for where `other` asks "when"."""
+    long_, when = _asks(other, "how", "long"), "when" in other
+
+    def form(i: int, w: str) -> bool:
+        return (long_ and singular(w) in _UNITS and ws[max(0, i - 2):i] == ["how", "many"]) \
+            or (when and w in _DAY_ASKED and i > 0 and ws[i - 1] in ("which", "what"))
+
+    return [w for i, w in enumerate(ws) if not form(i, w)]
+
+
+def _asks(ws: list[str], first: str, then: str) -> bool:
+    return any(x == first and y == then for x, y in pairwise(ws))
