@@ -84,6 +84,8 @@ _SUBJECTS = frozenset(("i", "you", "we", "they", "he", "she", "it"))
 # Determiners before which "one" stands for a noun ("the one", "which one"), not a number.
 _PICKS_ONE = frozenset(("the", "this", "that", "which", "any", "each", "every", "another",
                         "other", "no"))
+# "more than" / "less than" a number is "over" / "under" it: one comparison, two wordings.
+_THAN = {"more": "over", "less": "under", "fewer": "under"}
 _MONEY = re.compile(r"([£$€])\s?(\d[\d,]*(?:\.\d+)?)\s?(k|m|bn)?\b", re.IGNORECASE)
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 _WORD = re.compile(r"\d+(?:\.\d+)+[a-z]*|[^\W_]+(?:['-][^\W_]+)*")
@@ -158,6 +160,8 @@ def _canonical(words: list[str]) -> list[str]:
                 before):
             out[-1] = _number(float(before) * days)
             out.append("days")  # "2 weeks" / "14 days": one span of days
+        elif word == "than" and before in _THAN and _counted(words[i + 1:i + 2]):
+            out[-1] = _THAN[before]  # "more than 1,000 pounds" / "over 1,000 pounds"
         elif word == "fortnight":
             out += ["14", "days"]
         elif word in _WEEKEND_SHORT and (before in _BEFORE_DAY or (
@@ -192,6 +196,11 @@ _BEFORE_DAY = frozenset(("on", "every", "each", "next", "this", "last", "until",
 # The periods "last" counts back ("the last 7 days", "last month").
 _PERIODS = frozenset(("day", "days", "week", "weeks", "month", "months", "year", "years",
                       "hour", "hours", "fortnight", "quarter", "weekend", "night"))
+
+
+def _counted(after: list[str]) -> bool:
+    """True when the word after "more than" is a number ("1,000", "five")."""
+    return bool(after) and (bool(_NUMBER.fullmatch(after[0])) or after[0] in CARDINALS)
 
 
 def _period(after: list[str]) -> bool:

@@ -122,6 +122,10 @@ def test_synonyms_and_rewordings_are_no_content_conflict(asked: str, stored: str
     # one time asked in two forms: "how long" / "how many days", "when" / "which day"
     ("how many days does a cold usually last", "how long does a cold usually last"),
     ("tell me which day I get paid this month", "when do I get paid this month"),
+    # "more than" / "fewer than" a number is "over" / "under" it
+    ("can I get more than 2 weeks off under the new policy",
+     "does the new policy let me take over 2 weeks off"),
+    ("is a claim for fewer than five days paid", "is a claim for under 5 days paid"),
 ])
 def test_lexical_slots_read_digits_hyphens_one_sided_time_words_and_unable(
         asked: str, stored: str) -> None:
@@ -138,6 +142,8 @@ def test_lexical_slots_read_digits_hyphens_one_sided_time_words_and_unable(
     ("how many days does a cold last", "how many hours does a cold last", "time"),
     ("which day do I get paid", "which month do I get paid", "time"),
     ("when do I get paid this month", "which day do I get paid next month", "time"),
+    ("are items worth more than 1,000 pounds covered",
+     "are items worth less than 1,000 pounds covered", "direction"),
     ("how do I enable three-factor authentication", "how do I enable two-factor authentication",
      "number"),
 ])
