@@ -3,9 +3,9 @@
 A calendar word (today, tomorrow, Monday, May, am / pm after a number) on one side only
 changes the request; other time words (morning, week, daily) change it only against
 another time word ("in the morning" / "in the afternoon"), so a time word one side adds
-("at night", "right now") is a rewording. A frequency word is its unit ("daily" / "a day"
-agree), a possessive its word ("tomorrow's forecast" / "the forecast tomorrow"; alone,
-"today's date" names no day against "the current date").
+("at night", "right now", "how soon") is a rewording. A frequency word is its unit
+("daily" / "a day" agree), a possessive its word ("tomorrow's forecast" / "the forecast
+tomorrow"; alone, "today's date" names no day against "the current date").
 
 A question asks a time in one of two forms that name it differently, and each pair is one
 question: "how long" and "how many" before a unit of time ("how long does a cold last" /
@@ -36,8 +36,8 @@ CALENDAR = _closed(
 # Other time words change it only against another time word ("morning" / "afternoon").
 TIME = CALENDAR | _closed(
     "now morning afternoon evening night noon midnight week weekend month year day hour "
-    "minute second next last ago later earlier weekly monthly yearly daily hourly nightly "
-    "annual annually")
+    "minute second next last ago later earlier soon weekly monthly yearly daily hourly "
+    "nightly annual annually")
 # A frequency word names its unit: "daily" asks what "a day" / "per day" asks, as "five"
 # reads as "5" in the number slot.
 _UNIT_OF = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year",

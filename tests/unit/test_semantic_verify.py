@@ -527,3 +527,9 @@ def test_an_s_that_is_is_owns_nothing() -> None:
     conflict = VERIFIER.conflict("can I see my partner's pension statement",
                                  "can I see my partner pension statement", content=False)
     assert conflict is not None and conflict.slot == "role", conflict
+
+
+def test_how_soon_asks_when() -> None:
+    # "soon" is a time word one side adds, no content word without a counterpart
+    assert VERIFIER.conflict("when should I follow up after a job interview",
+                             "how soon should I follow up after a job interview") is None
