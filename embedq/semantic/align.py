@@ -129,7 +129,7 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str],
     a two-word lemma with a neighbour, "pass away" / "die"), or an acronym spelled by a run
     of words that holds it (wfh / working from home), either way."""
     if any(same_word(word, o) or misspelt(word, o, known) or synonyms(word, o)
-           for o in other) or phrased(word, own, other):
+           for o in other) or phrased(word, own, other) or _again(word, own, other):
         return True
     # A hyphenated word is its parts written apart ("mid-tenancy" / "middle of the tenancy").
     parts = [p for o in other if "-" in o for p in o.split("-") if p]
@@ -144,6 +144,17 @@ def lexical(word: str, own: Sequence[str], other: Sequence[str],
     return any(acronym(o, own[i:j]) for o in short for k in at
                for i in range(max(0, k - 5), k + 1) for j in range(k + 1, k + 7)
                if j - i >= 2 and j <= len(own))
+
+
+def _again(word: str, own: Sequence[str], other: Sequence[str]) -> bool:
+    """True when `word` is a verb under "re" and `other` holds the verb and "again"
+    ("reapply" / "apply again"), or `word` is that verb or "again" and `other` holds the
+    verb under "re"."""
+    if word.startswith("re") and "again" in other:
+        return any(same_word(word[2:], o) for o in other)
+    redone = [o[2:] for o in other if o.startswith("re") and len(o) > 4]
+    return "again" in own and any(same_word(v, w) for v in redone for w in own) and (
+        word == "again" or any(same_word(v, word) for v in redone))
 
 
 # Verbs that lend a sentence its verb and little meaning ("make a claim", "get paid",

@@ -533,3 +533,14 @@ def test_how_soon_asks_when() -> None:
     # "soon" is a time word one side adds, no content word without a counterpart
     assert VERIFIER.conflict("when should I follow up after a job interview",
                              "how soon should I follow up after a job interview") is None
+
+
+def test_a_verb_under_re_is_the_verb_and_again() -> None:
+    from embedq.semantic.align import lexical
+
+    redo, again = ["can", "i", "reapply"], ["can", "i", "apply", "again"]
+    assert lexical("reapply", redo, again)
+    assert lexical("apply", again, redo) and lexical("again", again, redo)
+    # another verb under "re", or the verb without "again", is no counterpart
+    assert not lexical("again", again, ["can", "i", "resubmit"])
+    assert not lexical("reapply", redo, ["can", "i", "apply"])
