@@ -1,5 +1,5 @@
 """A measure asked two ways: "how much does it cost" / "what is the cost", "how long" /
-"how many days", "why" / "what is the reason".
+"how many days", "how often" / "how many times", "why" / "what is the reason".
 
 English asks for a measure with a question word and a modifier ("how much", "how long",
 "how often") or names it as a noun after "what is the" ("the cost", "the duration",
@@ -37,7 +37,11 @@ _FOLLOW = frozenset(" ".join((
     "my your our their his her its")).split())
 # "show me how to" asks what "how do I" asks, as "tell me" does (verify._FRAME).
 _ASKER = frozenset(("me", "us"))
-_UNITS = frozenset(("seconds", "minutes", "hours", "days", "weeks", "months", "years"))
+# "how many" before these asks what the modifier asks: a duration ("how many days" /
+# "how long"), a frequency ("how many times" / "how often").
+_COUNTED = {"long": frozenset(("seconds", "minutes", "hours", "days", "weeks", "months",
+                               "years")),
+            "often": frozenset(("times",))}
 
 
 def _asks(ws: list[str], word: str, modifier: str | None) -> int | None:
@@ -62,10 +66,12 @@ def _named(ws: list[str], names: frozenset[str]) -> list[int]:
     return [i for i, w in enumerate(ws) if w in names or w.removesuffix("s") in names]
 
 
-def _duration(ws: list[str]) -> list[int]:
-    """"how many" before a time unit: "many" and the unit ask a duration."""
+def _counted(ws: list[str], modifier: str | None) -> list[int]:
+    """"how many" before a word of `_COUNTED[modifier]`: "many" and that word ask what
+    the modifier asks."""
+    words = _COUNTED.get(modifier or "", frozenset())
     return [k for i in range(len(ws) - 2)
-            if ws[i:i + 2] == ["how", "many"] and ws[i + 2] in _UNITS for k in (i + 1, i + 2)]
+            if ws[i:i + 2] == ["how", "many"] and ws[i + 2] in words for k in (i + 1, i + 2)]
 
 
 def measured(a: list[str], b: list[str]) -> tuple[list[str], list[str]]:
@@ -78,7 +84,7 @@ def measured(a: list[str], b: list[str]) -> tuple[list[str], list[str]]:
             at = _asks(x, word, modifier)
             if at is None or _asks(y, word, modifier) is not None or _named(x, names):
                 continue
-            found = _named(y, names) or (_duration(y) if modifier == "long" else [])
+            found = _named(y, names) or _counted(y, modifier)
             if found:
                 dx.add(at)
                 dy.update(found)

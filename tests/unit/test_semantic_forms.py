@@ -138,6 +138,7 @@ def test_then_elsewhere_stays_then(asked: str, stored: str) -> None:
     # an indirect question: the measure's subject follows it
     ("tell me how long my phone battery takes to charge",
      "how many hours does my phone battery take to charge"),
+    ("how often should I water a cactus", "how many times should I water a cactus"),
 ])
 def test_a_measure_asked_by_its_question_word_or_by_its_name_is_one_question(
         asked: str, stored: str) -> None:
@@ -151,6 +152,8 @@ def test_a_measure_asked_by_its_question_word_or_by_its_name_is_one_question(
      "question"),
     ("how much does it cost to renew a passport",
      "how much does it cost to replace a passport", "content"),
+    # "how many" before another word counts it: no frequency
+    ("how often should I water a cactus", "how many cacti should I water", "content"),
 ])
 def test_a_measure_named_is_no_other_measure(asked: str, stored: str, slot: str) -> None:
     conflict = VERIFIER.conflict(asked, stored)
