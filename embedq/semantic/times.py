@@ -7,12 +7,10 @@ another time word ("in the morning" / "in the afternoon"), so a time word one si
 ("daily" / "a day" agree), a possessive its word ("tomorrow's forecast" / "the forecast
 tomorrow"; alone, "today's date" names no day against "the current date").
 
-A question asks a time in one of two forms that name it differently, and each pair is one
-question: "how long" and "how many" before a unit of time ("how long does a cold last" /
-"how many days does a cold last"); "when" and "which" / "what" before "day" or "date"
-("when do I get paid" / "which day do I get paid"). The unit or the day such a question
-asks for is read as the question's form, not as a time it names, where the other side
-asks with the other form.
+"when" and "which" / "what" before "day" or "date" ask one time ("when do I get paid" /
+"which day do I get paid"): the day such a question asks for is read as the question's
+form, not as a time it names, where the other side asks "when". The slot reads the words
+measures.py leaves, so "how long" / "how many days" name no unit either.
 """
 
 from __future__ import annotations
@@ -42,7 +40,6 @@ TIME = CALENDAR | _closed(
 # reads as "5" in the number slot.
 _UNIT_OF = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year",
             "annual": "year", "annually": "year", "hourly": "hour", "nightly": "night"}
-_UNITS = _closed("minute hour day night week month year")
 _DAY_ASKED = _closed("day date")
 
 
@@ -76,16 +73,9 @@ def conflict(a: list[str], b: list[str]) -> tuple[str, str] | None:
 
 
 def _asked_form(ws: list[str], other: list[str]) -> list[str]:
-    """`ws` without the unit its "how many" asks for where `other` asks "how long", and
-    without the day its "which day" / "what date" asks for where `other` asks "when"."""
-    long_, when = _asks(other, "how", "long"), "when" in other
-
-    def form(i: int, w: str) -> bool:
-        return (long_ and singular(w) in _UNITS and ws[max(0, i - 2):i] == ["how", "many"]) \
-            or (when and w in _DAY_ASKED and i > 0 and ws[i - 1] in ("which", "what"))
-
-    return [w for i, w in enumerate(ws) if not form(i, w)]
-
-
-def _asks(ws: list[str], first: str, then: str) -> bool:
-    return any(x == first and y == then for x, y in pairwise(ws))
+    """`ws` without the day its "which day" / "what date" asks for where `other` asks
+    "when"."""
+    if "when" not in other:
+        return ws
+    return [w for i, w in enumerate(ws)
+            if not (w in _DAY_ASKED and i > 0 and ws[i - 1] in ("which", "what"))]

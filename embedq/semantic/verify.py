@@ -29,7 +29,7 @@ conflict:
              afternoon); a time word only one side adds ("at night", "right now") is a
              rewording, as is "am" after anything but a number; a frequency word is
              its unit ("daily" / "a day" agree); "how long" / "how many days" and
-             "when" / "which day" ask one time (times.py)
+             "when" / "which day" ask one time (measures.py, times.py)
   content    a minimal edit (the texts share most of their words in order) replaces a
              content word that has no counterpart on the other side: embedded alone by
              the cache's own embedder, it scores below `min_word_similarity` with every
@@ -230,7 +230,7 @@ def _lexical(a: list[str], b: list[str], trace: list[Check] | None) -> Conflict 
     if direction is not None:
         return Conflict("direction", *direction)
     _passed(trace, "direction")
-    timed = time_conflict(a, b)
+    timed = time_conflict(*measured(a, b))  # "how long" / "how many days": no unit named
     if timed is not None:
         return Conflict("time", *timed)
     _passed(trace, "time")
@@ -345,7 +345,7 @@ class Verifier:
             "negation": _negations(a) != _negations(b),
             "order": sa != sb and sorted(sa) == sorted(sb) and not moved(sa, sb),
             "direction": any(opposite(x, y) for x in set(a) - set(b) for y in set(b) - set(a)),
-            "time": time_conflict(a, b) is not None,
+            "time": time_conflict(*measured(a, b)) is not None,
             "scope": edit and scope(a) != scope(b),
             "tense": edit and past(a) != past(b),
             "role": edit and (bool(persons(a) and persons(b) and persons(a) != persons(b))
