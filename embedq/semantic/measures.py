@@ -9,9 +9,13 @@ the band's checks, where one side asks by the question word and the other names 
 measure, and not both ways on one side, the two framing words are dropped from both
 sides: what remains is what each asks the measure of. The nouns are the measure's own
 names (cost, price, amount for "how much"), never a thing measured: "how much is the
-deposit" / "what is the deposit" keeps "much", whose counterpart is then missing. "show me" /
-"show us" is dropped too: it asks what "how do I" asks ("show me how to hide a column"),
-as "tell me" does (verify._FRAME); "show" alone ("show hidden rows") is a verb.
+deposit" / "what is the deposit" keeps "much", whose counterpart is then missing; where
+both sides name the cost by its verb, "how much does it cost" / "what does it cost", "much"
+is dropped. "What is the process" asks what "how" asks ("how do I make a claim"). "show
+me" / "show us" is dropped too: it asks what "how do I" asks ("show me how to hide a
+column"), as "tell me" does (verify._FRAME); "show" alone ("show hidden rows") is a verb.
+And "find" after "where do I" asks where a thing is, as "where is" does, where the other
+side asks "where" without it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ _NAMES: dict[tuple[str, str | None], frozenset[str]] = {
     ("how", "old"): frozenset(("age",)),
     ("how", "far"): frozenset(("distance",)),
     ("why", None): frozenset(("reason", "cause")),
+    ("how", None): frozenset(("process", "procedure", "steps")),
     ("where", None): frozenset(("location", "place")),
 }
 # What follows a measure's modifier when it asks the measure itself ("how much does",
@@ -37,6 +42,9 @@ _FOLLOW = frozenset(" ".join((
     "my your our their his her its")).split())
 # "show me how to" asks what "how do I" asks, as "tell me" does (verify._FRAME).
 _ASKER = frozenset(("me", "us"))
+# "where do I find the VAT number" asks where it is: "find" there asks no act.
+_FIND = frozenset(("find", "locate"))
+_FIND_AUX = frozenset(("do", "can", "could", "would", "should", "will"))
 # "how many" before these asks what the modifier asks: a duration ("how many days" /
 # "how long"), a frequency ("how many times" / "how often").
 _COUNTED = {"long": frozenset(("seconds", "minutes", "hours", "days", "weeks", "months",
@@ -82,13 +90,25 @@ def measured(a: list[str], b: list[str]) -> tuple[list[str], list[str]]:
     for x, y, dx, dy in ((a, b, drop_a, drop_b), (b, a, drop_b, drop_a)):
         for (word, modifier), names in _NAMES.items():
             at = _asks(x, word, modifier)
-            if at is None or _asks(y, word, modifier) is not None or _named(x, names):
+            if at is None or _asks(y, word, modifier) is not None:
+                continue
+            if _named(x, names):  # "how much does it cost" / "what does it cost"
+                if modifier == "much" and "what" in y and _named(y, names):
+                    dx.add(at)
                 continue
             found = _named(y, names) or _counted(y, modifier)
             if found:
                 dx.add(at)
                 dy.update(found)
-    for x, dx in ((a, drop_a), (b, drop_b)):
+    for x, y, dx in ((a, b, drop_a), (b, a, drop_b)):
         dx.update(i for i in range(len(x) - 1) if x[i] == "show" and x[i + 1] in _ASKER)
+        if "where" in y and not _finds(y):
+            dx.update(_finds(x))
     return ([w for i, w in enumerate(a) if i not in drop_a],
             [w for i, w in enumerate(b) if i not in drop_b])
+
+
+def _finds(ws: list[str]) -> list[int]:
+    """Where `ws` asks "where do I find": the place of "find"."""
+    return [i + 3 for i in range(len(ws) - 3) if ws[i] == "where" and ws[i + 1] in _FIND_AUX
+            and ws[i + 3] in _FIND]

@@ -139,6 +139,9 @@ def test_then_elsewhere_stays_then(asked: str, stored: str) -> None:
     ("tell me how long my phone battery takes to charge",
      "how many hours does my phone battery take to charge"),
     ("how often should I water a cactus", "how many times should I water a cactus"),
+    ("show me where the VAT number is on my invoice",
+     "where do I find the VAT number on my invoice"),
+    ("what will it cost to neuter a male dog", "how much does it cost to neuter a male dog"),
 ])
 def test_a_measure_asked_by_its_question_word_or_by_its_name_is_one_question(
         asked: str, stored: str) -> None:
@@ -154,6 +157,10 @@ def test_a_measure_asked_by_its_question_word_or_by_its_name_is_one_question(
      "how much does it cost to replace a passport", "content"),
     # "how many" before another word counts it: no frequency
     ("how often should I water a cactus", "how many cacti should I water", "content"),
+    ("where do I find the VAT number on my invoice", "where do I pay the VAT on my invoice",
+     "content"),
+    ("what will it cost to neuter a male dog", "how much does it cost to microchip a male dog",
+     "content"),
 ])
 def test_a_measure_named_is_no_other_measure(asked: str, stored: str, slot: str) -> None:
     conflict = VERIFIER.conflict(asked, stored)
@@ -232,3 +239,25 @@ def test_a_typo_of_a_word_the_other_side_holds_is_read_as_that_word_by_every_slo
     conflict = VERIFIER.conflict("how do I report that I'm sick todya",
                                  "how do I report that I'm sick today")
     assert conflict is not None and conflict.slot == "time"
+
+
+def test_the_words_that_frame_a_measure_asked_two_ways_are_dropped() -> None:
+    from embedq.semantic.guard import words
+    from embedq.semantic.measures import measured
+
+    def framed(asked: str, stored: str) -> tuple[str, str]:
+        a, b = measured(words(asked), words(stored))
+        return " ".join(a), " ".join(b)
+
+    # "what's the process" asks what "how do I" asks
+    assert framed("I need to claim for hail damage, what's the process",
+                  "how do I make a claim for hail damage") == (
+        "i need to claim for hail damage what's", "do i make claim for hail damage")
+    # "where do I find X" asks where X is
+    assert framed("where do I find the VAT number", "where is the VAT number") == (
+        "where do i vat number", "where is vat number")
+    assert framed("where do I find the VAT number", "where do I find the tax code") == (
+        "where do i find vat number", "where do i find tax code")  # both ask it one way
+    # "how much does it cost" / "what does it cost": "much" frames the verb's question
+    assert framed("how much does it cost to neuter a dog", "what does it cost to neuter a dog") == (
+        "how does it cost to neuter dog", "what does it cost to neuter dog")
