@@ -17,7 +17,8 @@ telling him" 0.95. Each is a slot of verify.py, read from the words alone:
          service the question addresses, no role), or a word one side makes possessive
          ("partner's") stands bare on the other ("partner"; not "bill's due", whose "'s"
          is "is"). Pronouns on one side only ("how do I" / "how to") change no role, nor
-         does "me" after tell, show, help or let.
+         does "me" after tell, show, help or let, nor the "I" that opens a question
+         against one that opens with no subject ("is there a way to").
 
 The slots judge minimal edits only (the texts keep one frame, align.minimal): there a
 changed closed-class word is the edit, while a rewording changes them freely ("my
@@ -26,6 +27,7 @@ package arrived damaged" / "the parcel I received was broken").
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 
 from embedq.semantic import synonyms
@@ -114,13 +116,33 @@ def conflict(a: list[str], b: list[str]) -> tuple[str, str, str] | None:
         return "scope", " ".join(sorted(sa - sb)), " ".join(sorted(sb - sa))
     if past(a) != past(b):
         return "tense", "past" if past(a) else "not past", "past" if past(b) else "not past"
-    pa, pb = persons(a), persons(b)
+    pa, pb = persons(_unasked(a, b)), persons(_unasked(b, a))
     if pa and pb and pa != pb:
         return "role", " ".join(sorted(pa)), " ".join(sorted(pb))
     owned = possessed(a, b) or possessed(b, a)
     if owned is not None:
         return "role", owned, owned.removesuffix("'s")
     return None
+
+
+# Openings that ask with no subject ("is there a way to protect a sheet"): against one,
+# the "I" of "how do I protect a sheet" is whoever asks, no role.
+_IMPERSONAL = (["is", "there", "way", "to"], ["how", "to"], ["ways", "to"],
+               ["is", "it", "possible", "to"])
+_ASKING_I = re.compile(r"(how|what|where|when|why|can|could|should|do) ((do|can|could|"
+                       r"should|would) )?i ")
+
+
+def _unasked(ws: list[str], other: list[str]) -> list[str]:
+    """`ws` without the "I" that opens its question ("how do I", "can I") where `other`
+    opens with no subject."""
+    if not any(other[:len(o)] == o for o in _IMPERSONAL):
+        return ws
+    opened = _ASKING_I.match(" ".join(ws) + " ")
+    if opened is None:
+        return ws
+    at = len(opened.group(0).split()) - 1
+    return ws[:at] + ws[at + 1:]
 
 
 # Determiners that pick out one thing, and those that take all of a kind; "the" and the

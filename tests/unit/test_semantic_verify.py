@@ -544,3 +544,17 @@ def test_a_verb_under_re_is_the_verb_and_again() -> None:
     # another verb under "re", or the verb without "again", is no counterpart
     assert not lexical("again", again, ["can", "i", "resubmit"])
     assert not lexical("reapply", redo, ["can", "i", "apply"])
+
+
+def test_the_i_that_asks_is_no_role_against_a_question_with_no_subject() -> None:
+    from embedq.semantic.grammar import conflict
+    from embedq.semantic.guard import words
+
+    impersonal = words("is there a way to protect a sheet so others can only edit cells")
+    assert conflict(impersonal, words("how do I protect a sheet so others can only edit "
+                                      "cells")) is None
+    # against another subject the "I" is a role: "can he see" / "can I see"
+    assert conflict(words("can he see his salary"), words("can I see his salary")) == (
+        "role", "third", "first third")
+    # and an "I" past the opening is one too
+    assert conflict(impersonal, words("how do I let others edit cells I protect")) is not None
