@@ -160,7 +160,7 @@ def _canonical(words: list[str]) -> list[str]:
                 before):
             out[-1] = _number(float(before) * days)
             out.append("days")  # "2 weeks" / "14 days": one span of days
-        elif word == "than" and before in _THAN and _counted(words[i + 1:i + 2]):
+        elif word == "than" and before in _THAN and _a_number(words[i + 1:i + 2]):
             out[-1] = _THAN[before]  # "more than 1,000 pounds" / "over 1,000 pounds"
         elif word == "fortnight":
             out += ["14", "days"]
@@ -198,7 +198,7 @@ _PERIODS = frozenset(("day", "days", "week", "weeks", "month", "months", "year",
                       "hour", "hours", "fortnight", "quarter", "weekend", "night"))
 
 
-def _counted(after: list[str]) -> bool:
+def _a_number(after: list[str]) -> bool:
     """True when the word after "more than" is a number ("1,000", "five")."""
     return bool(after) and (bool(_NUMBER.fullmatch(after[0])) or after[0] in CARDINALS)
 
