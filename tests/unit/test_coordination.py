@@ -81,8 +81,10 @@ def test_an_orphan_the_durable_store_holds_is_an_outcome(store: HotStore) -> Non
 def test_a_wait_ends_with_the_outcome_published_meanwhile(store: HotStore) -> None:
     store.claim(["soon"], "leader", ttl_ms=60_000)
     waiting = Waiting(store)
-    threading.Timer(0.1, publish_vectors, args=(store, {"soon": ONE}, 60)).start()
+    publisher = threading.Timer(0.1, publish_vectors, args=(store, {"soon": ONE}, 60))
+    publisher.start()
     got = waiting.wait(["soon"], REQUEST, deadline=time.monotonic() + 10)
+    publisher.join()  # before the store closes: the wake can come before its replies
     assert got.vectors == {"soon": ONE} and not got.pending and not got.orphans
 
 

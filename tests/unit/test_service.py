@@ -122,8 +122,12 @@ def test_a_text_claimed_elsewhere_is_joined_not_computed(here: Here, salt: str) 
     fp = fingerprint(here.service.spec(), text)
     here.service.hot.claim([fp], "another-producer", 60_000)
     vector = to_bytes(np.asarray(support.hashing_vector(text), dtype=np.float32))
-    threading.Timer(0.3, publish_vectors, args=(here.service.hot, {fp: vector}, 60)).start()
+    # joined before the test ends: the answer may arrive while the publish still reads
+    # its replies, and the store must not close under it
+    publisher = threading.Timer(0.3, publish_vectors, args=(here.service.hot, {fp: vector}, 60))
+    publisher.start()
     got = here.service.embed([text], timeout_s=30)
+    publisher.join()
     assert got.outcomes[0].source == "coalesced" and got.counts["coalesced"] == 1
     assert here.passes(text) == 0
 
@@ -132,8 +136,10 @@ def test_a_claim_whose_holder_vanished_is_taken_over(here: Here, salt: str) -> N
     text = f"{salt} orphaned"
     fp = fingerprint(here.service.spec(), text)
     here.service.hot.claim([fp], "a-producer-that-died", 60_000)
-    threading.Timer(0.3, here.service.hot.release, args=(Hold.CLAIM, [fp])).start()
+    releaser = threading.Timer(0.3, here.service.hot.release, args=(Hold.CLAIM, [fp]))
+    releaser.start()
     got = here.service.embed([text], timeout_s=30)
+    releaser.join()
     assert got.outcomes[0].error is None and here.passes(text) == 1
 
 
