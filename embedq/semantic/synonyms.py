@@ -382,10 +382,10 @@ def note(a: Sequence[str], b: Sequence[str]) -> str | None:
     only_a = [w for w in dict.fromkeys(a) if w not in b]
     only_b = [w for w in dict.fromkeys(b) if w not in a]
     found = [f"{x} / {y}" for x in only_a for y in only_b if synonyms(x, y)]
-    found += [f"{' '.join(a[i:i + 2])} / {y}" for i in range(len(a) - 1)
-              for y in only_b if phrase(a[i:i + 2], y)]
-    found += [f"{x} / {' '.join(b[j:j + 2])}" for j in range(len(b) - 1)
-              for x in only_a if phrase(b[j:j + 2], x)]
+    two_a, two_b = [a[i:i + 2] for i in range(len(a) - 1)], [b[j:j + 2] for j in range(len(b) - 1)]
+    found += [f"{' '.join(p)} / {' '.join([y] if isinstance(y, str) else y)}" for p in two_a
+              for y in [*only_b, *two_b] if phrase(p, y)]
+    found += [f"{x} / {' '.join(q)}" for q in two_b for x in only_a if phrase(q, x)]
     ways = [f"{x} / {y}" for x in only_a for y in only_b if kind_of(x, y)]
     said = ([f"WordNet synonyms: {', '.join(found)}"] if found else []) + (
         [f"one verb a way of doing the other: {', '.join(ways)}"] if ways else [])

@@ -356,6 +356,10 @@ def test_the_guard_lets_one_phrasal_verb_said_another_way_through(
     # one word apart, but with the particle both share, two lemmas of one sense
     _debian()
     assert contrast("how do I switch on subtitles", "how do I turn on subtitles") is None
+    # and `explain` names them
+    said = synonyms.note(["how", "do", "i", "switch", "on", "subtitles"],
+                         ["how", "do", "i", "turn", "on", "subtitles"])
+    assert said is not None and said.startswith("WordNet synonyms: switch on / turn on;")
     for asked, stored, why in (
             ("how do I turn on subtitles", "how do I turn off subtitles", "'on' vs 'off'"),
             ("how do I log in", "how do I log out", "'in' vs 'out'"),
