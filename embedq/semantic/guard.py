@@ -43,7 +43,7 @@ def stem(word: str) -> str:
 
 
 _CONJUNCTIONS = frozenset(("and", "but", "or"))
-_QUESTION_WORDS = frozenset(("why", "how", "when", "where", "what", "which", "who"))
+QUESTION_WORDS = frozenset(("why", "how", "when", "where", "what", "which", "who"))
 _AUXILIARIES = frozenset(" ".join((
     "is are am was were do does did can could will would shall should may might must has",
     "have had")).split())
@@ -62,7 +62,7 @@ def tagged(a: list[str], b: list[str]) -> bool:
     if len(a) != len(b) or len(a) < 3:
         return False
     for x, y in ((a, b), (b, a)):
-        if x[0] in _QUESTION_WORDS and y[-1] == x[0]:
+        if x[0] in QUESTION_WORDS and y[-1] == x[0]:
             rx, ry = x[1:], y[:-1]
             if rx == ry:
                 return True

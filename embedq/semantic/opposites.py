@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
+from embedq.semantic.guard import QUESTION_WORDS
 from embedq.semantic.verbs import IRREGULAR
 
 
@@ -107,7 +108,7 @@ def opposed(a: Sequence[str], b: Sequence[str],
 
 # A question word before "to" makes it the mark of an infinitive ("how to delete a
 # branch", "where to send it"): no direction.
-_ASKING = _closed("how what where when which whether who")
+_ASKING = QUESTION_WORDS | {"whether"}
 
 
 def _directed(ws: Sequence[str]) -> set[str]:

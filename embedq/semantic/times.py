@@ -56,8 +56,8 @@ def time_word(word: str) -> str:
 def times(ws: list[str], owning: bool = True) -> set[str]:
     """The time words of `ws`, frequency words as their unit ("daily" is "day"), with
     `owning` possessives too ("today's"); "am" only after a number ("7 am", not "I am")."""
-    found = {time_word(w) for w in ws if time_word(w) in TIME and w != "am"
-             and (owning or not w.endswith("'s"))}
+    found = {t for w in ws if w != "am" and (owning or not w.endswith("'s"))
+             and (t := time_word(w)) in TIME}
     found.update("am" for before, w in pairwise(ws)
                  if w == "am" and (NUMERAL.fullmatch(before) or before in NUMBER_WORDS))
     return found
@@ -67,7 +67,8 @@ def conflict(a: list[str], b: list[str]) -> tuple[str, str] | None:
     """The time words only `a` and only `b` name, where the two disagree; else None."""
     a, b = _asked_form(a, b), _asked_form(b, a)
     ta, tb = times(a), times(b)
-    if ta == tb or not ((ta and tb) or times(a, False) & CALENDAR != times(b, False) & CALENDAR):
+    calendar_differs = (times(a, False) & CALENDAR) != (times(b, False) & CALENDAR)
+    if ta == tb or not ((ta and tb) or calendar_differs):
         return None
     return " ".join(sorted(ta - tb)), " ".join(sorted(tb - ta))
 

@@ -204,9 +204,11 @@ def _negations(ws: list[str]) -> int:
     return sum(w in _NEGATORS or w.endswith("n't") for w in ws)
 
 
-def _lexical(a: list[str], b: list[str], trace: list[Check] | None) -> Conflict | None:
+def _lexical(a: list[str], b: list[str], trace: list[Check] | None,
+             framed: tuple[list[str], list[str]]) -> Conflict | None:
     """The lexical slots, in order: number, negation, order (and `compared`), direction,
-    time; the first that `a` and `b` disagree on, or None."""
+    time (on `framed`, `a` and `b` as measures.measured leaves them: "how long" / "how
+    many days" name no unit); the first that `a` and `b` disagree on, or None."""
     na, ns = numbers(a), numbers(b)
     if na != ns:
         return Conflict("number", " ".join(sorted(na - ns)), " ".join(sorted(ns - na)))
@@ -230,7 +232,7 @@ def _lexical(a: list[str], b: list[str], trace: list[Check] | None) -> Conflict 
     if direction is not None:
         return Conflict("direction", *direction)
     _passed(trace, "direction")
-    timed = time_conflict(*measured(a, b))  # "how long" / "how many days": no unit named
+    timed = time_conflict(*framed)
     if timed is not None:
         return Conflict("time", *timed)
     _passed(trace, "time")
@@ -267,7 +269,9 @@ class Verifier:
         with `content` (the score is in the band). `trace` (explain) gets a Check for each
         slot that passed or was skipped before that."""
         a, b = mended(*reconcile(words(asked), words(stored)), self.known)
-        lexical = _lexical(a, b, trace)
+        # one measure asked two ways ("how much" / "what is the cost") frames, no content
+        framed = measured(a, b)
+        lexical = _lexical(a, b, trace, framed)
         if lexical is not None:
             return lexical
         sa, sb = list(map(singular, a)), list(map(singular, b))
@@ -278,8 +282,7 @@ class Verifier:
         if not content:
             _skipped(trace, "the score is above the band", *MODEL_CHECKS)
             return None
-        # one measure asked two ways ("how much" / "what is the cost") frames, no content
-        a, b = measured(a, b)
+        a, b = framed
         content_a = [w for w in a if _is_content(w)]
         content_b = [w for w in b if _is_content(w)]
         subs = substitutions(a, b, _is_content)
