@@ -141,6 +141,8 @@ def cmd_bulk(args: argparse.Namespace) -> int:
         from embedq.cli.progress import wait
 
         state = wait(jobs, job_id)
+    if state.get("error"):
+        print(f"job {job_id} {state['status']}: {state['error']}", file=sys.stderr)
     if args.out and state["status"] in FINAL:
         from embedq.jobs.export import export
 

@@ -37,6 +37,7 @@ from embedq.coordination import HotStore
 from embedq.encoders.catalog import Catalog
 from embedq.errors import EmbedqError, Unavailable
 from embedq.jobs.callbacks import Callbacks
+from embedq.jobs.failures import failure_summary
 from embedq.jobs.store import JobStore, Progress, utcnow
 from embedq.jobs.windows import Window, may_run
 from embedq.models import Job, JobStatus, Priority
@@ -247,11 +248,17 @@ class Dispatcher:
 
     def finish(self, job_id: str, generation: int) -> bool:
         """Close a job with no pending chunk: succeeded, succeeded_with_errors when some
-        items failed (`progress.failed` counts them), failed when every item did."""
+        items failed (`progress.failed` counts them), failed when every item did; with
+        failures, the job's `error` says how many and why (`failures.failure_summary`)."""
         job = self.store.get(job_id)
+        progress = self.store.progress(job)
+        said: dict[str, Any] = {}
+        why = failure_summary(self.store.db, job_id, progress.failed, progress.total)
+        if why is not None:  # after what loading said (a bad line), never in its place
+            said["error"] = f"{job.error}; {why}" if job.error else why
         finished = self.store.transition(job_id, [JobStatus.RUNNING], generation,
-                                         status=final_status(self.store.progress(job)),
-                                         finished_at=self.clock())
+                                         status=final_status(progress),
+                                         finished_at=self.clock(), **said)
         if finished and job.callback_url:
             try:
                 self.callbacks.deliver(job_id)

@@ -195,6 +195,20 @@ def test_bad_line_names_it_and_keeps_the_lines_before(jc: JobCluster, salt: str)
         np.testing.assert_array_equal(np.frombuffer(blob, "<f4"), vec)
 
 
+def test_a_bad_line_and_failed_texts_are_both_said(jc: JobCluster, salt: str) -> None:
+    """What loading said (the bad line) stays first; the texts' failures follow it."""
+    src = jc.tmp / f"bad-and-broken-{salt}.jsonl"
+    src.write_text(json.dumps({"text": f"{salt} fine"}) + "\n"
+                   + json.dumps({"text": f"{salt} broken [[nan]]"}) + "\n" + "{not json\n")
+    run = jc.cli("bulk", str(src), "--now")
+    assert run.returncode == 2 and "line 3" in run.stderr, run.stderr
+    job_id = run.stderr.split("saved in job ")[1].split(",")[0]
+    state = wait_for(jc.jobs(), job_id)
+    assert state["status"] == "succeeded_with_errors"
+    loaded, _, failed = state["error"].partition("; 1 of 2 texts failed; 1 with: ")
+    assert "line 3" in loaded and failed.startswith("InvalidVector"), state["error"]
+
+
 def test_non_utf8_and_empty_files_are_refused_clearly(jc: JobCluster, salt: str) -> None:
     raw = jc.tmp / f"latin-{salt}.txt"
     raw.write_bytes(f"{salt} ok\n".encode() + b"caf\xe9\n")
@@ -391,6 +405,9 @@ def test_a_job_with_failed_items_ends_succeeded_with_errors(api: str, jc: JobClu
     rows = list(jobs.results(state["id"], 0, 10))
     assert [r.vector is None for r in rows] == [i == 4 for i in range(10)]
     assert rows[4].error
+    # the job itself says how many failed and why, where status and the API show it
+    assert state["error"] == f"1 of 10 texts failed; 1 with: {rows[4].error}"
+    assert http["error"] == state["error"]
     out = jc.tmp / f"errors-{salt}.jsonl"
     assert jc.cli("jobs", "export", state["id"], "--out", str(out)).returncode == 0
     lines = [json.loads(line) for line in out.open()]
@@ -398,10 +415,21 @@ def test_a_job_with_failed_items_ends_succeeded_with_errors(api: str, jc: JobClu
     assert lines[4]["error"] == rows[4].error
 
 
-def test_a_job_whose_every_item_failed_ends_failed(jc: JobCluster, salt: str) -> None:
+def test_a_job_whose_every_item_failed_ends_failed_and_says_why(jc: JobCluster, salt: str
+                                                                 ) -> None:
+    """The job's error names the cause (before, `error` stayed None and the reason was
+    only in the worker's log), and `embedq bulk --wait` prints it."""
     jobs = jc.jobs()
     state = wait_for(jobs, jobs.submit([f"{salt} all broken {i} [[nan]]" for i in range(3)]))
     assert state["status"] == "failed" and state["progress"]["failed"] == 3
+    message = next(iter(jobs.results(state["id"], 0, 1))).error
+    assert message and state["error"] == f"3 of 3 texts failed; 3 with: {message}"
+    src = jc.tmp / f"broken-{salt}.jsonl"
+    src.write_text("".join(json.dumps({"text": f"{salt} cli broken {i} [[nan]]"}) + "\n"
+                           for i in range(2)))
+    run = jc.cli("bulk", str(src), "--now", "--wait")
+    assert run.returncode == 1, run.stderr
+    assert f"failed: 2 of 2 texts failed; 2 with: {message}" in run.stderr
 
 
 def test_a_start_time_too_far_ahead_is_refused_before_anything_is_stored(

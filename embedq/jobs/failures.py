@@ -1,0 +1,47 @@
+"""Why a job's texts failed, said on the job itself.
+
+Each failed item keeps its own message (`JobItem.error`, written by
+`JobStore.record_failures`; `embedq jobs export` shows it beside its text). A job that ends
+with failures also says why in its own `error` (`Dispatcher.finish`), so that `embedq jobs
+status`, `GET /v1/jobs/{id}`, the Batch API's `errors` and `embedq bulk --wait` name the
+cause without an export: how many texts failed and the commonest message, word for word
+(a worker serving another model revision, a vector with NaN, ...), and how many other
+messages there are. Before this a job whose every text failed for one fixable reason
+showed `failed` with `error: None`, and the reason was only in the worker's log.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from embedq.models import Database, JobItem
+
+# A job's error is a summary, not an export: one message in full (they are written to say
+# what to do), cut here only if a message is unreasonably long.
+MAX_MESSAGE_CHARS = 1500
+
+
+def failure_summary(db: Database, job_id: str, failed: int, total: int) -> str | None:
+    """"3 of 10 texts failed; 3 with: <message>" (and how many other messages), or None
+    when no item of the job holds a message (none failed, or their rows are gone)."""
+    if failed <= 0:
+        return None
+    with db.session() as s:
+        rows = s.execute(
+            select(JobItem.error, func.count())
+            .where(JobItem.job_id == job_id, JobItem.error.is_not(None))
+            .group_by(JobItem.error)
+            .order_by(func.count().desc(), JobItem.error)
+        ).all()
+    if not rows:
+        return None
+    message, count = rows[0]
+    text = str(message)
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[:MAX_MESSAGE_CHARS] + "..."
+    summary = f"{failed} of {total} texts failed; {int(count)} with: {text}"
+    if len(rows) > 1:
+        others = sum(int(c) for _, c in rows[1:])
+        summary += (f" (and {others} with {len(rows) - 1} other message(s): `embedq jobs "
+                    f"export {job_id} --out FILE.jsonl` shows each text's)")
+    return summary

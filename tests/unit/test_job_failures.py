@@ -1,0 +1,59 @@
+"""A job with failed texts says how many and why (`jobs.failures.failure_summary`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from embedq.jobs.failures import MAX_MESSAGE_CHARS, failure_summary
+from embedq.jobs.store import JobStore
+from embedq.models import Database, Job, JobStatus, migrate
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[JobStore]:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    migrate.upgrade(url)
+    db = Database(url)
+    yield JobStore(db)
+    db.engine.dispose()
+
+
+def job_with(store: JobStore, errors: list[str | None]) -> str:
+    store.create(Job(id="job1", status=JobStatus.RUNNING, priority="bulk", model="m",
+                     revision="r", normalize=True, total=len(errors), chunks=1, loaded=True,
+                     generation=1))
+    store.add("job1", [{"job_id": "job1", "index": i, "external_id": None,
+                        "text": f"text {i}", "fingerprint": f"{i:064x}", "error": e}
+                       for i, e in enumerate(errors)], [])
+    return "job1"
+
+
+def test_one_reason_is_said_word_for_word(store: JobStore) -> None:
+    reason = "this worker serves model 'm' at revision 'x', but the request was made for 'r'"
+    job = job_with(store, [reason, None, reason])
+    assert failure_summary(store.db, job, 2, 3) == f"2 of 3 texts failed; 2 with: {reason}"
+
+
+def test_the_commonest_reason_comes_first_and_the_others_are_counted(store: JobStore
+                                                                     ) -> None:
+    job = job_with(store, ["rare", "common", "common", "other", None, "common"])
+    summary = failure_summary(store.db, job, 5, 6)
+    assert summary is not None
+    assert summary.startswith("5 of 6 texts failed; 3 with: common (and 2 with 2 other ")
+    assert f"embedq jobs export {job} --out FILE.jsonl" in summary
+
+
+def test_nothing_failed_or_no_message_kept_says_nothing(store: JobStore) -> None:
+    job = job_with(store, [None, None])
+    assert failure_summary(store.db, job, 0, 2) is None
+    assert failure_summary(store.db, job, 1, 2) is None  # counted, but no row holds why
+
+
+def test_a_very_long_message_is_cut(store: JobStore) -> None:
+    job = job_with(store, ["x" * (MAX_MESSAGE_CHARS + 500)])
+    summary = failure_summary(store.db, job, 1, 1)
+    assert summary is not None and summary.endswith("x...")
+    assert len(summary) < MAX_MESSAGE_CHARS + 100
