@@ -40,12 +40,17 @@ def postfix(state: dict[str, Any]) -> str:
             f"failed={p['failed']:,}, {status}")
 
 
-def next_poll_s(state: dict[str, Any], rate: float | None, interval_s: float) -> float:
+def next_poll_s(state: dict[str, Any], rate: float | None, interval_s: float,
+                waited_s: float = float("inf")) -> float:
     """How long to wait before reading the job again: `interval_s`, or less when at the
     measured rate it ends sooner (down to MIN_POLL_S), so `--wait` returns within a
-    fraction of a second of the job's end instead of up to a whole interval after it."""
+    fraction of a second of the job's end instead of up to a whole interval after it.
+    Before a rate is known, half of what was waited so far (`waited_s`), from MIN_POLL_S
+    up to the interval: a small job's `--wait` returned a whole interval (1 s) after a
+    job that took a few milliseconds, and a large one is read about ten times in its
+    first second before the rate takes over."""
     if not rate or rate <= 0:
-        return interval_s
+        return min(interval_s, max(MIN_POLL_S, waited_s / 2))
     remaining = max(int(state["progress"]["total"]) - finished(state), 0)
     return min(interval_s, max(MIN_POLL_S, remaining / rate))
 
@@ -84,6 +89,7 @@ def wait(jobs: JobService, job_id: str, *, interval_s: float = 1.0,
 
 def _wait_on_terminal(jobs: JobService, job_id: str, interval_s: float,
                       out: TextIO) -> dict[str, Any]:
+    started = time.monotonic()
     state = jobs.describe(job_id)
     measured = _Rate()
     with tqdm(total=int(state["progress"]["total"]), initial=finished(state), unit=UNIT,
@@ -95,8 +101,9 @@ def _wait_on_terminal(jobs: JobService, job_id: str, interval_s: float,
             bar.refresh()
             if state["status"] in FINAL:
                 return state
-            time.sleep(next_poll_s(state, measured.update(state, time.monotonic()),
-                                   interval_s))
+            now = time.monotonic()
+            time.sleep(next_poll_s(state, measured.update(state, now), interval_s,
+                                   now - started))
             state = jobs.describe(job_id)
 
 
@@ -116,4 +123,4 @@ def _wait_logging(jobs: JobService, job_id: str, interval_s: float, out: TextIO 
             printed_at = now
         if final:
             return state
-        time.sleep(next_poll_s(state, rate, interval_s))
+        time.sleep(next_poll_s(state, rate, interval_s, now - started))

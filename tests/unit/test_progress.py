@@ -74,8 +74,12 @@ def _state(done: int, total: int) -> dict[str, object]:
 
 
 def test_the_poll_shortens_as_the_job_nears_its_end() -> None:
-    # Before a rate is known, and while the end is far: the whole interval.
-    assert next_poll_s(_state(0, 20_000), None, 1.0) == 1.0
+    # Before a rate is known: soon at first (a small job ends within milliseconds),
+    # then half of what was waited, up to the whole interval.
+    assert next_poll_s(_state(0, 20_000), None, 1.0, 0.0) == MIN_POLL_S
+    assert next_poll_s(_state(0, 20_000), None, 1.0, 0.6) == pytest.approx(0.3)
+    assert next_poll_s(_state(0, 20_000), None, 1.0, 30.0) == 1.0
+    # While the end is far: the whole interval.
     assert next_poll_s(_state(1_000, 20_000), 5_000.0, 1.0) == 1.0
     # 1,000 texts left at 5,000 a second: read again when it should end, not 1 s later.
     assert next_poll_s(_state(19_000, 20_000), 5_000.0, 1.0) == pytest.approx(0.2)
