@@ -8,12 +8,15 @@ bench); each feature's commands live beside it (`serve.py`, `jobs.py`, `cache.py
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
 import json
 import logging
 import os
 import socket
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -252,6 +255,26 @@ def build_parser() -> argparse.ArgumentParser:
     for module in FEATURE_COMMANDS:
         importlib.import_module(module).add_parser(sub)
     return parser
+
+
+def run() -> None:
+    """The `embedq` command: `main`, then a quick exit.
+
+    Once a command has returned, the interpreter's own teardown (freeing each module of
+    SQLAlchemy, Celery, kombu, redis and the service, about 120,000 objects) took 0.2-0.3
+    s more, a quarter of a short command's time (`embedq jobs list`: 1.1 s, 0.8 s
+    without). So the exit handlers run (logging's flush among them), the streams are
+    flushed and the process ends there, unless a thread that is not a daemon still runs
+    (the interpreter would wait for it: then it exits as usual)."""
+    code = main()
+    if any(t is not threading.main_thread() and not t.daemon and t.is_alive()
+           for t in threading.enumerate()):
+        sys.exit(code)
+    atexit._run_exitfuncs()  # what the interpreter runs before its teardown
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
