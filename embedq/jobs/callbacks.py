@@ -38,7 +38,6 @@ from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 from sqlalchemy import or_, select, update
 
 from embedq.config import Settings
@@ -202,6 +201,8 @@ class Callbacks:
         body = json.dumps(state, separators=(",", ":")).encode()
         # Wall time, not self.clock: the receiver checks it against its own clock.
         headers = signed_headers(secret, job_id, body, int(time.time()))
+        import httpx  # here, not at the top: every `embedq bulk` imports this module
+
         try:
             answer = httpx.post(url, content=body, headers=headers, follow_redirects=False,
                                 timeout=self.settings.callbacks.timeout_s)
