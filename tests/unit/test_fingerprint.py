@@ -86,3 +86,30 @@ def test_a_tenant_gives_its_own_fingerprint_and_travels_in_the_spec() -> None:
     again = EncodeSpec.from_json(json.loads(json.dumps(alice.to_json())))
     assert again == alice and fingerprint(again, "hello") == fingerprint(alice, "hello")
     assert EncodeSpec.from_json(shared.to_json()).tenant is None
+
+
+def _reference(spec: EncodeSpec, digest: str) -> bytes:
+    """The encoding as its definition writes it: the fields' sorted JSON, every time."""
+    fields: dict[str, object] = {"dimensions": spec.dimensions, "dtype": spec.dtype,
+                                 "model": spec.model, "normalize": spec.normalize,
+                                 "revision": spec.revision, "text_sha256": digest}
+    if spec.tenant is not None:
+        fields["tenant"] = spec.tenant
+    body = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return f"embedq-fp/1\n{body}".encode("ascii")
+
+
+@pytest.mark.parametrize("spec", [
+    BASE,
+    EncodeSpec("m", "r", 128, False),
+    EncodeSpec('quo"te \\ ünï 😀', "0" * 64, None, True, tenant="t\n" + "0" * 64),
+    EncodeSpec("m", "r", tenant="acme"),
+])
+def test_the_encoding_made_once_per_spec_is_the_defined_json_byte_for_byte(
+        spec: EncodeSpec) -> None:
+    """canonical_encoding keeps a per-spec prefix and suffix around the digest; fields
+    that hold what the digest's placeholder looks like do not move it."""
+    for text in ("x", "héllo", "0" * 64):
+        digest = text_digest(text)
+        assert canonical_encoding(spec, digest) == _reference(spec, digest)
+        assert fingerprint(spec, text) == hashlib.sha256(_reference(spec, digest)).hexdigest()
