@@ -7,11 +7,14 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from embedq.config import Settings
 from embedq.errors import BadInputFile, InvalidInput
 from embedq.models import DEFAULT_TENANT, JobStatus, Priority
+
+if TYPE_CHECKING:
+    from embedq.jobs.service import JobService
 
 FINAL = JobStatus.final()
 TICK_SKEW_S = 60.0  # clock skew between beat's host and the workers' that ticks survive
@@ -104,6 +107,20 @@ def _tenant(args: argparse.Namespace) -> str | None:
     return None if args.tenant is None else check_tenant(args.tenant)
 
 
+def _unserved(jobs: JobService, job_id: str) -> str | None:
+    """`failures.unserved` for a job just submitted to a cluster; None also when the live
+    workers cannot be read (the job is stored either way)."""
+    from embedq.errors import Unavailable
+    from embedq.jobs.failures import unserved
+
+    job = jobs.get(job_id)
+    try:
+        workers = jobs.service.hot.live_workers()
+    except Unavailable:
+        return None
+    return unserved(job, jobs.dispatcher.queue_of(job), workers)
+
+
 def cmd_bulk(args: argparse.Namespace) -> int:
     from embedq.jobs.readers import read_records
 
@@ -136,6 +153,9 @@ def cmd_bulk(args: argparse.Namespace) -> int:
         ) from exc
     print(f"job {job_id} submitted ({jobs.describe(job_id)['progress']['total']} texts)",
           file=sys.stderr)
+    warning = None if embedded else _unserved(jobs, job_id)
+    if warning:
+        print(f"embedq: warning: {warning}", file=sys.stderr)
     state: dict[str, Any] = jobs.describe(job_id)
     if args.wait or embedded:
         from embedq.cli.progress import wait

@@ -172,15 +172,19 @@ class Dispatcher:
         self.wave(job.id, generation)
         return True
 
+    def queue_of(self, job: Job) -> str:
+        """The queue of a job's chunks: its model's (with EMBEDQ_MODELS each model has its
+        own), online or bulk by its priority."""
+        served = self.catalog.route(job.model, job.revision)
+        queues = served.settings.queue if served is not None else self.settings.queue
+        return queues.online_queue if job.priority == Priority.ONLINE else queues.bulk_queue
+
     def wave(self, job_id: str, generation: int) -> int:
         """Publish the next wave as a chord; finish the job when nothing is pending."""
         if self.inline:
             return 0  # this process runs its chunks itself (JobService.run_here)
         job = self.store.get(job_id)
-        # The queues of the job's model (with EMBEDQ_MODELS each model has its own).
-        served = self.catalog.route(job.model, job.revision)
-        queues = served.settings.queue if served is not None else self.settings.queue
-        queue = queues.online_queue if job.priority == Priority.ONLINE else queues.bulk_queue
+        queue = self.queue_of(job)
         chunks = self.store.next_wave(job_id, self.wave_width(queue), MIN_CHUNK_TEXTS,
                                       self.settings.jobs.chunk_max_texts)
         if not chunks:

@@ -8,13 +8,20 @@ cause without an export: how many texts failed and the commonest message, word f
 (a worker serving another model revision, a vector with NaN, ...), and how many other
 messages there are. Before this a job whose every text failed for one fixable reason
 showed `failed` with `error: None`, and the reason was only in the worker's log.
+
+`unserved` says it before the texts run: `embedq bulk` warns when no live worker on the
+job's queue serves its model at its revision (the job waits for one, or the workers there
+would fail its texts), naming what to start and how to cancel.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import func, select
 
-from embedq.models import Database, JobItem
+from embedq.models import Database, Job, JobItem
+from embedq.workers.runtime import served_revisions
 
 # A job's error is a summary, not an export: one message in full (they are written to say
 # what to do), cut here only if a message is unreasonably long.
@@ -45,3 +52,24 @@ def failure_summary(db: Database, job_id: str, failed: int, total: int) -> str |
         summary += (f" (and {others} with {len(rows) - 1} other message(s): `embedq jobs "
                     f"export {job_id} --out FILE.jsonl` shows each text's)")
     return summary
+
+
+def unserved(job: Job, queue: str, workers: dict[str, dict[str, Any]]) -> str | None:
+    """What to do when no live worker (`workers`: `HotStore.live_workers`) that consumes
+    `queue` serves the job's model at its revision, or None when one does. A worker that
+    takes a chunk of a revision it does not serve fails its texts, each with a message
+    that says so; said at submission, the job can be cancelled before that."""
+    on_queue = [w for w in workers.values()
+                if not isinstance(w.get("queues"), list) or queue in w["queues"]]
+    if any(w.get("model") == job.model and job.revision in served_revisions(w)
+           for w in on_queue):
+        return None
+    start = ("start `embedq worker` with the EMBEDQ_MODEL, EMBEDQ_MODEL_REVISION and "
+             "EMBEDQ_TIERS this job was submitted with")
+    if not on_queue:
+        return f"no live worker consumes the queue {queue!r}: the job waits for one; {start}"
+    serving = sorted({f"{w.get('model')}@{r}" for w in on_queue for r in served_revisions(w)})
+    return (f"the live workers on the queue {queue!r} serve {', '.join(serving)}, not "
+            f"{job.model}@{job.revision}, and would fail this job's texts: {start}, or give "
+            f"each revision its own EMBEDQ_BULK_QUEUE; `embedq jobs cancel {job.id}` stops "
+            "what has not run yet")

@@ -430,6 +430,24 @@ def test_a_job_whose_every_item_failed_ends_failed_and_says_why(jc: JobCluster, 
     run = jc.cli("bulk", str(src), "--now", "--wait")
     assert run.returncode == 1, run.stderr
     assert f"failed: 2 of 2 texts failed; 2 with: {message}" in run.stderr
+    assert "warning" not in run.stderr  # the live worker serves the job's revision
+
+
+def test_a_job_for_a_revision_no_live_worker_serves_is_warned_at_submission(
+        jc: JobCluster, salt: str) -> None:
+    """The worker serves the cluster's revision; a shell with another one submits: it is
+    told before the texts run, and the job's error then says the worker's own words."""
+    src = jc.tmp / f"other-revision-{salt}.jsonl"
+    src.write_text(json.dumps({"text": f"{salt} other revision"}) + "\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bulk", str(src), "--now", "--wait"],
+        env={**jc.env, "EMBEDQ_MODEL_REVISION": f"other-{salt}"}, cwd=support.ROOT,
+        capture_output=True, text=True, timeout=180)
+    assert run.returncode == 1, run.stderr
+    warning = next(line for line in run.stderr.splitlines() if "warning" in line)
+    assert f"not {support.settings_from(jc.env).model.model}@other-{salt}" in warning
+    assert "would fail this job's texts" in warning and "EMBEDQ_MODEL_REVISION" in warning
+    assert "1 of 1 texts failed; 1 with: EmbeddingFailed: this worker serves" in run.stderr
 
 
 def test_a_start_time_too_far_ahead_is_refused_before_anything_is_stored(

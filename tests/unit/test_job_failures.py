@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from embedq.jobs.failures import MAX_MESSAGE_CHARS, failure_summary
+from embedq.jobs.failures import MAX_MESSAGE_CHARS, failure_summary, unserved
 from embedq.jobs.store import JobStore
 from embedq.models import Database, Job, JobStatus, migrate
 
@@ -57,3 +57,28 @@ def test_a_very_long_message_is_cut(store: JobStore) -> None:
     summary = failure_summary(store.db, job, 1, 1)
     assert summary is not None and summary.endswith("x...")
     assert len(summary) < MAX_MESSAGE_CHARS + 100
+
+
+def _job() -> Job:
+    return Job(id="j1", model="m", revision="r1", priority="bulk")
+
+
+def test_a_live_worker_serving_the_revision_on_the_queue_is_enough() -> None:
+    workers = {"w1": {"model": "m", "revisions": ["r0"], "queues": ["bulk"]},
+               "w2": {"model": "m", "revisions": ["r0", "r1"]}}  # no queues: the defaults
+    assert unserved(_job(), "bulk", workers) is None
+
+
+def test_workers_of_another_revision_are_named_with_what_to_do() -> None:
+    said = unserved(_job(), "bulk", {"w1": {"model": "m", "revisions": ["r0"]},
+                                     "w2": {"model": "m", "revisions": ["r1"],
+                                            "queues": ["online"]}})
+    assert said is not None
+    assert "serve m@r0, not m@r1, and would fail this job's texts" in said
+    assert "EMBEDQ_MODEL_REVISION" in said and "embedq jobs cancel j1" in said
+
+
+def test_no_worker_on_the_queue_means_the_job_waits() -> None:
+    said = unserved(_job(), "bulk", {"w1": {"model": "m", "revision": "r1",
+                                            "queues": ["online"]}})
+    assert said is not None and said.startswith("no live worker consumes the queue 'bulk'")
