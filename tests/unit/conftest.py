@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from embedq.coordination.memory import MemoryHotStore
 from embedq.coordination.store import HotStore
+from embedq.jobs.store import JobStore
+from embedq.models import Database, migrate
 from tests import support
+
+
+@pytest.fixture
+def job_store(tmp_path: Path) -> Iterator[JobStore]:
+    """The jobs' tables in a SQLite file of the test's own, migrated as a deployment is."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    migrate.upgrade(url)
+    db = Database(url)
+    yield JobStore(db)
+    db.engine.dispose()
 
 
 @pytest.fixture(params=["memory", "redis", "cluster"])

@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from celery import Celery
@@ -17,7 +16,7 @@ from embedq.errors import InvalidInput
 from embedq.jobs.callbacks import Callbacks, backoff_s, check_url, signed_headers
 from embedq.jobs.dispatch import Dispatcher
 from embedq.jobs.store import JobStore
-from embedq.models import Database, Job, JobStatus, migrate
+from embedq.models import Job, JobStatus
 from embedq.models.job import CallbackState
 from embedq.testing.processes import free_port
 from tests.receiver import Receiver, documented_verifier
@@ -105,12 +104,8 @@ class Clock:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[JobStore]:
-    url = f"sqlite:///{tmp_path / 'jobs.db'}"
-    migrate.upgrade(url)
-    db = Database(url)
-    yield JobStore(db)
-    db.engine.dispose()
+def store(job_store: JobStore) -> JobStore:
+    return job_store
 
 
 @pytest.fixture

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from embedq.jobs.failures import MAX_MESSAGE_CHARS, failure_summary, unserved
 from embedq.jobs.store import JobStore
-from embedq.models import Database, Job, JobStatus, migrate
+from embedq.models import Job, JobStatus
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[JobStore]:
-    url = f"sqlite:///{tmp_path / 'jobs.db'}"
-    migrate.upgrade(url)
-    db = Database(url)
-    yield JobStore(db)
-    db.engine.dispose()
+def store(job_store: JobStore) -> JobStore:
+    return job_store
 
 
 def job_with(store: JobStore, errors: list[str | None]) -> str:
