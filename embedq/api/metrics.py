@@ -39,10 +39,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from embedq.api.asgi import StatusRecorder
 from embedq.api.depth import QueueDepth
 from embedq.coordination.hot_keys import KINDS, hot_namespaces
+from embedq.coordination.store import served_revisions
 from embedq.errors import EmbedqError
 from embedq.semantic.feedback import served_hits
 from embedq.service import EmbeddingService
-from embedq.workers.runtime import served_revisions
 
 if TYPE_CHECKING:
     from embedq.semantic.service import SemanticCache

@@ -42,6 +42,15 @@ def bucket_index(name: str, value: float) -> int:
     return bisect.bisect_left(HISTOGRAMS[name], value)
 
 
+
+def served_revisions(info: dict[str, object]) -> list[str]:
+    """The revisions a worker's heartbeat (`HotStore.live_workers`) says it serves, one
+    per tier (a heartbeat of an older worker names one `revision`)."""
+    revisions = info.get("revisions")
+    if isinstance(revisions, list):
+        return [str(r) for r in revisions]
+    return [str(info.get("revision"))]
+
 class Hold(StrEnum):
     """What holds a fingerprint's computation: the claim of whoever queued it, or the run
     lease of the execution running it."""

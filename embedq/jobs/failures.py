@@ -20,8 +20,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from embedq.coordination.store import served_revisions
 from embedq.models import Database, Job, JobItem
-from embedq.workers.runtime import served_revisions
 
 # A job's error is a summary, not an export: one message in full (they are written to say
 # what to do), cut here only if a message is unreasonably long.

@@ -63,14 +63,6 @@ class Served:
     batcher: Batcher
 
 
-def served_revisions(info: dict[str, object]) -> list[str]:
-    """The revisions a worker's heartbeat says it serves (one per tier)."""
-    revisions = info.get("revisions")
-    if isinstance(revisions, list):
-        return [str(r) for r in revisions]
-    return [str(info.get("revision"))]
-
-
 class WorkerRuntime:
     def __init__(
         self,
@@ -335,4 +327,4 @@ class WorkerRuntime:
         return {i.fp for i in items if i.future.exception() is None}
 
 
-__all__ = ["BULK", "ONLINE", "Served", "WorkerRuntime", "served_revisions"]
+__all__ = ["BULK", "ONLINE", "Served", "WorkerRuntime"]

@@ -21,9 +21,9 @@ from starlette.concurrency import run_in_threadpool
 from embedq.api.auth import principal_of
 from embedq.api.errors import error_response
 from embedq.api.state import ApiState, get_state
+from embedq.coordination.store import served_revisions
 from embedq.encoders.catalog import ServedModel
 from embedq.errors import EmbedqError
-from embedq.workers.runtime import served_revisions
 
 router = APIRouter(tags=["health"])
 
