@@ -18,10 +18,19 @@ import httpx
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports. Each socket stays bound until all are chosen: ports
+    asked one at a time may repeat (the kernel hands a released port out again), and a
+    Redis Cluster of the tests once got one port for two nodes, so the second never
+    started and the cluster never formed."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from embedq.testing.processes import free_port
+from embedq.testing.processes import free_ports
 from embedq.testing.processes import stop as stop_process
 
 NODE_TIMEOUT_MS = 2000
@@ -30,9 +30,11 @@ class LocalRedisCluster:
                 raise FileNotFoundError(f"{tool} is not installed (apt-get install "
                                         "redis-server)")
         self.root = root
-        self.master_ports = [free_port() for _ in range(masters)]
-        self.replica_ports = [free_port() for _ in range(replicas)]
-        self.bus_ports = {p: free_port() for p in self.master_ports + self.replica_ports}
+        nodes = masters + replicas
+        ports = free_ports(2 * nodes)  # distinct: a node and a bus port each
+        self.master_ports = ports[:masters]
+        self.replica_ports = ports[masters:nodes]
+        self.bus_ports = dict(zip(ports[:nodes], ports[nodes:], strict=True))
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
