@@ -129,7 +129,7 @@ def _worker(settings: Settings, env: dict[str, str], tmp: Path) -> Iterator[list
 def _replicas(env: dict[str, str], tmp: Path, mode: str, count: int = haproxy.REPLICAS
               ) -> Iterator[list[str]]:
     """`count` fresh `embedq serve` processes, yielded as host:port once ready."""
-    ports = [processes.free_port() for _ in range(count)]
+    ports = processes.free_ports(count)
     procs: Procs = {}
     for n, port in enumerate(ports, 1):
         log = tmp / f"serve-{mode}-{n}.log"

@@ -55,7 +55,7 @@ def _embedq(env: dict[str, str], apis: int, workers: int, tmp: Path) -> Iterator
     try:
         for w in range(workers):
             procs.append(processes.spawn_worker(env, tmp / f"worker{w}.log"))
-        ports = [processes.free_port() for _ in range(apis)]
+        ports = processes.free_ports(apis)
         for n, port in enumerate(ports):
             procs.append(processes.spawn_api(env, port, tmp / f"api{n}.log"))
         for port in ports:

@@ -250,7 +250,7 @@ def _replicas_run(upstream: _Upstream, r: int, corpus: list[str], tmp: Path,
     draws = [f"{tag} {corpus[(int(x) - 1) % len(corpus)]}" for x in ranks]
     service = EmbeddingService(Settings.from_env(
         {key: v for key, v in env.items() if key.startswith("EMBEDQ_")}))
-    ports = [processes.free_port() for _ in range(r)]
+    ports = processes.free_ports(r)
     apis = [processes.spawn_api(env, port, tmp / f"api-{r}-{n}.log")
             for n, port in enumerate(ports)]
     try:
