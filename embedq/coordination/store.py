@@ -42,7 +42,6 @@ def bucket_index(name: str, value: float) -> int:
     return bisect.bisect_left(HISTOGRAMS[name], value)
 
 
-
 def served_revisions(info: dict[str, object]) -> list[str]:
     """The revisions a worker's heartbeat (`HotStore.live_workers`) says it serves, one
     per tier (a heartbeat of an older worker names one `revision`)."""
@@ -50,6 +49,14 @@ def served_revisions(info: dict[str, object]) -> list[str]:
     if isinstance(revisions, list):
         return [str(r) for r in revisions]
     return [str(info.get("revision"))]
+
+
+def consumes(info: dict[str, object], queue: str) -> bool:
+    """Whether a worker's heartbeat says it consumes `queue`: it names it among its
+    `queues`, or names none (it consumes the configured online and bulk queues)."""
+    queues = info.get("queues")
+    return not isinstance(queues, list) or queue in queues
+
 
 class Hold(StrEnum):
     """What holds a fingerprint's computation: the claim of whoever queued it, or the run

@@ -34,6 +34,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 
 from embedq.config import Settings
 from embedq.coordination import HotStore
+from embedq.coordination.store import consumes
 from embedq.encoders.catalog import Catalog
 from embedq.errors import EmbedqError, Unavailable
 from embedq.jobs.callbacks import Callbacks
@@ -82,8 +83,7 @@ def workers_on(hot: HotStore) -> WorkerCount:
     """Live workers (fresh heartbeats) consuming a queue: those that name it among their
     queues, or name none (they consume the configured online and bulk queues)."""
     def count(queue: str) -> int:
-        consumed = (info.get("queues", [queue]) for info in hot.live_workers().values())
-        return sum(1 for queues in consumed if isinstance(queues, list) and queue in queues)
+        return sum(1 for info in hot.live_workers().values() if consumes(info, queue))
     return count
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from embedq.coordination.store import served_revisions
+from embedq.coordination.store import consumes, served_revisions
 from embedq.models import Database, Job, JobItem
 
 # A job's error is a summary, not an export: one message in full (they are written to say
@@ -59,8 +59,7 @@ def unserved(job: Job, queue: str, workers: dict[str, dict[str, Any]]) -> str | 
     `queue` serves the job's model at its revision, or None when one does. A worker that
     takes a chunk of a revision it does not serve fails its texts, each with a message
     that says so; said at submission, the job can be cancelled before that."""
-    on_queue = [w for w in workers.values()
-                if not isinstance(w.get("queues"), list) or queue in w["queues"]]
+    on_queue = [w for w in workers.values() if consumes(w, queue)]
     if any(w.get("model") == job.model and job.revision in served_revisions(w)
            for w in on_queue):
         return None

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from embedq.api.auth import principal_of
 from embedq.api.errors import error_response
 from embedq.api.state import ApiState, get_state
-from embedq.coordination.store import served_revisions
+from embedq.coordination.store import consumes, served_revisions
 from embedq.encoders.catalog import ServedModel
 from embedq.errors import EmbedqError
 
@@ -105,7 +105,7 @@ def _workers_for(served: ServedModel, workers: dict[str, dict[str, Any]], *,
     online queue is one of them (one started with `--queues bulk` does not)."""
     online = served.online_queue  # the queue its misses go to (embedded: its own)
     serving = [w for w in workers.values() if w.get("model") == served.model
-               and _consumes(w, online)]
+               and consumes(w, online)]
     unserved = [f"{tier} ({served.model}@{revision})"
                 for tier, revision in served.revisions.items()
                 if not any(revision in served_revisions(w) for w in serving)]
@@ -120,11 +120,6 @@ def _workers_for(served: ServedModel, workers: dict[str, dict[str, Any]], *,
     return len(serving), (
         f"{len(workers)} live workers, none serving tier {', '.join(unserved)}: start a "
         "worker with the same EMBEDQ_MODEL, revision and EMBEDQ_TIERS")
-
-
-def _consumes(worker: dict[str, Any], queue: str) -> bool:
-    queues = worker.get("queues")
-    return not isinstance(queues, list) or queue in queues
 
 
 def _check(probe: Any) -> str:
