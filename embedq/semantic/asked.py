@@ -43,32 +43,28 @@ import numpy as np
 import numpy.typing as npt
 
 from embedq.semantic.align import EmbedTexts, lexical, unit
+from embedq.semantic.lexicon import closed
 from embedq.semantic.roles import clauses
-
-
-def _closed(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
 
 # The checks, in the order the verifier runs them (after align's `attribute` and `act`).
 CHECKS = ("asked", "condition", "place")
-_WHAT = _closed("what which")
-_BE = _closed("is are was were 's")
-_ARTICLES = _closed("the a an")
+_WHAT = closed("what which")
+_BE = closed("is are was were 's")
+_ARTICLES = closed("the a an")
 # Verbs that name no act of their own ("what should I do", "what do I get").
-_LIGHT = _closed("do does did doing done get gets got make makes made have has had take "
+_LIGHT = closed("do does did doing done get gets got make makes made have has had take "
                  "takes took be need needs happen happens happened go goes")
 # Auxiliaries that open a yes-no question, or follow "how" in a question of manner.
-_AUX = _closed("do does did can could should would will shall is are am was were may might "
+_AUX = closed("do does did can could should would will shall is are am was were may might "
                "must have has to")
 # What a question of manner ("how do I ...") asks for, said as a noun.
-_MANNER = _closed("way method process procedure steps manner")
+_MANNER = closed("way method process procedure steps manner")
 # Words that open a condition; "when" is left out (it also asks the time).
-_CONDITIONS = _closed("if unless provided providing")
+_CONDITIONS = closed("if unless provided providing")
 _IN_CASE = ("in", "case")
 # Prepositions that name where a thing is or goes, and the determiners before its noun.
-_PLACES = _closed("in on into onto inside")
-_DETERMINERS = _closed("my your our their his her its this that these those some any")
+_PLACES = closed("in on into onto inside")
+_DETERMINERS = closed("my your our their his her its this that these those some any")
 
 
 def _run(t: Sequence[str], start: int, is_content: Callable[[str], bool]) -> list[str]:

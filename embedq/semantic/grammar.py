@@ -31,20 +31,15 @@ import re
 from itertools import pairwise
 
 from embedq.semantic import synonyms
-from embedq.semantic.lexicon import same_word
+from embedq.semantic.lexicon import closed, same_word
 from embedq.semantic.numerals import tokens
-
-
-def _closed(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
 
 # The slots `conflict` checks, in its order.
 SLOTS = ("scope", "tense", "role")
-SCOPE = _closed("all every each any some only both several many few most none whole "
+SCOPE = closed("all every each any some only both several many few most none whole "
                 "entire just multiple various")
-_PAST = _closed("was were did had wasn't weren't didn't hadn't")
-_PERFECT = _closed("has have hasn't haven't 've")
+_PAST = closed("was were did had wasn't weren't didn't hadn't")
+_PERFECT = closed("has have hasn't haven't 've")
 _SUBJECT_SPAN = 8  # words from a question's opening "has" to its participle, at most
 # The person each pronoun names; "you" is left out: a question addresses the service
 # ("do you accept Apple Pay" / "can I pay with Apple Pay").
@@ -97,7 +92,7 @@ _IS_HAS = frozenset(["it", "that", "there", "here", "he", "she", "who", "what", 
 
 # A word that follows "X's" where the "'s" is "is" or "has" ("my bill's due", "the
 # parcel's been sent"): what comes after is said of X, not owned by it.
-_SAID_OF = _closed("due overdue late early been not gone going ready still already just "
+_SAID_OF = closed("due overdue late early been not gone going ready still already just "
                    "now missing broken free available open closed empty full")
 
 
@@ -147,12 +142,12 @@ def _unasked(ws: list[str], other: list[str]) -> list[str]:
 
 # Determiners that pick out one thing, and those that take all of a kind; "the" and the
 # possessives pick out one thing when their noun is singular ("my policy").
-_UNIVERSAL = _closed("all every each")
-_THIS = _closed("this that")
-_DEFINITE = _THIS | _closed("the my our your his her their")
+_UNIVERSAL = closed("all every each")
+_THIS = closed("this that")
+_DEFINITE = _THIS | closed("the my our your his her their")
 # What may stand between "all" / "each" and its noun ("all of the", "each of my").
-_BEFORE_NOUN = _closed("of these those") | (_DEFINITE - _THIS)
-_NOT_NOUN = SCOPE | _DEFINITE | _closed(
+_BEFORE_NOUN = closed("of these those") | (_DEFINITE - _THIS)
+_NOT_NOUN = SCOPE | _DEFINITE | closed(
     "of these those a an to in on at for from with by and or but is are was were be do does "
     "did can will should have has had not i we you he she it they me us him them")
 

@@ -70,6 +70,11 @@ _SPELLING = tuple((re.compile(p), r) for p, r in (
 ))
 
 
+
+def closed(words: str) -> frozenset[str]:
+    """A closed class of words, written as one space-separated string."""
+    return frozenset(words.split())
+
 @lru_cache(maxsize=65536)
 def spelling(word: str) -> str:
     """The word with British and American endings made one (`colour` and `color` alike)."""

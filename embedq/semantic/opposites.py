@@ -12,15 +12,11 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from embedq.semantic.guard import QUESTION_WORDS
+from embedq.semantic.lexicon import closed
 from embedq.semantic.verbs import IRREGULAR
 
-
-def _closed(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
-
 _OPPOSITES = {
-    _closed(p) for p in (
+    closed(p) for p in (
         "to from", "in out", "into out", "on off", "up down", "before after", "above below",
         "over under", "more less", "more fewer", "higher lower", "increase decrease",
         "max min", "maximum minimum", "most least", "first last", "next previous",
@@ -71,8 +67,8 @@ def opposite(x: str, y: str) -> bool:
 
 
 # A preposition that places what follows it as an end of a movement or a relation.
-_PLACING = _closed("to from into in out on off onto")
-_DETERMINERS = _closed("my your our his her their its this that these those")
+_PLACING = closed("to from into in out on off onto")
+_DETERMINERS = closed("my your our his her their its this that these those")
 
 
 def _placed(ws: Sequence[str], is_content: Callable[[str], bool]) -> dict[str, str]:

@@ -45,37 +45,32 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from embedq.semantic.lexicon import same_word
+from embedq.semantic.lexicon import closed, same_word
 from embedq.semantic.numerals import tokens
 from embedq.semantic.roles import Clause, clauses, same_subject
 from embedq.semantic.verbs import participle, past_form, same_verb
-
-
-def _closed(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
 
 # The checks, in the order `conflict` runs them: (slot, check).
 CHECKS = (("role", "voice"), ("role", "doer"), ("modality", "modality"), ("negation", "polarity"),
           ("negation", "excluded"), ("time", "relation"), ("question", "asker"),
           ("question", "sought"))
-_BE_GET = _closed("am is are was were be been being get gets got getting gotten isn't "
+_BE_GET = closed("am is are was were be been being get gets got getting gotten isn't "
                   "aren't wasn't weren't")
 # Modals of permission or ability, and of obligation (with the "to" of "have to").
-_MAY = _closed("can could may might able allowed permitted can't cannot couldn't")
-_DO = _closed("do does did")
-_MUST = _closed("must have has had need needs needed required obliged supposed mustn't")
+_MAY = closed("can could may might able allowed permitted can't cannot couldn't")
+_DO = closed("do does did")
+_MUST = closed("must have has had need needs needed required obliged supposed mustn't")
 # Conjunctions that join two clauses of one sentence.
-_JOINS = _closed("but and while whilst although though because whereas yet so")
+_JOINS = closed("but and while whilst although though because whereas yet so")
 # A verb these rule out: prepositions ("without harming") and verbs of avoiding.
-_EXCLUDING = _closed("without avoid avoids avoiding prevent prevents preventing")
+_EXCLUDING = closed("without avoid avoids avoiding prevent prevents preventing")
 _INSTEAD = (("instead", "of"), ("rather", "than"))
 # Time relations between two events; "since" and "when" read either way and are left out.
 _RELATIONS = {**dict.fromkeys(("before", "until", "till", "prior"), "before"),
               **dict.fromkeys(("after", "once", "following"), "after"),
               **dict.fromkeys(("while", "whilst", "during"), "during")}
-_WH = _closed("what when where why how which whose whom who")
-_AUX = _BE_GET | _MAY | _closed("do does did will would shall should must has have had "
+_WH = closed("what when where why how which whose whom who")
+_AUX = _BE_GET | _MAY | closed("do does did will would shall should must has have had "
                                 "don't doesn't didn't won't")
 
 
@@ -102,7 +97,7 @@ def voice(asked: str, stored: str) -> tuple[str, str] | None:
     return None
 
 
-_POSSESSIVES = _closed("my our his her their")
+_POSSESSIVES = closed("my our his her their")
 
 
 def _doers_named(t: list[str]) -> list[tuple[str, str]]:
@@ -137,8 +132,8 @@ def _modal(c: Clause) -> str | None:
     return None if may == must else "may" if may else "must"
 
 
-_NEED = _closed("need needs")
-_PERSONAL = _closed("i we he she they")
+_NEED = closed("need needs")
+_PERSONAL = closed("i we he she they")
 
 
 def _asks_modal(text: str) -> tuple[str, str] | None:
@@ -278,9 +273,9 @@ def asker(asked: str, stored: str) -> tuple[str, str] | None:
 # ("when", "how long", "how often", "how many days") or an amount ("how much", "how
 # many"). A question of "what", "where" or "which" says too little on its own ("what
 # formula gives ..." asks a means), and is read as none.
-_TIME_UNITS = _closed("second seconds minute minutes hour hours day days week weeks month "
+_TIME_UNITS = closed("second seconds minute minutes hour hours day days week weeks month "
                       "months year years")
-_DECIDED = _closed("reason means consequence")
+_DECIDED = closed("reason means consequence")
 _PUNCTUATION = re.compile(r"[,.;:?!]")
 
 
@@ -338,12 +333,12 @@ def conflict(asked: str, stored: str, negated: Callable[[list[str]], int],
 
 # Verbs that carry little of a question's meaning ("get a refund", "make a claim", "do
 # the test"): a question reworded often changes them, so they are never the act compared.
-_LIGHT = _closed("get gets got getting be do does did make makes made have has had take "
+_LIGHT = closed("get gets got getting be do does did make makes made have has had take "
                  "takes took give gives gave go goes went put keep let use")
 
 
 # The auxiliaries a question of means asks with: "how do I", "how can I", "how should I".
-_MEANS = _closed("do does can could should")
+_MEANS = closed("do does can could should")
 
 
 def _asking(text: str) -> Clause | None:

@@ -45,49 +45,44 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from embedq.semantic.grammar import quantifier
-from embedq.semantic.lexicon import same_word
+from embedq.semantic.lexicon import closed, same_word
 from embedq.semantic.numerals import NUMERAL, tokens
 from embedq.semantic.synonyms import party
 from embedq.semantic.verbs import participle, past_form, same_verb
 
-
-def _closed(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
-
 # The checks, in the order `conflict` runs them: (slot, check); grammar.quantifier first.
 CHECKS = (("scope", "quantifier"), ("tense", "aspect"), ("role", "agent"), ("role", "owner"))
-FIRST = _closed("i we i'm i've i'd i'll we're we've we'd we'll")
-_FIRST_ANY = FIRST | _closed("me my mine myself us our ours ourselves")
-_OTHER = _closed("he she they someone somebody others everyone everybody anyone anybody "
+FIRST = closed("i we i'm i've i'd i'll we're we've we'd we'll")
+_FIRST_ANY = FIRST | closed("me my mine myself us our ours ourselves")
+_OTHER = closed("he she they someone somebody others everyone everybody anyone anybody "
                  "nobody he's she's they're they've they'd they'll")
-_PRONOUNS = FIRST | _OTHER | _closed("me us")
+_PRONOUNS = FIRST | _OTHER | closed("me us")
 _OWNERS = {"my": "first", "our": "first", "his": "other", "her": "other", "their": "other"}
-_BE = _closed("am is are was were be been being isn't aren't wasn't weren't")
-_DO = _closed("do does did don't doesn't didn't")
-_HAVE = _closed("has have had hasn't haven't hadn't")
-_MODAL = _closed("can could will would shall should may might must can't cannot couldn't "
+_BE = closed("am is are was were be been being isn't aren't wasn't weren't")
+_DO = closed("do does did don't doesn't didn't")
+_HAVE = closed("has have had hasn't haven't hadn't")
+_MODAL = closed("can could will would shall should may might must can't cannot couldn't "
                  "won't wouldn't shouldn't mustn't")
 _AUX = _BE | _DO | _HAVE | _MODAL
-_PAST = _closed("did didn't was wasn't were weren't had hadn't")
-_GET = _closed("get gets got getting gotten")
+_PAST = closed("did didn't was wasn't were weren't had hadn't")
+_GET = closed("get gets got getting gotten")
 # Words that stand between a subject and its verb: negators, adverbs of degree and aspect,
 # and the "to" of "have to", "need to", "want to", "able to".
 # As `tokens` writes them ("still" is "stil"), so "can I still view" finds "view".
-_BETWEEN = frozenset(tokens(w)[0] for w in _closed(
+_BETWEEN = frozenset(tokens(w)[0] for w in closed(
     "not never only just also even ever still already really actually always usually "
     "often else then yet to"))
-_SEMI = _closed("need needs needed want wants wanted going able allowed supposed ought "
+_SEMI = closed("need needs needed want wants wanted going able allowed supposed ought "
                 "have has had got")
 _CONTRACTED = {"'m": "am", "'re": "are", "'ve": "have", "'d": "had", "'ll": "will",
                "'s": "is"}
-_WH = _closed("what when where why how which who whose whom")
-_DETERMINERS = _closed("a an the this that these those another other")
+_WH = closed("what when where why how which who whose whom")
+_DETERMINERS = closed("a an the this that these those another other")
 # Words that open a clause: a subject may follow.
-_OPENERS = _closed("if when whenever while because since after before once until so that "
+_OPENERS = closed("if when whenever while because since after before once until so that "
                    "and but or whether")
 _FUNCTION = (_AUX | _GET | _BETWEEN | _SEMI | _WH | _DETERMINERS | _OPENERS | _FIRST_ANY
-             | _OTHER | frozenset(_OWNERS) | _closed(
+             | _OTHER | frozenset(_OWNERS) | closed(
                  "you your yours it its there here what's of for with at by about as in "
                  "on into onto out off up down from over under than too very please any "
                  "some all each every no none both either neither own me him them us "

@@ -17,22 +17,18 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from embedq.semantic.lexicon import closed
 from embedq.semantic.numerals import CARDINALS, NUMERAL, ORDINALS
 
-
-def _closed(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
-
-NUMBER_WORDS = frozenset(CARDINALS) | frozenset(ORDINALS) | _closed(
+NUMBER_WORDS = frozenset(CARDINALS) | frozenset(ORDINALS) | closed(
     "hundred thousand million billion half dozen")
 # Calendar words name one date or time: one on one side only changes the request.
-CALENDAR = _closed(
+CALENDAR = closed(
     "today tomorrow yesterday tonight monday tuesday wednesday thursday friday saturday "
     "sunday january february march april june july august september october november "
     "december am pm")
 # Other time words change it only against another time word ("morning" / "afternoon").
-TIME = CALENDAR | _closed(
+TIME = CALENDAR | closed(
     "now morning afternoon evening night noon midnight week weekend month year day hour "
     "minute second next last ago later earlier soon weekly monthly yearly daily hourly "
     "nightly annual annually")
@@ -40,7 +36,7 @@ TIME = CALENDAR | _closed(
 # reads as "5" in the number slot.
 _UNIT_OF = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year",
             "annual": "year", "annually": "year", "hourly": "hour", "nightly": "night"}
-_DAY_ASKED = _closed("day date")
+_DAY_ASKED = closed("day date")
 
 
 def singular(word: str) -> str:

@@ -95,7 +95,7 @@ from embedq.semantic.grammar import SLOTS as GRAMMAR_SLOTS
 from embedq.semantic.grammar import conflict as grammar_conflict
 from embedq.semantic.grammar import past, persons, possessed, scope
 from embedq.semantic.guard import moved, words
-from embedq.semantic.lexicon import mended
+from embedq.semantic.lexicon import closed, mended
 from embedq.semantic.measures import measured
 from embedq.semantic.numerals import NUMERAL, numbers
 from embedq.semantic.opposites import opposed, opposite
@@ -108,11 +108,6 @@ from embedq.semantic.times import NUMBER_WORDS, TIME, singular
 from embedq.semantic.times import conflict as time_conflict
 from embedq.semantic.vocabulary import reconcile
 
-
-def _closed(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
-
 # The slots that ask the model (word embeddings); checked only in the band.
 MODEL_SLOTS = frozenset(("content", "disjoint"))
 # The checks run only in the band, in their order (`trace`).
@@ -122,10 +117,10 @@ MODEL_CHECKS = ("crossed", "content", "attribute", "act", *ASKED_CHECKS, "disjoi
 DEFAULT_BAND = 0.4
 
 _DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
-_NEGATORS = _closed("not no never none nothing nobody nowhere neither nor unable cannot "
+_NEGATORS = closed("not no never none nothing nobody nowhere neither nor unable cannot "
                     "can't don't doesn't didn't isn't aren't wasn't won't shouldn't "
                     "couldn't")
-_FUNCTION = _closed(
+_FUNCTION = closed(
     "i me my mine you your yours we our us he him his she her it its they them their this "
     "that these those is are was were be been being am do does did can could will would "
     "shall should may might must have has had what what's which who whom whose when where "
@@ -137,7 +132,7 @@ _CONTRACTED = re.compile(
     r"(?:i|you|we|they|he|she|it|that|there|here|who|what|where|how)'(?:m|re|ve|ll|d|s)")
 # The frame of a question asked another way ("is it possible to", "is there a way to", "I
 # want to know", "can you tell me"): no content of its own.
-_FRAME = _closed("possible way able want wondering know tell whether ok okay really "
+_FRAME = closed("possible way able want wondering know tell whether ok okay really "
                  "actually ever need needs needed required allowed permitted obliged "
                  "necessary")
 
