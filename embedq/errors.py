@@ -70,6 +70,10 @@ class BadInputFile(InvalidInput):
         self.line = line
 
 
+class NothingToEmbed(BadInputFile):
+    """A bulk input file, or its part from --from-line on, holds no text: no line is wrong."""
+
+
 class InputFileTooLarge(BadInputFile, InputTooLarge):
     """A bulk input file's line is past a documented limit; names the line (HTTP 413)."""
 

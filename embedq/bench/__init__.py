@@ -34,6 +34,8 @@ import argparse
 import json
 from typing import Any
 
+from embedq.argtypes import at_least
+
 
 def add_parser(sub: Any, handler: Any) -> None:
     """`embedq bench NAME [options]`: one subcommand per benchmark, each with only the
@@ -56,11 +58,11 @@ def add_parser(sub: Any, handler: Any) -> None:
                         "another OpenAI-compatible server's URL/v1/embeddings, e.g. "
                         "infinity_emb v2 --engine debugengine --url-prefix /v1")
     d = add("dify", "the requests Dify sends (OpenAI and TEI providers)")
-    d.add_argument("--texts", type=int, default=600,
+    d.add_argument("--texts", type=at_least(1), default=600,
                    help="texts of each indexing phase (OpenAI route, TEI plugin)")
-    d.add_argument("--sequential", type=int, default=60,
+    d.add_argument("--sequential", type=at_least(1), default=60,
                    help="one-text requests sent one at a time (query embedding)")
-    d.add_argument("--threads", type=int, default=10,
+    d.add_argument("--threads", type=at_least(1), default=10,
                    help="indexing threads (Dify's indexing runner uses 10)")
     d.add_argument("--url", default=None,
                    help="a running server to target (then nothing is started)")
@@ -75,16 +77,16 @@ def add_parser(sub: Any, handler: Any) -> None:
                         "bare int8 encode on the same texts")
     g = add("gpu", "fp16 and fp32 on a CUDA GPU, the semantic index at 1M entries",
             file=True)
-    g.add_argument("--queries", type=int, default=1000, help="lookups measured")
-    g.add_argument("--index-entries", type=int, default=1_000_000,
+    g.add_argument("--queries", type=at_least(1), default=1000, help="lookups measured")
+    g.add_argument("--index-entries", type=at_least(1), default=1_000_000,
                    help="entries in the semantic index built on the GPU")
-    g.add_argument("--pipeline-texts", type=int, default=20_000,
+    g.add_argument("--pipeline-texts", type=at_least(0), default=20_000,
                    help="texts of the bulk job run through the embedded pipeline (0: skip it)")
     g.add_argument("--report", default="docs/gpu-report.md",
                    help="the report written (only after a run on a CUDA device)")
     p = add("pipeline", "the pipeline with a free model against its storage floor",
             n=5000, file=True)
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=at_least(1), default=3,
                    help="online rounds (misses on new texts, then hits); the ratio reported "
                         "is their median")
     _add_scale(add("scale", "throughput as workers and API replicas are added "
@@ -115,18 +117,18 @@ def _threshold_options(t: Any) -> None:
 
 def _add_balance(c: Any) -> None:
     modes = ["bounded", "bounded-all", "hash", "roundrobin"]  # haproxy.MODES, not imported
-    c.add_argument("--namespaces", type=int, default=200, help="namespaces stored")
-    c.add_argument("--entries", type=int, default=10, help="entries of each namespace")
-    c.add_argument("--requests", type=int, default=5000,
+    c.add_argument("--namespaces", type=at_least(1), default=200, help="namespaces stored")
+    c.add_argument("--entries", type=at_least(1), default=10, help="entries of each namespace")
+    c.add_argument("--requests", type=at_least(1), default=5000,
                    help="lookups of each mode, the same draws for every mode")
     c.add_argument("--zipf", type=float, default=1.1,
                    help="the exponent namespaces are drawn with (rank 1 the hottest)")
-    c.add_argument("--callers", type=int, default=24,
+    c.add_argument("--callers", type=at_least(1), default=24,
                    help="connections sending lookups at once; a multiple of 12 makes 1.25 x "
                         "the mean a whole number of requests per replica")
     c.add_argument("--modes", nargs="+", choices=modes, default=modes,
                    help="how the semantic backend balances, each with fresh replicas")
-    c.add_argument("--memory-mb", type=int, default=None,
+    c.add_argument("--memory-mb", type=at_least(1), default=None,
                    help="each replica's EMBEDQ_SEMANTIC_MEMORY_MB (default: the setting's)")
     c.add_argument("--no-reference", action="store_true",
                    help="skip the replica asked about every namespace: memory in bytes, "
@@ -138,27 +140,27 @@ def _add_balance(c: Any) -> None:
 def _semantic_options(s: Any) -> None:
     """`bench semantic`'s options: the index at size, or (instead) the tables' writers or
     one replica's load."""
-    s.add_argument("--entries", type=int, default=100_000, help="cache entries")
-    s.add_argument("--queries", type=int, default=1000, help="lookups measured")
+    s.add_argument("--entries", type=at_least(1), default=100_000, help="cache entries")
+    s.add_argument("--queries", type=at_least(1), default=1000, help="lookups measured")
     s.add_argument("--index", choices=("faiss", "pgvector"), default="faiss",
                    help="pgvector: also the pgvector engine on the same vectors, in "
                         "Postgres (EMBEDQ_DATABASE_URL's server, else the bundled one)")
-    s.add_argument("--writers", type=int, default=0, metavar="PUTS",
+    s.add_argument("--writers", type=at_least(0), default=0, metavar="PUTS",
                    help="instead: PUTS puts per tenant, 1 and 2 tenants at once, global "
                         "lock against per-namespace locks (Postgres)")
-    s.add_argument("--replica", type=int, default=0, metavar="ENTRIES",
+    s.add_argument("--replica", type=at_least(0), default=0, metavar="ENTRIES",
                    help="instead: a namespace of ENTRIES loaded from the table and from "
                         "its snapshot, and its bytes held")
 
 
 def _add_scale(c: Any) -> None:
-    c.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8],
+    c.add_argument("--workers", type=at_least(1), nargs="+", default=[1, 2, 4, 8],
                    help="worker counts measured, the first the baseline")
-    c.add_argument("--per-worker", type=int, default=1600,
+    c.add_argument("--per-worker", type=at_least(1), default=1600,
                    help="texts of each run's job per worker (about 10 s a run)")
-    c.add_argument("--replicas", type=int, nargs="+", default=[1, 2, 4],
+    c.add_argument("--replicas", type=at_least(1), nargs="+", default=[1, 2, 4],
                    help="API replica counts measured")
-    c.add_argument("--requests", type=int, default=1000,
+    c.add_argument("--requests", type=at_least(1), default=1000,
                    help="Zipf-drawn one-text requests of each replica run")
     c.add_argument("--replicas-on", nargs="+", choices=["single", "cluster"],
                    default=["single", "cluster"],
@@ -168,9 +170,9 @@ def _add_scale(c: Any) -> None:
     c.add_argument("--cluster", action="store_true",
                    help="instead: coordination on a Redis Cluster of 3 masters against one "
                         "Redis (both started here on loopback; needs redis-server)")
-    c.add_argument("--fingerprints", type=int, nargs="+", default=[64, 1000],
+    c.add_argument("--fingerprints", type=at_least(1), nargs="+", default=[64, 1000],
                    help="with --cluster: fingerprints per call measured")
-    c.add_argument("--rounds", type=int, default=30,
+    c.add_argument("--rounds", type=at_least(1), default=30,
                    help="with --cluster: rounds of each call on each store (median)")
 
 
@@ -182,7 +184,7 @@ def _adder(kinds: Any) -> Any:
         q = kinds.add_parser(name, help=summary, description=f"embedq bench {name}: {summary}.")
         q.add_argument("--json", action="store_true", help="print the report as JSON too")
         if n is not None:
-            q.add_argument("--n", type=int, default=n, help="texts measured")
+            q.add_argument("--n", type=at_least(1), default=n, help="texts measured")
         if file:
             q.add_argument("--file", default=None,
                            help="JSONL(.gz) with a 'text' field (default: the bundled corpus)")

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from embedq.argtypes import at_least
 from embedq.config import Settings
 from embedq.config.catalog import default_model
 from embedq.errors import ConfigError, EmbedqError
@@ -217,7 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("worker", help="run a worker (needs EMBEDQ_BROKER_URL)")
-    p.add_argument("--concurrency", type=int, default=0, help="task threads (default: settings)")
+    p.add_argument("--concurrency", type=at_least(0), default=0,
+                   help="task threads (default: settings)")
     p.add_argument("--queues", default="", help="comma-separated, in priority order")
     p.add_argument("--model", default=None, metavar="NAME",
                    help="the model to serve, one of EMBEDQ_MODELS (default: the default "
@@ -246,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="embed a slice of the Debian corpus twice and report")
     p.add_argument("--file", default=None, help="JSONL with a 'text' field (default: bundled)")
-    p.add_argument("--lines", type=int, default=2000)
+    p.add_argument("--lines", type=at_least(1), default=2000)
     p.set_defaults(func=cmd_demo)
 
     from embedq import bench

@@ -9,8 +9,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embedq.argtypes import at_least
 from embedq.config import Settings
-from embedq.errors import BadInputFile, InvalidInput
+from embedq.errors import BadInputFile, InvalidInput, NothingToEmbed
 from embedq.models import DEFAULT_TENANT, JobStatus, Priority
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def add_parser(sub: Any) -> None:
                    help="do not start before this moment")
     p.add_argument("--now", action="store_true", help="ignore the off-peak window")
     p.add_argument("--priority", choices=[x.value for x in Priority], default="bulk")
-    p.add_argument("--from-line", type=int, default=1,
+    p.add_argument("--from-line", type=at_least(1), default=1,
                    help="skip the lines before this one (resubmit after fixing a bad line)")
     p.add_argument("--out", default=None, help="export when done: .parquet, .npy or .jsonl")
     p.add_argument("--wait", action="store_true", help="show progress until the job ends")
@@ -54,7 +55,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("jobs", help="list, inspect, cancel and export jobs")
     jobs_sub = p.add_subparsers(dest="jobs_command", required=True)
     q = jobs_sub.add_parser("list", help="recent jobs")
-    q.add_argument("--limit", type=int, default=20)
+    q.add_argument("--limit", type=at_least(1), default=20)
     q.add_argument("--status", default=None)
     q.add_argument("--json", action="store_true")
     q.add_argument("--tenant", default=None,
@@ -121,10 +122,28 @@ def _unserved(jobs: JobService, job_id: str) -> str | None:
     return unserved(job, jobs.dispatcher.queue_of(job), workers)
 
 
+def _what_was_kept(exc: BadInputFile, jobs: JobService, job_id: str) -> BadInputFile:
+    """`exc` (raised while the job loaded) with what became of the lines before it."""
+    said = exc.args[0].split(": ", 1)[-1]
+    if isinstance(exc, NothingToEmbed):
+        return NothingToEmbed(f"{said} (job {job_id} failed, nothing stored)", exc.line)
+    kept = jobs.describe(job_id)["progress"]["total"]
+    if not kept:
+        return BadInputFile(f"{said}. No text before it was saved (job {job_id} failed): fix "
+                            "the line and submit the file again", exc.line)
+    return BadInputFile(f"{said}. The {kept} texts before it are saved in job {job_id}, which "
+                        f"runs; fix the line and submit the rest with --from-line {exc.line}",
+                        exc.line)
+
+
 def cmd_bulk(args: argparse.Namespace) -> int:
     from embedq.jobs.readers import read_records
 
     path = Path(args.file)
+    if args.out:
+        from embedq.jobs.export import export_format
+
+        export_format(Path(args.out))  # a name no export takes is refused before the job
     jobs = _jobs()
     records = read_records(path, args.format, args.text_field, args.id_field, args.from_line,
                            jobs.settings.jobs.max_line_bytes)
@@ -141,16 +160,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
     except BadInputFile as exc:
         if not saved:
             raise
-        kept = jobs.describe(saved[0])["progress"]["total"]
-        if not kept:
-            raise BadInputFile(f"{exc.args[0].split(': ', 1)[-1]}. No text before it was "
-                               f"saved (job {saved[0]} failed): fix the line and submit "
-                               "the file again", exc.line) from exc
-        raise BadInputFile(
-            f"{exc.args[0].split(': ', 1)[-1]}. The {kept} texts "
-            f"before it are saved in job {saved[0]}, which runs; fix the line and submit "
-            f"the rest with --from-line {exc.line}", exc.line,
-        ) from exc
+        raise _what_was_kept(exc, jobs, saved[0]) from exc
     print(f"job {job_id} submitted ({jobs.describe(job_id)['progress']['total']} texts)",
           file=sys.stderr)
     warning = None if embedded else _unserved(jobs, job_id)

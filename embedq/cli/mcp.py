@@ -14,6 +14,7 @@ import logging
 import sys
 from typing import Any
 
+from embedq.argtypes import port
 from embedq.errors import ConfigError
 
 
@@ -74,7 +75,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("mcp", help="run the MCP server (tools: embed, semantic cache, jobs)")
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=port, default=8765)
     p.add_argument("--tenant", default="default",
                    help="stdio: the tenant the tools act for (HTTP: the key's tenant)")
     p.set_defaults(func=cmd_mcp)

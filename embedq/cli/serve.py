@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from typing import Any
 
+from embedq.argtypes import port
 from embedq.config import Settings
 from embedq.errors import ConfigError
 
@@ -23,7 +24,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--host", default="127.0.0.1",
                    help="interface to bind (default 127.0.0.1; 0.0.0.0 for every interface)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=port, default=8000)
     p.add_argument("--workers", type=int, default=1,
                    help="API processes (needs EMBEDQ_BROKER_URL: embedded mode is one process)")
     p.add_argument("--insecure-open", action="store_true",

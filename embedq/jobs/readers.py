@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from embedq.config import Settings
-from embedq.errors import BadInputFile, InputFileTooLarge, InvalidInput
+from embedq.errors import BadInputFile, InputFileTooLarge, InvalidInput, NothingToEmbed
 
 FORMATS = ("jsonl", "csv", "text")
 DEFAULT_MAX_LINE_BYTES = Settings().jobs.max_line_bytes
@@ -85,20 +85,26 @@ def read_records(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[Record]:
     """Stream the records of `path`, starting at physical line `from_line`; a line past
-    `max_line_bytes` (EMBEDQ_MAX_LINE_BYTES) raises InputFileTooLarge naming it."""
+    `max_line_bytes` (EMBEDQ_MAX_LINE_BYTES) raises InputFileTooLarge naming it, and a
+    file with no text from `from_line` on NothingToEmbed."""
     path = Path(path)
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise InvalidInput(f"format {fmt!r} is unknown: use jsonl, csv or text", "format")
     reader = {"jsonl": _jsonl, "csv": _csv, "text": _plain}[fmt]
-    seen = 0
+    seen = kept = last = 0
     with _open(path) as fh:
         for record in reader(_lines(fh, max_line_bytes), text_field, id_field):
-            seen += 1
+            seen, last = seen + 1, record.line
             if record.line >= from_line:
+                kept += 1
                 yield record
     if seen == 0:
-        raise BadInputFile(f"the file {path.name!r} holds no texts: nothing to embed", 1)
+        raise NothingToEmbed(f"the file {path.name!r} holds no texts: nothing to embed", 1)
+    if kept == 0:
+        raise NothingToEmbed(
+            f"--from-line {from_line} is past the last text of {path.name!r} (line "
+            f"{last}): nothing to embed; give a line up to {last}", from_line)
 
 
 def _jsonl(lines: Iterator[tuple[int, str]], text_field: str, id_field: str

@@ -65,7 +65,7 @@ def test_another_benchmarks_option_is_refused() -> None:
 def test_pipeline_refuses_no_online_rounds_before_it_starts_anything() -> None:
     done = bench("pipeline", "--rounds", "0")
     assert done.returncode == 2
-    assert "--rounds 0: give 1 or more online rounds" in done.stderr
+    assert "argument --rounds: 0 is below 1: give 1 or more" in done.stderr
 
 
 @pytest.mark.parametrize("line", documented_invocations())

@@ -49,3 +49,18 @@ def test_an_error_keeps_its_exit_code_and_message(tmp_path: Path) -> None:
     run = embedq(tmp_path, "bulk", str(tmp_path / "missing.jsonl"))
     assert run.returncode == 2
     assert run.stderr.startswith("embedq: error:") and "missing.jsonl" in run.stderr
+
+
+def test_an_export_name_no_format_takes_is_refused_before_a_job_exists(tmp_path: Path) -> None:
+    run = embedq(tmp_path, "bulk", str(lines(tmp_path, ["a text"])), "--out", "out.xlsx")
+    assert run.returncode == 2
+    assert "cannot export to 'out.xlsx': name the file .parquet, .npy or .jsonl" in run.stderr
+    listed = embedq(tmp_path, "jobs", "list", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == []
+
+
+def test_a_from_line_past_the_last_text_says_so_not_to_fix_a_line(tmp_path: Path) -> None:
+    run = embedq(tmp_path, "bulk", str(lines(tmp_path, ["one", "two"])), "--from-line", "3")
+    assert run.returncode == 2
+    assert "--from-line 3 is past the last text of 'in.jsonl' (line 2)" in run.stderr
+    assert "failed, nothing stored)" in run.stderr and "fix the line" not in run.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from embedq.errors import BadInputFile, InvalidInput
+from embedq.errors import BadInputFile, InvalidInput, NothingToEmbed
 from embedq.jobs.readers import read_records
 from embedq.jobs.windows import MAX_NOT_BEFORE, NEVER, Window, check_not_before, may_run
 
@@ -92,6 +92,21 @@ def test_reads_jsonl_csv_text_and_gzip(tmp_path: Path) -> None:
                                                                              (3, "two")]
     assert [r.text for r in read_records(tmp_path / "d.jsonl.gz")] == ["gz"]
     assert [r.text for r in read_records(tmp_path / "c.txt", from_line=2)] == ["two"]
+
+
+def test_a_file_with_no_text_from_the_line_asked_says_where_its_texts_end(
+        tmp_path: Path) -> None:
+    path = tmp_path / "c.txt"
+    path.write_text("one\n\ntwo\n\n\n")
+    with pytest.raises(NothingToEmbed) as info:
+        list(read_records(path, from_line=4))
+    assert info.value.line == 4
+    assert "--from-line 4 is past the last text of 'c.txt' (line 3)" in str(info.value)
+    assert "give a line up to 3" in str(info.value)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(NothingToEmbed, match="holds no texts"):
+        list(read_records(empty))
 
 
 def _read_until_error(path: Path, **kw: str) -> tuple[list[str], BadInputFile]:
