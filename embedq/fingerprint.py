@@ -29,6 +29,7 @@ import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from numbers import Integral
 
 from embedq.errors import InvalidInput
 
@@ -50,8 +51,17 @@ class EncodeSpec:
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise InvalidInput(f"dtype {self.dtype!r} is not supported: use float32", "dtype")
-        if self.dimensions is not None and self.dimensions < 1:
-            raise InvalidInput("dimensions must be a positive integer", "dimensions")
+        dims = self.dimensions
+        if dims is not None:
+            # A numpy integer is taken as the int it holds; a string, float or bool is not
+            # a width ("8" compared with 1 ended in a TypeError).
+            if not isinstance(dims, Integral) or isinstance(dims, bool) or dims < 1:
+                raise InvalidInput(f"dimensions must be a positive integer, not {dims!r}",
+                                   "dimensions")
+            object.__setattr__(self, "dimensions", int(dims))
+        if not isinstance(self.normalize, bool):  # "false" would have normalized
+            raise InvalidInput(f"normalize must be true or false, not {self.normalize!r}",
+                               "normalize")
 
     def to_json(self) -> dict[str, object]:
         """The spec as a message carries it; `tenant` only when set, so a shared spec's

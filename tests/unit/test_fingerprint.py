@@ -67,6 +67,25 @@ def test_spec_rejects_unknown_dtype_and_bad_dimensions() -> None:
         EncodeSpec("m", "r", dimensions=0)
 
 
+@pytest.mark.parametrize("dims", ["8", 8.0, True])
+def test_a_width_that_is_not_a_whole_number_is_refused_not_a_type_error(dims: object) -> None:
+    with pytest.raises(InvalidInput, match=f"positive integer, not {dims!r}"):
+        EncodeSpec("m", "r", dimensions=dims)  # type: ignore[arg-type]
+
+
+def test_a_numpy_width_is_the_int_it_holds_and_keeps_the_fingerprint() -> None:
+    import numpy as np
+
+    spec = EncodeSpec("m", "r", dimensions=np.int64(8))  # type: ignore[arg-type]
+    assert type(spec.dimensions) is int and spec == EncodeSpec("m", "r", dimensions=8)
+    assert fingerprint(spec, "t") == fingerprint(EncodeSpec("m", "r", dimensions=8), "t")
+
+
+def test_normalize_must_be_a_bool() -> None:
+    with pytest.raises(InvalidInput, match="normalize must be true or false, not 'false'"):
+        EncodeSpec("m", "r", normalize="false")  # type: ignore[arg-type]
+
+
 def test_a_spec_without_a_tenant_keeps_the_shared_fingerprint_and_message() -> None:
     """Strict tenant isolation must not move a single shared key: the encoding of a spec
     without a tenant is pinned byte for byte, and its message JSON has no tenant field."""
