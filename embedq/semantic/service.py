@@ -141,7 +141,10 @@ class SemanticCache:
 
     # --- input checks
     def _query(self, query: Any) -> str:
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str):
+            raise InvalidInput(f"query is {type(query).__name__}, not a string: send the "
+                               "question or text to cache", "query")
+        if not query.strip():
             raise InvalidInput("query is empty: send the question or text to cache", "query")
         check_input_chars(query, self.settings, "query", "query")
         return check_text(query, "query")

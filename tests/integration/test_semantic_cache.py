@@ -201,6 +201,8 @@ def test_bad_input_is_a_clear_error(open_cache: Any, salt: str) -> None:
         cache.put(ns, "", "x")
     with pytest.raises(InvalidInput, match="query is empty"):
         cache.lookup(ns, "   ")
+    with pytest.raises(InvalidInput, match="query is int, not a string"):
+        cache.put(ns, 5, "x")
     with pytest.raises(InputTooLarge, match="limit is 1000"):
         cache.put(ns, "big", "x" * 2000)
     for bad in (1.5, -1.01, float("nan")):
