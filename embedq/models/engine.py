@@ -10,6 +10,8 @@ them the caller gets `DatabaseUnavailable` (retryable, HTTP 503), never a hang.
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,8 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError, Programm
 from sqlalchemy.orm import Session, sessionmaker
 
 from embedq.errors import ConfigError, DatabaseUnavailable
+
+log = logging.getLogger("embedq.db")
 
 if TYPE_CHECKING:
     from embedq.config import Settings
@@ -182,6 +186,7 @@ def map_db_errors() -> Iterator[None]:
     try:
         yield
     except OperationalError as exc:
+        _say_refusal(exc.orig)
         raise DatabaseUnavailable(
             f"the database is unreachable ({exc.orig.__class__.__name__}); retry shortly",
             retry_after_s=5,
@@ -197,10 +202,29 @@ def map_db_errors() -> Iterator[None]:
             raise DatabaseUnavailable("the database connection was lost; retry shortly") from exc
         raise
     except psycopg.OperationalError as exc:  # the driver's own calls (COPY) under a session
+        _say_refusal(exc)
         raise DatabaseUnavailable(
             f"the database is unreachable ({exc.__class__.__name__}); retry shortly",
             retry_after_s=5,
         ) from exc
+
+
+# What a server that answers says when it will not take the connection as configured: no
+# retry mends these, the URL or the server's set-up does.
+_REFUSALS = re.compile(r"FATAL:\s+((?:database|role) \"[^\"]*\" does not exist|password "
+                       r"authentication failed[^\n]*|no pg_hba\.conf entry[^\n]*)")
+
+
+def _say_refusal(exc: BaseException | None) -> None:
+    """Log why the server refused the connection, when it is the configuration's doing
+    ("database "x" does not exist"): the error raised stays the retryable
+    DatabaseUnavailable an HTTP client gets as 503 without the server's names in it, and
+    the log (a CLI's stderr, a server's log) says what to fix."""
+    found = _REFUSALS.search(str(exc or ""))
+    if found is not None:
+        log.error("the database refused the connection (%s): fix EMBEDQ_DATABASE_URL, or "
+                  "create what it names (a database: createdb NAME, then `embedq db "
+                  "upgrade`)", found.group(1).strip())
 
 
 def copy_rows(raw: psycopg.Connection[Any], target: str, types: Sequence[str],

@@ -3,6 +3,7 @@ DatabaseUnavailable (retryable, HTTP 503) within their timeout, and the pool rec
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 
@@ -15,6 +16,7 @@ from embedq.errors import DatabaseUnavailable
 from embedq.models.engine import Database, DbTimeouts
 from embedq.models.vectors import PostgresVectors, StoredVector, open_vectors
 from embedq.semantic.store import WRITE_LOCK_KEY, SemanticStore
+from embedq.testing.processes import free_port
 from tests.faults.silent_proxy import SilentProxy
 
 pytestmark = pytest.mark.integration
@@ -154,3 +156,39 @@ def test_vector_statements_leave_no_transaction_behind_on_a_pooled_connection(
         assert vectors.run(in_transaction) is False
     finally:
         vectors.close()
+
+
+REFUSED = [("database", "embedq_no_such_db", 'database "embedq_no_such_db" does not exist'),
+           ("username", "embedq_no_such_role", 'role "embedq_no_such_role" does not exist')]
+
+
+@pytest.mark.parametrize(("part", "value", "said"), REFUSED, ids=[p for p, _, _ in REFUSED])
+def test_a_connection_refused_as_configured_logs_what_to_fix(
+        pg_url: str, part: str, value: str, said: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A server that answers but will not take the connection as configured: the error
+    stays the retryable one (an HTTP client's 503, without the server's names), and the
+    log says what the URL got wrong."""
+    wrong = make_url(pg_url).set(**{part: value}).render_as_string(hide_password=False)
+    db = Database(wrong, DbTimeouts(connect_s=2))
+    try:
+        with caplog.at_level(logging.ERROR, logger="embedq.db"), \
+                pytest.raises(DatabaseUnavailable) as caught, db.session() as s:
+            s.execute(text("SELECT 1"))
+        assert caught.value.retryable and value not in str(caught.value)
+        assert f"the database refused the connection ({said})" in caplog.text
+        assert "fix EMBEDQ_DATABASE_URL" in caplog.text
+    finally:
+        db.dispose()
+
+
+def test_a_server_that_does_not_answer_is_only_retried(
+        pg_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    silent = make_url(pg_url).set(port=free_port()).render_as_string(hide_password=False)
+    db = Database(silent, DbTimeouts(connect_s=2))
+    try:
+        with caplog.at_level(logging.ERROR, logger="embedq.db"), \
+                pytest.raises(DatabaseUnavailable, match="retry shortly"), db.session() as s:
+            s.execute(text("SELECT 1"))
+        assert "refused the connection" not in caplog.text
+    finally:
+        db.dispose()
