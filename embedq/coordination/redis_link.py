@@ -21,6 +21,7 @@ from redis.exceptions import (
     RedisClusterException,
     RedisError,
 )
+from redis.exceptions import AuthenticationError as RedisAuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError as RedisOutOfMemoryError  # type: ignore[attr-defined]
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -80,6 +81,10 @@ def map_redis_errors() -> Iterator[None]:
         yield
     except PoolExhausted as exc:
         raise BrokerUnavailable(str(exc)) from exc
+    except RedisAuthenticationError as exc:  # a ConnectionError no retry mends
+        raise BrokerUnavailable(
+            f"Redis refused the credentials of EMBEDQ_REDIS_URL ({exc}): fix the user and "
+            "password in it (redis://user:password@host:port/db)") from exc
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise BrokerUnavailable(f"Redis is unreachable ({exc}); retry shortly") from exc
     except RedisOutOfMemoryError as exc:
