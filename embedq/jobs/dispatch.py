@@ -30,7 +30,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Celery, chord, group
-from kombu.exceptions import OperationalError as KombuOperationalError
 
 from embedq.config import Settings
 from embedq.coordination import HotStore
@@ -44,7 +43,7 @@ from embedq.jobs.windows import Window, may_run
 from embedq.models import Job, JobStatus, Priority
 from embedq.tasks import names
 from embedq.tasks.app import CHUNKS_PER_WORKER
-from embedq.tasks.publish import broker_error
+from embedq.tasks.publish import BROKER_ERRORS, broker_error
 
 log = logging.getLogger("embedq.jobs")
 
@@ -199,7 +198,7 @@ class Dispatcher:
                                   immutable=True)
         try:
             chord(headers, body, app=self.app).apply_async()
-        except (KombuOperationalError, OSError) as exc:
+        except BROKER_ERRORS as exc:
             # Back to queued: the next tick dispatches it again once the broker is back.
             self.store.transition(job_id, [JobStatus.RUNNING], generation,
                                   status=JobStatus.QUEUED)

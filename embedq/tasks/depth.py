@@ -10,11 +10,12 @@ import contextlib
 
 from celery import Celery
 from kombu.exceptions import ChannelError
-from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
 from embedq.errors import BrokerUnavailable
-from embedq.tasks.publish import broker_error
+from embedq.tasks.publish import BROKER_ERRORS, broker_error
+
+_ERRORS: tuple[type[BaseException], ...] = (*BROKER_ERRORS, RedisError)
 
 
 def broker_depth(app: Celery, queue: str) -> int:
@@ -36,5 +37,5 @@ def broker_depth(app: Celery, queue: str) -> int:
                 with contextlib.suppress(Exception):  # RabbitMQ closed it on NOT_FOUND
                     channel.close()
             return int(count)
-    except (KombuOperationalError, OSError, RedisError) as exc:
+    except _ERRORS as exc:
         raise broker_error(exc) from exc

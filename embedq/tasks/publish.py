@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from amqp.exceptions import AMQPError
 from celery import Celery
 from kombu.exceptions import OperationalError as KombuOperationalError
 
@@ -37,6 +38,13 @@ def pack_messages(pairs: list[tuple[str, str]], per_message: int
     per_message = max(1, per_message)
     return [pairs[i : i + per_message] for i in range(0, len(pairs), per_message)]
 
+
+# What a failed link to the broker raises: kombu's error, the socket's, and py-amqp's own
+# (RabbitMQ refusing a login raises AccessRefused, not a kombu error).
+BROKER_ERRORS: tuple[type[BaseException], ...] = (KombuOperationalError, OSError, AMQPError)
+# How brokers say a login was refused (RabbitMQ's reply, Redis's AUTH answers).
+_REFUSED_LOGIN = ("ACCESS_REFUSED", "invalid username-password pair", "WRONGPASS",
+                  "NOAUTH")
 
 # Celery's own `task_publish_retry_policy`: a failed publish is retried on a new link.
 DEFAULT_PUBLISH_RETRIES = 3
@@ -98,7 +106,7 @@ def publish_embed(
                     kwargsrepr="{}", retry_policy=policy, ignore_result=True,
                 )
                 sent.append(task_id)
-    except (KombuOperationalError, OSError) as exc:
+    except BROKER_ERRORS as exc:
         raise broker_error(exc) from exc
     return sent
 
@@ -115,12 +123,16 @@ def warm_broker(app: Celery, queues: list[str]) -> None:
             producer.connection.ensure_connection(max_retries=1)
             for name in queues:
                 producer.maybe_declare(app.amqp.queues[name])
-    except (KombuOperationalError, OSError) as exc:
+    except BROKER_ERRORS as exc:
         raise broker_error(exc) from exc
 
 
 def broker_error(exc: BaseException, then: str = "retry shortly") -> BrokerUnavailable:
-    """What a failed publish means: Redis out of memory said as such, else unreachable."""
+    """What a failed publish means: Redis out of memory, or a login the broker refused,
+    said as such (no retry mends the credentials), else unreachable."""
     if out_of_memory(exc):
         return BrokerOutOfMemory(OUT_OF_MEMORY)
+    if any(said in str(exc) for said in _REFUSED_LOGIN):
+        return BrokerUnavailable(f"the broker refused the login of EMBEDQ_BROKER_URL ({exc}): "
+                                 "fix the user and password in it")
     return BrokerUnavailable(f"the broker is unreachable ({exc}); {then}")

@@ -91,3 +91,28 @@ def test_a_published_message_leaves_the_result_backend_alone(redis_url: str, sal
     assert json.loads(raw)["headers"]["ignore_result"] is True
     assert app.backend.result_consumer.subscribed_to == set()
     assert after == before == [(b"celery-task-meta-" + b"e" * 64, 0)]
+
+
+def _wrong_login(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://embedq-no-such-user:wrong@{rest.rpartition('@')[2]}"
+
+
+@pytest.mark.parametrize("broker", ["amqp", "redis"])
+def test_a_login_the_broker_refuses_is_said_with_what_to_fix(redis_url: str, salt: str,
+                                                             broker: str) -> None:
+    """RabbitMQ's refusal (py-amqp's AccessRefused, no kombu error) ended `embedq embed`
+    in a traceback; Redis's read as an unreachable broker to retry."""
+    from embedq.errors import BrokerUnavailable
+
+    if broker == "amqp":
+        check_rabbitmq()
+    env = support.cluster_env(redis_url, "", online_queue=f"login-{salt}")
+    env["EMBEDQ_BROKER_URL"] = _wrong_login(AMQP_URL if broker == "amqp" else redis_url)
+    app = create_app(support.settings_from(env))
+    with pytest.raises(BrokerUnavailable) as caught:
+        publish_embed(app, EncodeSpec("hashing", "hashing-v2"), [[("f" * 64, "t")]],
+                      f"login-{salt}", budget_s=2)
+    said = str(caught.value)
+    assert "the broker refused the login of EMBEDQ_BROKER_URL" in said
+    assert "fix the user and password" in said and "wrong" not in said
