@@ -100,6 +100,11 @@ class BrokerUnavailable(Unavailable):
     """The broker or the hot store cannot be reached."""
 
 
+class BrokerLoginRefused(BrokerUnavailable):
+    """The broker refuses the credentials of EMBEDQ_BROKER_URL: no retry mends them, so
+    `embedq worker` and `embedq serve` refuse to start on it."""
+
+
 class BrokerOutOfMemory(BrokerUnavailable):
     """Redis answers but refuses writes: its used memory is over `maxmemory` and its
     policy (noeviction) evicts nothing. Retryable once memory is freed or raised."""

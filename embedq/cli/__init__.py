@@ -70,6 +70,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     from embedq.heap import settle
     from embedq.tasks.app import create_app
+    from embedq.tasks.publish import check_login
     from embedq.workers.bodies import AppThreadPool, register
     from embedq.workers.runtime import WorkerRuntime
 
@@ -82,10 +83,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     queues = args.queues.split(",") if args.queues else [
         settings.queue.online_queue, settings.queue.bulk_queue,
     ]
+    app = create_app(settings)
+    check_login(app)  # before the model loads: a refused login would end in a traceback
     runtime = WorkerRuntime(settings, queues=queues, heartbeat=False)
     # The model and libraries are long-lived: out of the collector's walks (embedq/heap.py).
     settle(settings.worker.gc_gen0)
-    app = create_app(settings)
     register(app, runtime)
     # Live (counted in job waves, /readyz) once the consumer takes messages.
     worker_ready.connect(lambda **_: runtime.announce(), weak=False)

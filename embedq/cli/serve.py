@@ -53,6 +53,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"embedq serve --host {args.host} would open the API to anyone who can reach it: "
             "set EMBEDQ_API_KEYS=key1,key2 or create a key (`embedq keys create --tenant "
             "NAME`), listen on 127.0.0.1, or pass --insecure-open to accept that")
+    if not settings.embedded:
+        from embedq.tasks.app import create_app
+        from embedq.tasks.publish import check_login
+
+        check_login(create_app(settings))  # a refused login: no API process starts
     shared_metrics = None
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # The API processes share their request metrics through this folder.

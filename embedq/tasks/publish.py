@@ -13,6 +13,7 @@ nobody waits for any more. A message without one (an older producer) is always e
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Any
 
 from amqp.exceptions import AMQPError
@@ -20,9 +21,11 @@ from celery import Celery
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from embedq.coordination.redis_link import OUT_OF_MEMORY, out_of_memory
-from embedq.errors import BrokerOutOfMemory, BrokerUnavailable
+from embedq.errors import BrokerLoginRefused, BrokerOutOfMemory, BrokerUnavailable
 from embedq.fingerprint import EncodeSpec
 from embedq.tasks import names
+
+log = logging.getLogger("embedq.service")
 
 
 def message_id(fps: list[str]) -> str:
@@ -127,12 +130,24 @@ def warm_broker(app: Celery, queues: list[str]) -> None:
         raise broker_error(exc) from exc
 
 
+def check_login(app: Celery) -> None:
+    """Connect to the broker as a first publish would: BrokerLoginRefused when it refuses
+    the credentials (a process started on them would only fail, the worker in a
+    traceback); a broker not reachable yet is logged and left to Celery's reconnects."""
+    try:
+        warm_broker(app, [])
+    except BrokerLoginRefused:
+        raise
+    except BrokerUnavailable as exc:
+        log.warning("the broker is not reachable yet (%s): connecting when it is", exc)
+
+
 def broker_error(exc: BaseException, then: str = "retry shortly") -> BrokerUnavailable:
     """What a failed publish means: Redis out of memory, or a login the broker refused,
     said as such (no retry mends the credentials), else unreachable."""
     if out_of_memory(exc):
         return BrokerOutOfMemory(OUT_OF_MEMORY)
     if any(said in str(exc) for said in _REFUSED_LOGIN):
-        return BrokerUnavailable(f"the broker refused the login of EMBEDQ_BROKER_URL ({exc}): "
-                                 "fix the user and password in it")
+        return BrokerLoginRefused(f"the broker refused the login of EMBEDQ_BROKER_URL "
+                                  f"({exc}): fix the user and password in it")
     return BrokerUnavailable(f"the broker is unreachable ({exc}); {then}")

@@ -116,3 +116,24 @@ def test_a_login_the_broker_refuses_is_said_with_what_to_fix(redis_url: str, sal
     said = str(caught.value)
     assert "the broker refused the login of EMBEDQ_BROKER_URL" in said
     assert "fix the user and password" in said and "wrong" not in said
+
+
+@pytest.mark.parametrize("command", [["worker"], ["serve"]],
+                         ids=["worker", "serve"])
+def test_worker_and_serve_refuse_to_start_on_a_refused_login(
+        redis_url: str, pg_url: str, command: list[str]) -> None:
+    """Before the model loads: the worker ended in Celery's traceback, serve started and
+    answered every request 503."""
+    import subprocess
+    import sys
+
+    check_rabbitmq()
+    env = {**support.cluster_env(redis_url, pg_url), "EMBEDQ_BROKER_URL": _wrong_login(AMQP_URL),
+           "EMBEDQ_ENCODER": "hashing"}
+    if command == ["serve"]:
+        command = ["serve", "--port", str(support.free_port())]
+    run = subprocess.run([sys.executable, "-m", "embedq.cli", *command], env=env,
+                         capture_output=True, text=True, timeout=60, cwd=support.ROOT)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "embedq: error: the broker refused the login of EMBEDQ_BROKER_URL" in run.stderr
+    assert "Traceback" not in run.stderr
