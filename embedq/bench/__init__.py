@@ -14,6 +14,8 @@
     gpu.py       `embedq bench gpu`: fp16 and fp32 on a CUDA GPU, the index at 1M entries
     threshold.py `embedq bench threshold`: the semantic threshold's table, tune and held-out
     lodo.py      its `--lodo`: the rules, leave-one-domain-out, with Wilson intervals
+    lookup_cost.py  its cost lines: one verification, a whole lookup with the verifier
+                 on and off
     learned.py   its `--learned`: a learned verifier against the rules (`--train-learned`)
     pipeline.py  `embedq bench pipeline`: the pipeline with a free model against its storage
     scale.py     `embedq bench scale`: workers and API replicas added, on an I/O-bound upstream

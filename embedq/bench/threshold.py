@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,13 +47,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from embedq.bench.stats import percentile
+from embedq.bench.lookup_cost import lookup_cost, verify_cost
 from embedq.config import Settings
 from embedq.encoders.tokens import known_words
 from embedq.errors import BadInputFile, InvalidInput
 from embedq.semantic import synonyms
 from embedq.semantic.guard import contrasting
 from embedq.semantic.index import unit_rows
+from embedq.semantic.meant import meant
 from embedq.semantic.verify import DEFAULT_BAND, MODEL_SLOTS, Conflict, Verifier
 
 PAIRS_DIR = Path(__file__).resolve().parents[2] / "tests" / "data"
@@ -86,7 +86,6 @@ RULE = (f"lowest threshold with 0 false hits on the tune split, verifier on, "
         f"+ {MARGIN_STEPS} steps of {STEP}")
 
 Embed = Callable[[list[str]], Sequence[npt.NDArray[np.float32]]]
-LOOKUP_ROUNDS = 3  # timed lookups per pair and mode
 
 if TYPE_CHECKING:
     from embedq.client import Client
@@ -144,14 +143,20 @@ def load_pairs(path: Path) -> list[Pair]:
 
 def score_pairs(pairs: list[Pair], embed: Embed,
                 verifier: Verifier | None = None) -> list[Scored]:
-    """Embed every distinct text once (one call) and score each pair."""
-    texts = sorted({t for p in pairs for t in (p.stored, p.query)})
+    """Embed every distinct text once (one call) and score each pair; with the verifier,
+    as a lookup scores it, the better of the query as asked and as meant (meant.py)."""
+    known = frozenset() if verifier is None else verifier.known
+    meant_as = {p: text for p in set(pairs) if (text := meant(p.query, p.stored, known))}
+    texts = sorted({t for p in pairs for t in (p.stored, p.query)} | set(meant_as.values()))
     rows = unit_rows(np.stack(list(embed(texts))).astype(np.float32))
     at = {t: rows[i] for i, t in enumerate(texts)}
     out = []
     for p in pairs:
         conflict = None if verifier is None else verifier.conflict(p.query, p.stored)
-        out.append(Scored(p, float(at[p.query] @ at[p.stored]),
+        score = float(at[p.query] @ at[p.stored])
+        if p in meant_as:
+            score = max(score, float(at[meant_as[p]] @ at[p.stored]))
+        out.append(Scored(p, score,
                           contrasting(p.query, p.stored,
                                       frozenset() if verifier is None else verifier.known),
                           conflict))
@@ -188,49 +193,6 @@ def figures(scored: list[Scored], threshold: float, guard: bool,
         "precision": round(true_hits / len(hits), 4) if hits else None,
         "recall": round(true_hits / paraphrases, 4) if paraphrases else None,
     }
-
-
-def verify_cost(pairs: list[Pair], verifier: Verifier) -> dict[str, float]:
-    """p50/p99 milliseconds one verification adds to a lookup in the band, its words'
-    embeddings already in the exact cache (score_pairs verified every pair once)."""
-    took = []
-    for p in pairs:
-        started = time.perf_counter()
-        verifier.conflict(p.query, p.stored)
-        took.append((time.perf_counter() - started) * 1000)
-    return {"p50": round(percentile(took, 50), 3), "p99": round(percentile(took, 99), 3)}
-
-
-def lookup_cost(pairs: list[Pair], client: Client) -> dict[str, dict[str, float]]:
-    """p50/p99 milliseconds of a whole `SemanticCache.lookup` with the verifier on and off.
-
-    Each pair's stored query is an entry in a namespace of its own (the cache's table and
-    index, as configured: embedded, SQLite and FAISS); its query is looked up, so a
-    lookup pays everything a served one does: the query's embedding (from the exact cache:
-    each query is looked up once untimed first, as a repeated question is), the search,
-    the rows, the guard, the verifier where on (spans cached), the negatives, and the
-    hit's or miss's record. The two modes are two caches over the same table, timed
-    alternately, LOOKUP_ROUNDS times per pair."""
-    from embedq.semantic import SemanticCache
-
-    on = client.semantic
-    off = SemanticCache(client.service, on.settings.with_overrides(semantic_verify=False))
-    try:
-        for i, p in enumerate(pairs):
-            on.put(f"bench-lookup-{i}", p.stored, {"pair": i})
-        off.sync.catch_up()
-        took: dict[str, list[float]] = {"verifier_on": [], "verifier_off": []}
-        for timed in (False, *[True] * LOOKUP_ROUNDS):
-            for i, p in enumerate(pairs):
-                for mode, cache in (("verifier_on", on), ("verifier_off", off)):
-                    started = time.perf_counter()
-                    cache.lookup(f"bench-lookup-{i}", p.query)
-                    if timed:
-                        took[mode].append((time.perf_counter() - started) * 1000)
-    finally:
-        off.close(save=False)
-    return {mode: {"p50": round(percentile(ms, 50), 3), "p99": round(percentile(ms, 99), 3),
-                   "lookups": len(ms)} for mode, ms in took.items()}
 
 
 def by_kind(scored: list[Scored], threshold: float) -> dict[str, dict[str, Any]]:

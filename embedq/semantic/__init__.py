@@ -1,7 +1,10 @@
 """The semantic cache: (query, payload) entries in namespaces, found again by meaning.
 
     service.py   SemanticCache: embed -> index -> table
+    inputs.py    namespace names and thresholds, checked
     lookup.py    what a lookup returns (Match, LookupResult) and why candidates are refused
+    meant.py     the query as meant toward a candidate: typos and short forms the model
+                 cannot read, written as the candidate's words, then scored again
     index.py     VectorIndex: FAISS (flat, IVF; GPU when present) and an exact fake
     store.py     the tables: entries, the change log, namespace counters
     changes.py   the change log's reads: changes after a watermark, consistent snapshots

@@ -2,6 +2,9 @@
 
 `SemanticCache.lookup` (service.py) finds candidates in the index and reads their rows;
 this module judges them one by one:
+  mend           each candidate scored again on the query as meant toward it (meant.py:
+                 a typo or short form the model cannot read, written as the candidate's
+                 word), keeping the better score;
   refusal        below the threshold, expired, refused by the contrast guard (guard.py)
                  or the verifier (verify.py), or not matching the metadata filter;
   negative       marked wrong (feedback.py) for a query at least as close as the radius;
@@ -13,7 +16,7 @@ with the checks it passed in `checks`: a served match's say why it could be serv
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -21,7 +24,8 @@ import numpy as np
 
 from embedq.semantic import synonyms
 from embedq.semantic.guard import contrast, words
-from embedq.semantic.index import Matrix
+from embedq.semantic.index import Hit, Matrix
+from embedq.semantic.meant import meant, unreadable
 from embedq.semantic.store import Entry
 from embedq.semantic.verify import MODEL_CHECKS, Check, Verifier
 from embedq.semantic.vocabulary import reconcile
@@ -86,13 +90,38 @@ class Asked:
 
     def __init__(self, query: str, embed: Callable[[str], Matrix]) -> None:
         self.query = query
-        self._embed = embed
+        self.embed = embed  # any text's unit row, in the query's space and for its caller
         self._vector: Matrix | None = None
 
     def vector(self) -> Matrix:
         if self._vector is None:
-            self._vector = self._embed(self.query)
+            self._vector = self.embed(self.query)
         return self._vector
+
+
+def mend(asked: Asked, candidates: list[Hit], rows: dict[int, Entry], known: Collection[str],
+         read: Callable[[list[int]], dict[int, Entry]]
+         ) -> tuple[list[Hit], dict[int, Entry], dict[int, Check]]:
+    """`candidates` (and their `rows`, those missing read by `read`) with each scored again
+    on the query as meant toward it (meant.py), keeping the better score, best first; and
+    the check `explain` shows for each candidate the rewrite raised. A query whose words
+    the model all knows (`known`) is returned as it came, at no cost."""
+    if not candidates or not unreadable(asked.query, known):
+        return candidates, rows, {}
+    rows = {**rows, **read([i for i, _ in candidates if i not in rows])}
+    scored: list[Hit] = []
+    notes: dict[int, Check] = {}
+    for entry_id, score in candidates:
+        entry = rows.get(entry_id)
+        text = None if entry is None else meant(asked.query, entry.query, known)
+        if entry is not None and text is not None:
+            again = float((asked.embed(text) @ asked.embed(entry.query).T).item())
+            if again > score:
+                notes[entry_id] = Check("meant", "pass", f"scored {again:.4f} as {text!r} "
+                                                         f"({score:.4f} as asked)")
+                score = again
+        scored.append((entry_id, score))
+    return sorted(scored, key=lambda hit: -hit[1]), rows, notes
 
 
 def refusal(query: str, entry: Entry | None, score: float, threshold: float,

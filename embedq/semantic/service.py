@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from datetime import datetime
 from typing import Any
 
@@ -54,12 +53,14 @@ from embedq.semantic import synonyms
 from embedq.semantic.engine import CandidateSearch
 from embedq.semantic.feedback import FeedbackStore, Policy, new_hit_id
 from embedq.semantic.index import Hit, Matrix, unit_rows
+from embedq.semantic.inputs import NAMESPACE_RE, check_namespace, check_threshold
 from embedq.semantic.lookup import (
     EXACT,
     Asked,
     Considered,
     LookupResult,
     Match,
+    mend,
     negative,
     refusal,
     within_bytes,
@@ -68,7 +69,6 @@ from embedq.semantic.spaces import Embedder, EmbedResult, Space, Spaces
 from embedq.semantic.store import SHARED_NAMES, Entry, SemanticStore, TenantCaps, utcnow
 from embedq.semantic.verify import Check, Verifier
 
-NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_K = 100
 MAX_TTL_S = 10 * 365 * 86_400
 
@@ -78,26 +78,6 @@ __all__ = [
     "LookupResult", "Match", "SemanticCache", "check_namespace", "check_threshold",
     "space_of",
 ]
-
-
-def check_namespace(namespace: str) -> str:
-    if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
-        raise InvalidInput(
-            f"namespace {namespace!r} is not valid: use 1-128 characters from letters, "
-            "digits and . _ : - (starting with a letter or digit)", "namespace",
-        )
-    return namespace
-
-
-def check_threshold(threshold: Any) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or (
-        math.isnan(threshold) or not -1.0 <= threshold <= 1.0
-    ):
-        raise InvalidInput(
-            f"threshold {threshold!r} is outside [-1, 1]: it is a cosine similarity "
-            "(1.0 = the exact text only)", "threshold",
-        )
-    return float(threshold)
 
 
 class SemanticCache:
@@ -230,11 +210,14 @@ class SemanticCache:
         view = self.view()
         asked = Asked(query, lambda text: self._vector(text, tenant, view))
         candidates, rows = self._candidates(view, namespace, asked, threshold, k, filter, now)
+        candidates, rows, meant = mend(asked, candidates, rows, self._known(threshold),
+                                       lambda ids: self.store.live_entries(ids, now))
         negatives = self.feedback.negatives(rows)
         matches: list[Match] = []
         for entry_id, score in candidates:
             entry = rows.get(entry_id)
-            trace: list[Check] | None = [] if explain else None
+            trace: list[Check] | None = [meant[entry_id]] if explain and (
+                entry_id in meant) else [] if explain else None
             refused, reason = refusal(query, entry, score, threshold, filter,
                                       guard=self.settings.semantic.contrast_guard,
                                       verifier=self.verifier, trace=trace)
@@ -262,6 +245,11 @@ class SemanticCache:
                                       self.settings.semantic.feedback_ttl_s, now)))
         return LookupResult(bool(kept), kept, threshold, truncated=len(kept) < len(matches),
                             considered=considered if explain else None)
+
+    def _known(self, threshold: float) -> frozenset[str]:
+        """The words the model knows, for `mend`: none (no rewrite) without the verifier,
+        which judges a rewritten candidate, or at an exact-text threshold."""
+        return self.verifier.known if self.verifier and threshold < EXACT else frozenset()
 
     def _runs_at(self, namespace: str, threshold: float | None) -> float:
         """The threshold a lookup runs at: the one asked, else the namespace's policy's;

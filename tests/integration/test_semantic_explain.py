@@ -132,3 +132,23 @@ def test_stats_count_confirmed_wrong_and_unverified_hits(model_client: Any,
     # The wrong hit's query now misses (its negative); a miss serves nothing to verify.
     assert not model_client.cache_lookup(ns, PARAPHRASE).hit
     assert model_client.cache_stats(ns)["served"]["unverified"] == 1
+
+
+def test_a_typo_the_model_cannot_read_is_scored_as_meant_and_still_judged(
+        model_client: Any, salt: str) -> None:
+    """"pasport" is no word of the model: as asked the query scores 0.66 against the
+    stored one, under the default threshold; scored again as meant ("passport") it is a
+    hit, and explain says so first. A real difference behind the typo ("cancel" for
+    "renew") is still refused by the guard, however high the mended score."""
+    ns = f"meant-{salt}"
+    model_client.cache_put(ns, "how do I renew my passport online", {"answer": "renew"})
+    typed = "how do I renew my pasport online"
+    served = _served(model_client.cache_lookup(ns, typed, explain=True))
+    assert served.checks is not None and served.checks[0].name == "meant"
+    detail = served.checks[0].detail or ""
+    assert detail.startswith("scored 1.0000 as 'how do I renew my passport online'")
+    assert float(detail.split("(")[1].split()[0]) < DEFAULT_THRESHOLD  # as asked
+    refused = model_client.cache_lookup(ns, "how do I cancel my pasport online", explain=True)
+    assert not refused.hit
+    assert refused.considered is not None and refused.considered[0].refused == "guard"
+    assert refused.considered[0].checks[0].name == "meant"
