@@ -38,6 +38,10 @@ def cmd_keys(args: argparse.Namespace) -> int:
             rows = store.list(args.tenant, revoked=args.revoked)
             if args.json:
                 print(json.dumps([row.to_json() for row in rows]))
+            elif not rows:
+                print("no keys" + (f" of tenant {args.tenant}" if args.tenant else "") +
+                      ": `embedq keys create --tenant NAME` makes one (the API is open "
+                      "without keys, on loopback only)", file=sys.stderr)
             for row in [] if args.json else rows:
                 limits = f"rate={row.rate_per_s or '-'}/s texts/day={row.texts_per_day or '-'}"
                 state = " revoked" if row.revoked_at else ""
