@@ -16,9 +16,13 @@ from typing import Any
 def _store() -> Any:
     from embedq.config import Settings
     from embedq.models import Database
+    from embedq.models.migrate import upgrade
     from embedq.tenants import KeyStore
 
-    return KeyStore(Database.from_settings(Settings.from_env()))
+    settings = Settings.from_env()
+    if settings.resolved_database_url.startswith("sqlite"):
+        upgrade(settings.resolved_database_url)  # embedded: migrates itself, as Client does
+    return KeyStore(Database.from_settings(settings))
 
 
 def cmd_keys(args: argparse.Namespace) -> int:

@@ -186,6 +186,9 @@ def map_db_errors() -> Iterator[None]:
     try:
         yield
     except OperationalError as exc:
+        if "no such table" in str(exc.orig):  # SQLite says it as an OperationalError
+            raise ConfigError(
+                "the database has no embedq tables: run `embedq db upgrade`") from exc
         _say_refusal(exc.orig)
         raise DatabaseUnavailable(
             f"the database is unreachable ({exc.orig.__class__.__name__}); retry shortly",
