@@ -193,6 +193,9 @@ def cmd_jobs_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows))
         return 0
+    if not rows:
+        print("no jobs" + (f" {args.status}" if args.status else "") +
+              ": `embedq bulk FILE` submits one", file=sys.stderr)
     for r in rows:
         p = r["progress"]
         print(f"{r['id']}  {r['status']:<21} {r['priority']:<6} {p['done']:>9,}/{p['total']:<9,} "
