@@ -54,9 +54,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "set EMBEDQ_API_KEYS=key1,key2 or create a key (`embedq keys create --tenant "
             "NAME`), listen on 127.0.0.1, or pass --insecure-open to accept that")
     if not settings.embedded:
+        from embedq.cli import _require_tables
         from embedq.tasks.app import create_app
         from embedq.tasks.publish import check_login
 
+        _require_tables(settings)  # an unmigrated database: said, not a startup traceback
         check_login(create_app(settings))  # a refused login: no API process starts
     shared_metrics = None
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

@@ -76,3 +76,24 @@ def test_upgrade_walks_every_revision_one_at_a_time(empty_url: str) -> None:
     for script in reversed(list(scripts.walk_revisions())):
         migrate.upgrade(empty_url, script.revision)
     assert migrate.current(empty_url) == migrate.heads()[0]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", ["worker", "serve"])
+def test_worker_and_serve_on_an_unmigrated_database_say_to_migrate(
+        redis_url: str, command: str) -> None:
+    """`embedq serve` ended its startup in a traceback there (the worker already said)."""
+    import subprocess
+    import sys
+
+    support.check_postgres()
+    with support.temporary_database() as url:
+        migrate.downgrade(url, "base")
+        env = {**support.cluster_env(redis_url, url), "EMBEDQ_ENCODER": "hashing"}
+        argv = [command] if command == "worker" else [command, "--port",
+                                                      str(support.free_port())]
+        run = subprocess.run([sys.executable, "-m", "embedq.cli", *argv], env=env,
+                             capture_output=True, text=True, timeout=60, cwd=support.ROOT)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "has no embedq tables: run `embedq db upgrade` first" in run.stderr
+    assert "Traceback" not in run.stderr
