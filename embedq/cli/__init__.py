@@ -120,6 +120,34 @@ def _require_tables(settings: Settings) -> None:
 
 
 # --- embed, stats
+def _no_online_worker(client: Any, model: str | None, precision: str | None) -> str | None:
+    """On a cluster whose online misses go to workers: what to start when no live worker
+    on the online queue serves the request's model at its revision (the command would wait
+    out EMBEDQ_REQUEST_TIMEOUT_S, saying nothing), else None."""
+    from embedq.coordination.store import serving
+    from embedq.errors import Unavailable
+
+    settings = client.service.settings
+    if settings.embedded or settings.queue.online_encode == "local":
+        return None
+    spec = client.service.spec(model, precision=precision)
+    try:
+        workers = client.service.hot.live_workers()
+    except Unavailable:
+        return None  # the request itself will say
+    queue = client.service.executor.queue_of(spec)
+    served = serving(workers, queue, spec.model, spec.revision)
+    if served is None:
+        return None
+    if not served:
+        return (f"no live worker consumes the queue {queue!r}: texts not yet cached wait up "
+                f"to {settings.queue.request_timeout_s:g} s (EMBEDQ_REQUEST_TIMEOUT_S) for "
+                "one; start `embedq worker`")
+    return (f"the live workers on the queue {queue!r} serve {', '.join(served)}, not "
+            f"{spec.model}@{spec.revision}: start `embedq worker` with this shell's "
+            "EMBEDQ_MODEL, EMBEDQ_MODEL_REVISION and EMBEDQ_TIERS")
+
+
 def cmd_embed(args: argparse.Namespace) -> int:
     from embedq.client import Client
 
@@ -127,6 +155,9 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if not texts:
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()]
     client = Client()
+    waiting = _no_online_worker(client, args.model, args.precision)
+    if waiting:
+        print(f"embedq: warning: {waiting}", file=sys.stderr)
     result = client.embed_detailed(
         texts, model=args.model, dimensions=args.dimensions,
         normalize=not args.no_normalize, precision=args.precision,

@@ -58,6 +58,17 @@ def consumes(info: dict[str, object], queue: str) -> bool:
     return not isinstance(queues, list) or queue in queues
 
 
+def serving(workers: dict[str, dict[str, object]], queue: str, model: str,
+             revision: str) -> list[str] | None:
+    """None when a live worker (`workers`: `HotStore.live_workers`) that consumes `queue`
+    serves `model` at `revision`; else the model@revision pairs the queue's live workers
+    serve (empty: no live worker consumes it)."""
+    on_queue = [w for w in workers.values() if consumes(w, queue)]
+    if any(w.get("model") == model and revision in served_revisions(w) for w in on_queue):
+        return None
+    return sorted({f"{w.get('model')}@{r}" for w in on_queue for r in served_revisions(w)})
+
+
 class Hold(StrEnum):
     """What holds a fingerprint's computation: the claim of whoever queued it, or the run
     lease of the execution running it."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from embedq.coordination.store import consumes, served_revisions
+from embedq.coordination.store import serving
 from embedq.models import Database, Job, JobItem
 
 # A job's error is a summary, not an export: one message in full (they are written to say
@@ -59,16 +59,14 @@ def unserved(job: Job, queue: str, workers: dict[str, dict[str, Any]]) -> str | 
     `queue` serves the job's model at its revision, or None when one does. A worker that
     takes a chunk of a revision it does not serve fails its texts, each with a message
     that says so; said at submission, the job can be cancelled before that."""
-    on_queue = [w for w in workers.values() if consumes(w, queue)]
-    if any(w.get("model") == job.model and job.revision in served_revisions(w)
-           for w in on_queue):
+    served = serving(workers, queue, job.model, job.revision)
+    if served is None:
         return None
     start = ("start `embedq worker` with the EMBEDQ_MODEL, EMBEDQ_MODEL_REVISION and "
              "EMBEDQ_TIERS this job was submitted with")
-    if not on_queue:
+    if not served:
         return f"no live worker consumes the queue {queue!r}: the job waits for one; {start}"
-    serving = sorted({f"{w.get('model')}@{r}" for w in on_queue for r in served_revisions(w)})
-    return (f"the live workers on the queue {queue!r} serve {', '.join(serving)}, not "
+    return (f"the live workers on the queue {queue!r} serve {', '.join(served)}, not "
             f"{job.model}@{job.revision}, and would fail this job's texts: {start}, or give "
             f"each revision its own EMBEDQ_BULK_QUEUE; `embedq jobs cancel {job.id}` stops "
             "what has not run yet")
