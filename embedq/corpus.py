@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from embedq.errors import ConfigError
+from embedq.errors import ConfigError, InvalidInput
 
 Split = Literal["tune", "heldout"]
 
@@ -47,22 +47,45 @@ def iter_corpus(
     path: str | Path | None = None, limit: int | None = None, split: Split = "tune"
 ) -> Iterator[tuple[str, str]]:
     """(id, text) pairs from a JSONL(.gz) file with `id` and `text` fields (default: the
-    bundled file of `split`)."""
+    bundled file of `split`), at most `limit`; blank lines are skipped. A file that is not
+    there or a line that is no such object is an InvalidInput naming it (`--file`)."""
     source = Path(path) if path else default_path(split)
+    if not source.is_file():
+        raise InvalidInput(f"--file {source}: no such file; give a JSONL(.gz) file of "
+                           '{"text": ...} lines', "file")
     opener = gzip.open if source.suffix == ".gz" else open
-    with opener(source, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
-        for n, line in enumerate(fh):
-            if limit is not None and n >= limit:
-                return
-            row = json.loads(line)
-            yield str(row.get("id", n)), str(row["text"])
+    yielded = 0
+    try:
+        with opener(source, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+            for n, line in enumerate(fh, 1):
+                if limit is not None and yielded >= limit:
+                    return
+                if not line.strip():
+                    continue
+                yield _row(source, n, line)
+                yielded += 1
+    except (OSError, UnicodeDecodeError, EOFError) as exc:  # not gzip, not UTF-8
+        raise InvalidInput(f"--file {source}: cannot be read ({exc}); give a JSONL(.gz) "
+                           "file in UTF-8", "file") from exc
+
+
+def _row(source: Path, n: int, line: str) -> tuple[str, str]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        row = None
+    if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+        raise InvalidInput(f"--file {source.name} line {n}: not a JSON object with a "
+                           '"text" string; the file takes one {"text": ...} object a line',
+                           "file")
+    return str(row.get("id", n - 1)), row["text"]
 
 
 def load_texts(n: int, path: str | Path | None = None, split: Split = "tune") -> list[str]:
     """The first `n` texts, cycling through the file if it is shorter."""
     texts = [t for _, t in iter_corpus(path, limit=n, split=split)]
     if not texts:
-        raise ValueError("the corpus is empty")
+        raise InvalidInput(f"--file {path}: holds no texts", "file")
     while len(texts) < n:
         texts.extend(texts[: n - len(texts)])
     return texts
