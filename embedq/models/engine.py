@@ -180,6 +180,9 @@ def make_engine(url: str, timeouts: DbTimeouts | None = None, *, pre_ping: bool 
     return engine
 
 
+NO_TABLES = "the database has no embedq tables: run `embedq db upgrade`"
+
+
 @contextlib.contextmanager
 def map_db_errors() -> Iterator[None]:
     """Translate driver errors into embedq's: a down database is retryable, not a 500."""
@@ -187,8 +190,7 @@ def map_db_errors() -> Iterator[None]:
         yield
     except OperationalError as exc:
         if "no such table" in str(exc.orig):  # SQLite says it as an OperationalError
-            raise ConfigError(
-                "the database has no embedq tables: run `embedq db upgrade`") from exc
+            raise ConfigError(NO_TABLES) from exc
         _say_refusal(exc.orig)
         raise DatabaseUnavailable(
             f"the database is unreachable ({exc.orig.__class__.__name__}); retry shortly",
@@ -196,9 +198,7 @@ def map_db_errors() -> Iterator[None]:
         ) from exc
     except ProgrammingError as exc:
         if "does not exist" in str(exc) or "no such table" in str(exc):
-            raise ConfigError(
-                "the database has no embedq tables: run `embedq db upgrade`"
-            ) from exc
+            raise ConfigError(NO_TABLES) from exc
         raise
     except DBAPIError as exc:
         if exc.connection_invalidated:

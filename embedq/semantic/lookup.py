@@ -106,14 +106,15 @@ def mend(asked: Asked, candidates: list[Hit], rows: dict[int, Entry], known: Col
     on the query as meant toward it (meant.py), keeping the better score, best first; and
     the check `explain` shows for each candidate the rewrite raised. A query whose words
     the model all knows (`known`) is returned as it came, at no cost."""
-    if not candidates or not unreadable(asked.query, known):
+    odd = unreadable(asked.query, known) if candidates else []
+    if not odd:
         return candidates, rows, {}
     rows = {**rows, **read([i for i, _ in candidates if i not in rows])}
     scored: list[Hit] = []
     notes: dict[int, Check] = {}
     for entry_id, score in candidates:
         entry = rows.get(entry_id)
-        text = None if entry is None else meant(asked.query, entry.query, known)
+        text = None if entry is None else meant(asked.query, entry.query, known, odd)
         if entry is not None and text is not None:
             again = float((asked.embed(text) @ asked.embed(entry.query).T).item())
             if again > score:

@@ -55,10 +55,12 @@ def _counterpart(word: str, stored: Sequence[str], asked: Set[str],
     return runs[0] if len(runs) == 1 else None
 
 
-def meant(query: str, stored: str, known: Collection[str]) -> str | None:
-    """`query` with each word the model cannot read written as the word (or run of words)
-    of `stored` it misspells or shortens, or None when no word was rewritten."""
-    odd = unreadable(query, known)
+def meant(query: str, stored: str, known: Collection[str],
+          odd: list[str] | None = None) -> str | None:
+    """`query` with each word the model cannot read (`odd`: `unreadable`'s, read here when
+    not given) written as the word (or run of words) of `stored` it misspells or shortens,
+    or None when no word was rewritten."""
+    odd = unreadable(query, known) if odd is None else odd
     if not odd:
         return None
     asked, theirs = set(tokens(query)), tokens(stored)
