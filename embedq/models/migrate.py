@@ -7,11 +7,14 @@ data), so they are found next to the imported `embedq`, however it was installed
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 
 from embedq.errors import ConfigError
 from embedq.models.engine import map_db_errors, normalize_url
@@ -41,13 +44,27 @@ def heads() -> tuple[str, ...]:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    with map_db_errors():
+    with map_db_errors(), _named(revision):
         command.upgrade(alembic_config(url), revision)
 
 
 def downgrade(url: str, revision: str) -> None:
-    with map_db_errors():
+    with map_db_errors(), _named(revision):
         command.downgrade(alembic_config(url), revision)
+
+
+@contextlib.contextmanager
+def _named(revision: str) -> Iterator[None]:
+    """Alembic's refusal of a revision it cannot find or reach, said with the revisions
+    there are (it ended `embedq db upgrade nonexistent` in a traceback)."""
+    try:
+        yield
+    except CommandError as exc:
+        scripts = ScriptDirectory(str(script_location()))
+        known = [r.revision for r in scripts.walk_revisions()][::-1]
+        raise ConfigError(f"revision {revision!r}: {exc}; give head, base or one of "
+                          f"{', '.join(known)} (`embedq db current` shows the database's)"
+                          ) from exc
 
 
 def current(url: str) -> str | None:

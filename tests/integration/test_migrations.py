@@ -97,3 +97,15 @@ def test_worker_and_serve_on_an_unmigrated_database_say_to_migrate(
     assert run.returncode == 2, run.stderr[-2000:]
     assert "has no embedq tables: run `embedq db upgrade` first" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_revision_alembic_cannot_find_names_the_ones_there_are(empty_url: str) -> None:
+    """It ended `embedq db upgrade nope` in Alembic's traceback."""
+    from embedq.errors import ConfigError
+
+    for step in (migrate.upgrade, migrate.downgrade):
+        with pytest.raises(ConfigError, match=r"revision 'nope': Can't locate .* give head, "
+                                              r"base or one of 0001, "):
+            step(empty_url, "nope")
+    migrate.upgrade(empty_url)  # the database is left as it was: it still migrates
+    assert migrate.current(empty_url) == migrate.heads()[0]
