@@ -31,7 +31,6 @@ def at_least(minimum: int) -> Callable[[str], int]:
                                              "or more")
         return value
 
-    parse.__name__ = f"a whole number from {minimum}"  # argparse names the type by it
     return parse
 
 

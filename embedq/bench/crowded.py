@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from embedq.bench.threshold import Embed, Pair, Scored, _mode, is_hit
+from embedq.bench.threshold import Embed, Pair, Scored, _mode, as_meant, is_hit
 from embedq.semantic.guard import contrasting
 from embedq.semantic.index import unit_rows
-from embedq.semantic.meant import meant, unreadable
+from embedq.semantic.meant import unreadable
 from embedq.semantic.verify import Verifier
 
 FETCH = 5  # the candidates a lookup with k=1 reads (SemanticCache._candidates: k + 4)
@@ -76,7 +76,7 @@ def _lookup(query: str, stored: set[str], at: dict[str, Any], threshold: float,
     the FETCH nearest, each scored again on the query as meant toward it (lookup.mend)."""
     ranked = sorted((-float(at[query] @ at[s]), s) for s in stored)[:FETCH]
     if unreadable(query, verifier.known):
-        ranked = sorted((-_meant(query, s, -n, at, embed, verifier.known), s)
+        ranked = sorted((-as_meant(query, s, -n, at, embed, verifier.known), s)
                         for n, s in ranked)
     for negated, entry in ranked:
         score = -negated
@@ -89,14 +89,3 @@ def _lookup(query: str, stored: set[str], at: dict[str, Any], threshold: float,
         if is_hit(judged[query, entry], threshold, guard, band):
             return judged[query, entry]
     return None
-
-
-def _meant(query: str, entry: str, score: float, at: dict[str, Any], embed: Embed,
-           known: frozenset[str]) -> float:
-    """The better of `score` and the score of `query` as meant toward `entry`."""
-    text = meant(query, entry, known)
-    if text is None:
-        return score
-    if text not in at:
-        at[text] = unit_rows(np.stack(list(embed([text]))).astype(np.float32))[0]
-    return max(score, float(at[text] @ at[entry]))

@@ -146,21 +146,29 @@ def score_pairs(pairs: list[Pair], embed: Embed,
     """Embed every distinct text once (one call) and score each pair; with the verifier,
     as a lookup scores it, the better of the query as asked and as meant (meant.py)."""
     known = frozenset() if verifier is None else verifier.known
-    meant_as = {p: text for p in set(pairs) if (text := meant(p.query, p.stored, known))}
-    texts = sorted({t for p in pairs for t in (p.stored, p.query)} | set(meant_as.values()))
+    texts = sorted({t for p in pairs for t in (p.stored, p.query)})
     rows = unit_rows(np.stack(list(embed(texts))).astype(np.float32))
     at = {t: rows[i] for i, t in enumerate(texts)}
     out = []
     for p in pairs:
         conflict = None if verifier is None else verifier.conflict(p.query, p.stored)
-        score = float(at[p.query] @ at[p.stored])
-        if p in meant_as:
-            score = max(score, float(at[meant_as[p]] @ at[p.stored]))
-        out.append(Scored(p, score,
-                          contrasting(p.query, p.stored,
-                                      frozenset() if verifier is None else verifier.known),
-                          conflict))
+        score = as_meant(p.query, p.stored, float(at[p.query] @ at[p.stored]), at, embed,
+                         known)
+        out.append(Scored(p, score, contrasting(p.query, p.stored, known), conflict))
     return out
+
+
+def as_meant(query: str, stored: str, score: float, at: dict[str, Any], embed: Embed,
+             known: frozenset[str]) -> float:
+    """The better of `score` and the score of `query` as meant toward `stored`, as a lookup
+    scores a candidate (lookup.mend); `at` holds the unit rows of the texts embedded so far,
+    and gets the rewritten query's."""
+    text = meant(query, stored, known)
+    if text is None:
+        return score
+    if text not in at:
+        at[text] = unit_rows(np.stack(list(embed([text]))).astype(np.float32))[0]
+    return max(score, float(at[text] @ at[stored]))
 
 
 def is_hit(scored: Scored, threshold: float, guard: bool,

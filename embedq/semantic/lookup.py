@@ -100,29 +100,32 @@ class Asked:
 
 
 def mend(asked: Asked, candidates: list[Hit], rows: dict[int, Entry], known: Collection[str],
-         read: Callable[[list[int]], dict[int, Entry]]
+         queries: Callable[[list[int]], dict[int, str]],
+         entries: Callable[[list[int]], dict[int, Entry]]
          ) -> tuple[list[Hit], dict[int, Entry], dict[int, Check]]:
-    """`candidates` (and their `rows`, those missing read by `read`) with each scored again
-    on the query as meant toward it (meant.py), keeping the better score, best first; and
-    the check `explain` shows for each candidate the rewrite raised. A query whose words
-    the model all knows (`known`) is returned as it came, at no cost."""
+    """`candidates` with each scored again on the query as meant toward it (meant.py),
+    keeping the better score, best first; their `rows` with those of the candidates the
+    rewrite raised added (`entries`); and the check `explain` shows for each of them. The
+    stored queries of the candidates without a row are read alone (`queries`: no
+    payloads). A query whose words the model all knows (`known`) costs nothing."""
     odd = unreadable(asked.query, known) if candidates else []
     if not odd:
         return candidates, rows, {}
-    rows = {**rows, **read([i for i, _ in candidates if i not in rows])}
+    stored = {i: e.query for i, e in rows.items()}
+    stored |= queries([i for i, _ in candidates if i not in rows])
     scored: list[Hit] = []
     notes: dict[int, Check] = {}
     for entry_id, score in candidates:
-        entry = rows.get(entry_id)
-        text = None if entry is None else meant(asked.query, entry.query, known, odd)
-        if entry is not None and text is not None:
-            again = float((asked.embed(text) @ asked.embed(entry.query).T).item())
+        text = meant(asked.query, stored[entry_id], known, odd) if entry_id in stored else None
+        if text is not None:
+            again = float((asked.embed(text) @ asked.embed(stored[entry_id]).T).item())
             if again > score:
                 notes[entry_id] = Check("meant", "pass", f"scored {again:.4f} as {text!r} "
                                                          f"({score:.4f} as asked)")
                 score = again
         scored.append((entry_id, score))
-    return sorted(scored, key=lambda hit: -hit[1]), rows, notes
+    raised = [i for i in notes if i not in rows]
+    return sorted(scored, key=lambda hit: -hit[1]), rows | entries(raised), notes
 
 
 def refusal(query: str, entry: Entry | None, score: float, threshold: float,

@@ -211,6 +211,7 @@ class SemanticCache:
         asked = Asked(query, lambda text: self._vector(text, tenant, view))
         candidates, rows = self._candidates(view, namespace, asked, threshold, k, filter, now)
         candidates, rows, meant = mend(asked, candidates, rows, self._known(threshold),
+                                       lambda ids: self.store.live_queries(ids, now),
                                        lambda ids: self.store.live_entries(ids, now))
         negatives = self.feedback.negatives(rows)
         matches: list[Match] = []

@@ -325,6 +325,15 @@ class SemanticStore(ChangeLogReads):
             ).all()
             return {r.id: entry_of(r) for r in rows}
 
+    def live_queries(self, ids: list[int], now: datetime) -> dict[int, str]:
+        """The stored query of each live entry of `ids`, without its payload."""
+        if not ids:
+            return {}
+        with self.db.session() as s:
+            rows = s.execute(select(SemanticEntry.id, SemanticEntry.query).where(
+                SemanticEntry.id.in_(ids), live_at(now))).all()
+            return {entry_id: query for entry_id, query in rows}
+
     def exact_entry(self, namespace: str, space: str, query: str, now: datetime
                     ) -> Entry | None:
         with self.db.session() as s:
