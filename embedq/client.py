@@ -90,10 +90,13 @@ class Client:
         return self.semantic.stats(namespace)
 
     def cache_configure(self, namespace: str, *, max_false_hit_rate: float | None = None,
-                        threshold: float | None = None) -> dict[str, Any]:
-        """Set the namespace's error budget and base threshold (None: none, the default)."""
+                        threshold: float | None = None,
+                        trust_score: float | None = None) -> dict[str, Any]:
+        """Set the namespace's error budget and base threshold (None: none, the default)
+        and, under a budget, its trust score (None: the verifier refuses as it does by
+        default; see docs/semantic-cache.md, "Finding more under a budget")."""
         return self.semantic.configure(namespace, max_false_hit_rate=max_false_hit_rate,
-                                       threshold=threshold)
+                                       threshold=threshold, trust_score=trust_score)
 
     def cache_feedback(self, namespace: str, hit_id: str, correct: bool) -> dict[str, Any]:
         """Say whether a served match (its `hit_id`) was right; returns the threshold the

@@ -10,8 +10,9 @@ paraphrases found and near-misses served, per paraphrase style and per near-miss
 each with a 95% Wilson interval; then the same at the configured default threshold on the
 whole file, and the other splits (held-out, fresh, blind) at the default and at the
 threshold the rule picks on every domain, for comparison; last, the content slot's word
-bar chosen with the threshold the same way (word_bar.py). Every text is embedded once,
-in one call (`threshold.score_pairs`).
+bar chosen with the threshold the same way (word_bar.py); last, what a namespace's trust
+score under an error budget finds and serves (trust.py). Every text is embedded once, in
+one call (`threshold.score_pairs`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from embedq.bench.threshold import (
     is_hit,
     score_pairs,
 )
+from embedq.bench.trust import print_trust, trust_report
 from embedq.bench.word_bar import print_word_bar, word_bar_report
 from embedq.errors import InvalidInput
 from embedq.semantic.verify import Verifier
@@ -125,9 +127,9 @@ def lodo_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
                            "found": row["paraphrases_found"],
                            "served": row["near_misses_served"]})
     chosen, _ = choose_on(scored)  # the bench's rule on every domain
-    splits, at_chosen, start = {}, {}, 0
+    splits, at_chosen, parts, start = {}, {}, {}, 0
     for name, split in heldout.items():
-        part = rest[start:start + len(split)]
+        part = parts[name] = rest[start:start + len(split)]
         start += len(split)
         splits[name] = breakdown(_at(part, default))
         at_chosen[name] = breakdown(_at(part, chosen))
@@ -140,7 +142,8 @@ def lodo_report(pairs: list[Pair], heldout: dict[str, list[Pair]], embed: Embed,
             if word_bars else None,
             "at_default": breakdown(_at(scored, default)), "heldout_at_default": splits,
             "chosen": chosen, "heldout_at_chosen": at_chosen,
-            "one_namespace": one_namespace}
+            "one_namespace": one_namespace,
+            "trust": trust_report(len(pairs), scored, parts, default)}
 
 
 def _pct(row: dict[str, Any]) -> str:
@@ -187,3 +190,4 @@ def print_lodo(report: dict[str, Any], model: str) -> None:
                   f"other entries {row['other_entry_hits']:>2}  misses {row['misses']:>4}")
     if report["word_bar"] is not None:
         print_word_bar(report["word_bar"], report["default"])
+    print_trust(report["trust"])

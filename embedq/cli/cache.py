@@ -4,7 +4,7 @@
     embedq cache lookup NAMESPACE QUERY [--threshold T] [-k K] [--filter JSON] [--explain]
     embedq cache delete NAMESPACE (ENTRY_ID | --all)
     embedq cache stats NAMESPACE
-    embedq cache config NAMESPACE [--max-false-hit-rate R] [--threshold T]
+    embedq cache config NAMESPACE [--max-false-hit-rate R] [--threshold T] [--trust-score S]
     embedq cache feedback NAMESPACE HIT_ID (--correct | --wrong)
     embedq cache index-setup   (EMBEDQ_SEMANTIC_INDEX=pgvector: column, embeddings, HNSW)
 Every command prints JSON. Lookups exit 0 on a hit and 1 on a miss, for scripts.
@@ -59,6 +59,11 @@ def add_parser(sub: Any) -> None:
                           "(default: no budget)")
     cfg.add_argument("--threshold", type=float, default=None,
                      help="the namespace's base threshold (default: the server's)")
+    cfg.add_argument("--trust-score", type=float, default=None,
+                     help="with --max-false-hit-rate: serve a candidate the verifier "
+                          "refuses only on a model-judged slot (content, disjoint) from "
+                          "this score; wrong verdicts on those hits raise it (default: "
+                          "never served)")
 
     fb = actions.add_parser("feedback", help="say whether a served hit was right")
     fb.add_argument("namespace")
@@ -124,7 +129,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
                 out = {"id": args.entry_id, "deleted": True}
         elif args.cache_action == "config":
             out = cache.configure(args.namespace, max_false_hit_rate=args.max_false_hit_rate,
-                                  threshold=args.threshold, tenant=tenant or DEFAULT_TENANT)
+                                  threshold=args.threshold, trust_score=args.trust_score,
+                                  tenant=tenant or DEFAULT_TENANT)
         elif args.cache_action == "feedback":
             cache.check_owner(args.namespace, tenant)
             out = cache.give_feedback(args.namespace, args.hit_id, args.correct, tenant)

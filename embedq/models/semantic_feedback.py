@@ -2,8 +2,11 @@
 
 `semantic_budgets` holds a namespace's policy: its base threshold (null: the server's
 default), its `max_false_hit_rate` (null: no budget), and the threshold the feedback rule
-(embedq.semantic.budget) last derived. `semantic_hits` records each match a lookup
-served, under an unguessable id the caller sends back with its verdict; rows expire
+(embedq.semantic.budget) last derived; under a budget, also its trust score (base and
+derived): a hit at or above it that the verifier refused only on a slot the model judges
+(content, disjoint) is served, and its verdicts move that score. `semantic_hits`
+records each match a lookup served, under an unguessable id the caller sends back with its
+verdict (and the trust score it was served over, if it was); rows expire
 (EMBEDQ_SEMANTIC_FEEDBACK_TTL_S) and are swept. `semantic_feedback` keeps every verdict
 with the score and the threshold in force when the hit was served: the rule reads them.
 `semantic_negatives` holds the vector of a query a hit was marked wrong for, against the
@@ -40,6 +43,8 @@ class SemanticBudget(Base):
     base_threshold: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_false_hit_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
     threshold: Mapped[float | None] = mapped_column(Float, nullable=True)  # from feedback
+    base_trust_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    trust_score: Mapped[float | None] = mapped_column(Float, nullable=True)  # from feedback
     updated_at: Mapped[datetime] = mapped_column(
         UTCDateTime(), server_default=func.now()
     )
@@ -58,6 +63,8 @@ class SemanticHit(Base):
     query: Mapped[str] = mapped_column(Text)  # the asked query, embedded again on a "wrong"
     score: Mapped[float] = mapped_column(Float)
     threshold: Mapped[float] = mapped_column(Float)  # in force when the hit was served
+    # The trust score it was served over (a model-judged conflict); null: no conflict.
+    trust_score: Mapped[float | None] = mapped_column(Float, nullable=True)
     correct: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # the verdict
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
@@ -74,6 +81,7 @@ class SemanticFeedback(Base):
     entry_id: Mapped[int] = mapped_column(BigInteger)
     score: Mapped[float] = mapped_column(Float)
     threshold: Mapped[float] = mapped_column(Float)
+    trust_score: Mapped[float | None] = mapped_column(Float, nullable=True)  # as the hit's
     correct: Mapped[bool] = mapped_column(Boolean)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

@@ -1,6 +1,8 @@
 """Table access for the error budget: namespace policies, served hits, verdicts, negatives.
 
-    policy     a namespace's base threshold, max_false_hit_rate and derived threshold
+    policy     a namespace's base threshold, max_false_hit_rate and derived threshold;
+               under a budget, its base and derived trust score (a hit at or above it
+               that the verifier refused only on a model-judged slot is served)
     hits       every match a lookup serves gets a random id (32 hex digits) and a row
                kept EMBEDQ_SEMANTIC_FEEDBACK_TTL_S, so feedback can name it; counted by
                verdict (none yet: unverified) in stats and /metrics (served_hits)
@@ -10,7 +12,9 @@
 
 Verdicts and the policy are written in one transaction that holds the namespace's budget
 row (FOR UPDATE on Postgres), so two verdicts at once recompute the threshold in turn.
-The rule itself is budget.py; here it is only applied.
+The rule itself is budget.py; here it is only applied, twice: to the verdicts on hits that
+passed every check (the threshold) and to those on hits served over a model-judged
+conflict (the trust score), so neither population's errors move the other's bar.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ class Policy:
     base_threshold: float | None = None
     max_false_hit_rate: float | None = None
     threshold: float | None = None  # derived from feedback under the budget
+    base_trust_score: float | None = None
+    trust_score: float | None = None  # derived from feedback on the hits served over it
 
     def runs_at(self, default: float) -> float:
         """The threshold a lookup that names none runs at."""
@@ -64,6 +70,14 @@ class Policy:
     def floor(self) -> float | None:
         """The threshold no lookup of the namespace goes below (the budget's), or None."""
         return self.threshold if self.max_false_hit_rate is not None else None
+
+    def trusts_above(self) -> float | None:
+        """The score at or above which a candidate the verifier refuses only on a slot
+        the model judges is served (a budget and a trust score set), or None."""
+        if self.max_false_hit_rate is None or self.base_trust_score is None:
+            return None
+        return self.base_trust_score if self.trust_score is None else max(
+            self.base_trust_score, self.trust_score)
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,7 @@ class ServedHit:
     score: float
     threshold: float
     correct: bool | None
+    trust_score: float | None = None  # served over a model-judged conflict at this score
 
 
 @dataclass(frozen=True)
@@ -90,12 +105,14 @@ class FeedbackResult:
 def _policy(row: SemanticBudget | None) -> Policy:
     if row is None:
         return Policy()
-    return Policy(row.base_threshold, row.max_false_hit_rate, row.threshold)
+    return Policy(row.base_threshold, row.max_false_hit_rate, row.threshold,
+                  row.base_trust_score, row.trust_score)
 
 
 def _served(row: SemanticHit) -> ServedHit:
     return ServedHit(row.id, row.namespace, row.space, int(row.entry_id), row.query,
-                     float(row.score), float(row.threshold), row.correct)
+                     float(row.score), float(row.threshold), row.correct,
+                     None if row.trust_score is None else float(row.trust_score))
 
 
 class FeedbackStore:
@@ -110,15 +127,17 @@ class FeedbackStore:
             return _policy(s.get(SemanticBudget, namespace))
 
     def configure(self, s: Session, namespace: str, *, base_threshold: float | None,
-                  max_false_hit_rate: float | None, now: datetime) -> Policy:
-        """Set (replace) the namespace's policy and derive its threshold from the verdicts,
-        in `s`: a transaction holding the writers' lock (SemanticStore.writing), in which
-        the namespace exists."""
+                  max_false_hit_rate: float | None, now: datetime,
+                  base_trust_score: float | None = None) -> Policy:
+        """Set (replace) the namespace's policy and derive its threshold and trust score
+        from the verdicts, in `s`: a transaction holding the writers' lock
+        (SemanticStore.writing), in which the namespace exists."""
         row = self._budget_row(s, namespace)
         if row is None:
             row = SemanticBudget(namespace=namespace)
             s.add(row)
         row.base_threshold, row.max_false_hit_rate = base_threshold, max_false_hit_rate
+        row.base_trust_score = base_trust_score
         self._derive(s, row, now)
         return _policy(row)
 
@@ -129,24 +148,34 @@ class FeedbackStore:
     def _derive(self, s: Session, row: SemanticBudget, now: datetime) -> None:
         row.updated_at = now
         if row.max_false_hit_rate is None:
-            row.threshold = None
+            row.threshold = row.trust_score = None
             return
+        verified, trusted = self.verdicts(row.namespace, s)
         base = self.default_threshold if row.base_threshold is None else row.base_threshold
-        row.threshold = budget_threshold(self.verdicts(row.namespace, s), base,
-                                         row.max_false_hit_rate)
+        row.threshold = budget_threshold(verified, base, row.max_false_hit_rate)
+        row.trust_score = None if row.base_trust_score is None else budget_threshold(
+            trusted, row.base_trust_score, row.max_false_hit_rate)
 
-    def verdicts(self, namespace: str, s: Session | None = None) -> list[Verdict]:
-        """The namespace's most recent `window` verdicts."""
+    def verdicts(self, namespace: str, s: Session | None = None
+                 ) -> tuple[list[Verdict], list[Verdict]]:
+        """The namespace's most recent `window` verdicts: those on hits that passed every
+        check (with the threshold in force), and those on hits served over a model-judged
+        conflict (with the trust score in force as their bar)."""
         if s is None:
             with self.db.session() as fresh:
                 return self.verdicts(namespace, fresh)
         s.flush()
         rows = s.execute(
-            select(SemanticFeedback.score, SemanticFeedback.threshold, SemanticFeedback.correct)
+            select(SemanticFeedback.score, SemanticFeedback.threshold,
+                   SemanticFeedback.trust_score, SemanticFeedback.correct)
             .where(SemanticFeedback.namespace == namespace)
             .order_by(SemanticFeedback.id.desc()).limit(self.window)
         ).all()
-        return [Verdict(float(r.score), float(r.threshold), bool(r.correct)) for r in rows]
+        verified = [Verdict(float(r.score), float(r.threshold), bool(r.correct))
+                    for r in rows if r.trust_score is None]
+        trusted = [Verdict(float(r.score), float(r.trust_score), bool(r.correct))
+                   for r in rows if r.trust_score is not None]
+        return verified, trusted
 
     def counts(self, namespace: str) -> dict[str, int]:
         with self.db.session() as s:
@@ -161,22 +190,29 @@ class FeedbackStore:
     # --- served hits
     def served(self, namespace: str, now: datetime, window_s: int) -> dict[str, Any]:
         """The namespace's hits served in the last `window_s` (the feedback ttl), by
-        verdict (served_hits), and the share of them unverified (None: none served)."""
+        verdict (served_hits), the share of them unverified (None: none served), and how
+        many were served over the trust score (a model-judged conflict: `over_trust`)."""
         counts = served_hits(self.db, now, namespace)
         total = sum(counts.values())
+        with self.db.session() as s:
+            over = s.scalar(select(func.count()).where(
+                SemanticHit.namespace == namespace, SemanticHit.expires_at > now,
+                SemanticHit.trust_score.is_not(None)))
         return {"window_s": window_s, **counts, "unverified_share": (
-            round(counts["unverified"] / total, 4) if total else None)}
+            round(counts["unverified"] / total, 4) if total else None),
+            "over_trust": int(over or 0)}
 
     def record_hits(self, s: Session, namespace: str, space: str, query: str,
-                    matches: Sequence[tuple[str, int, float]], threshold: float, ttl_s: int,
-                    now: datetime) -> None:
-        """One row per served match (hit id, entry id, score), judgeable for `ttl_s`,
-        written in `s` (the lookup's own record, SemanticStore.record_lookup)."""
+                    matches: Sequence[tuple[str, int, float, float | None]], threshold: float,
+                    ttl_s: int, now: datetime) -> None:
+        """One row per served match (hit id, entry id, score, the trust score it was
+        served over or None), judgeable for `ttl_s`, written in `s` (the lookup's own
+        record, SemanticStore.record_lookup)."""
         expires = now + timedelta(seconds=ttl_s)
         s.add_all(SemanticHit(
             id=hit_id, namespace=namespace, space=space, entry_id=entry_id, query=query,
-            score=score, threshold=threshold, correct=None, created_at=now,
-            expires_at=expires) for hit_id, entry_id, score in matches)
+            score=score, threshold=threshold, trust_score=trust, correct=None,
+            created_at=now, expires_at=expires) for hit_id, entry_id, score, trust in matches)
 
     def served_hit(self, namespace: str, hit_id: str, now: datetime) -> ServedHit:
         """The hit, or NotFound saying where hit ids come from and how long they last."""
@@ -206,7 +242,8 @@ class FeedbackStore:
                 return self._repeat(_served(row), correct)
             row.correct = correct
             s.add(SemanticFeedback(namespace=namespace, entry_id=hit.entry_id, score=hit.score,
-                                   threshold=hit.threshold, correct=correct, created_at=now))
+                                   threshold=hit.threshold, trust_score=hit.trust_score,
+                                   correct=correct, created_at=now))
             stored = False
             if vector is not None:
                 entry = s.get(SemanticEntry, hit.entry_id)

@@ -6,7 +6,9 @@ this module judges them one by one:
                  a typo or short form the model cannot read, written as the candidate's
                  word), keeping the better score;
   refusal        below the threshold, expired, refused by the contrast guard (guard.py)
-                 or the verifier (verify.py), or not matching the metadata filter;
+                 or the verifier (verify.py), or not matching the metadata filter; under
+                 a namespace's trust score (feedback.py), a candidate at or above it that
+                 the verifier refuses only on a slot the model judges is served (TRUSTED);
   negative       marked wrong (feedback.py) for a query at least as close as the radius;
   within_bytes   the best matches whose JSON fits the lookup's byte limit.
 `Match`, `Considered` and `LookupResult` are the answer (`explain` lists every candidate,
@@ -27,10 +29,12 @@ from embedq.semantic.guard import contrast, words
 from embedq.semantic.index import Hit, Matrix
 from embedq.semantic.meant import meant, unreadable
 from embedq.semantic.store import Entry
-from embedq.semantic.verify import MODEL_CHECKS, Check, Verifier
+from embedq.semantic.verify import MODEL_CHECKS, MODEL_SLOTS, Check, Verifier
 from embedq.semantic.vocabulary import reconcile
 
 EXACT = 1.0
+# `refusal`'s answer for a candidate served over a model-judged conflict (a trust score).
+TRUSTED = "trusted"
 
 
 @dataclass(frozen=True)
@@ -130,11 +134,14 @@ def mend(asked: Asked, candidates: list[Hit], rows: dict[int, Entry], known: Col
 
 def refusal(query: str, entry: Entry | None, score: float, threshold: float,
             filter: dict[str, Any] | None, *, guard: bool, verifier: Verifier | None,
-            trace: list[Check] | None = None) -> tuple[str | None, str | None]:
-    """(why a candidate is refused, detail), or (None, None) for a match. `guard`: the
-    contrast guard is on (EMBEDQ_SEMANTIC_CONTRAST_GUARD); `verifier`: the verifier, if on.
-    `trace` (explain) gets a Check for each check passed, skipped or failed, in order."""
-    found = _refusal(query, entry, score, threshold, filter, guard, verifier, trace)
+            trace: list[Check] | None = None,
+            trust: float | None = None) -> tuple[str | None, str | None]:
+    """(why a candidate is refused, detail), or (None, None) for a match, or (TRUSTED,
+    the conflict) for a match served over a model-judged conflict at or above `trust` (a
+    namespace's trust score, None: none). `guard`: the contrast guard is on
+    (EMBEDQ_SEMANTIC_CONTRAST_GUARD); `verifier`: the verifier, if on. `trace` (explain)
+    gets a Check for each check passed, skipped or failed, in order."""
+    found = _refusal(query, entry, score, threshold, filter, guard, verifier, trace, trust)
     if trace is not None and found[0] in _FAILED_CHECK:
         trace.append(Check(_FAILED_CHECK[found[0]], "fail", found[1]))
     return found
@@ -147,7 +154,7 @@ _FAILED_CHECK = {"below_threshold": "threshold", "expired": "live", "guard": "gu
 
 def _refusal(query: str, entry: Entry | None, score: float, threshold: float,
              filter: dict[str, Any] | None, guard: bool, verifier: Verifier | None,
-             trace: list[Check] | None) -> tuple[str | None, str | None]:
+             trace: list[Check] | None, trust: float | None) -> tuple[str | None, str | None]:
     if score < threshold:
         return "below_threshold", f"score {score:.4f} < threshold {threshold:.4f}"
     if trace is not None:
@@ -157,10 +164,12 @@ def _refusal(query: str, entry: Entry | None, score: float, threshold: float,
         return "expired", "the entry was deleted or is past its ttl"
     if trace is not None:
         trace.append(Check("live", "pass"))
+    trusted = None
     if threshold < EXACT and entry.query != query:
-        refused = _judged(query, entry.query, score, threshold, guard, verifier, trace)
-        if refused is not None:
+        refused = _judged(query, entry.query, score, threshold, guard, verifier, trace, trust)
+        if refused is not None and refused[0] != TRUSTED:
             return refused
+        trusted = refused
     elif trace is not None:
         same = "the same text" if entry.query == query else "an exact-text lookup"
         trace += [Check("guard", "skipped", same), Check("verifier", "skipped", same)]
@@ -168,13 +177,14 @@ def _refusal(query: str, entry: Entry | None, score: float, threshold: float,
         return "filter", "the entry's metadata does not match the filter"
     if trace is not None:
         trace.append(Check("filter", "pass", None if filter else "no filter"))
-    return None, None
+    return trusted or (None, None)
 
 
 def _judged(query: str, stored: str, score: float, threshold: float, guard: bool,
-            verifier: Verifier | None, trace: list[Check] | None) -> tuple[str, str] | None:
+            verifier: Verifier | None, trace: list[Check] | None,
+            trust: float | None) -> tuple[str, str] | None:
     """The contrast guard's or the verifier's refusal of a candidate that is another
-    text, or None."""
+    text, (TRUSTED, the conflict) where `trust` serves it over the verifier, or None."""
     if guard:
         why = contrast(query, stored, verifier.known if verifier is not None else frozenset())
         if why is not None:
@@ -200,7 +210,14 @@ def _judged(query: str, stored: str, score: float, threshold: float, guard: bool
         return None
     if trace is not None:
         trace.append(Check(conflict.check or conflict.slot, "fail", str(conflict)))
-    return "verifier", str(conflict)
+    if trust is None or conflict.slot not in MODEL_SLOTS or score < trust:
+        return "verifier", str(conflict)
+    if trace is not None:
+        trace.append(Check("trust", "pass", (
+            f"score {score:.4f} >= the namespace's trust score {trust:.4f}: served over "
+            f"the {conflict.slot} slot's conflict, the checks after it not run; a verdict "
+            "on this hit moves the trust score")))
+    return TRUSTED, str(conflict)
 
 
 def negative(asked: Asked, negatives: list[bytes],

@@ -10,8 +10,11 @@
           served match gets a `hit_id`;
   feedback  a caller's verdict on a served hit (feedback.py): a wrong one stores a negative
           (the entry is refused for queries near the one asked) and, under the
-          namespace's `max_false_hit_rate`, raises its threshold (budget.py);
-  configure a namespace's base threshold and error budget.
+          namespace's `max_false_hit_rate`, raises its threshold (budget.py) or, for a
+          hit served over a model-judged conflict, its trust score;
+  configure a namespace's base threshold and error budget, and under a budget its trust
+          score: a candidate at or above it that the verifier refuses only on a slot
+          the model judges (content, disjoint) is served.
 A lookup runs at the threshold it names, else the namespace's (its base, else the
 default, raised by the budget's rule); the budget's threshold is a floor for both.
 A threshold of 1.0 means "this exact text" and is answered from the table by the text's
@@ -35,7 +38,6 @@ Bounds, so no caller can make one request (or the table) unboundedly large:
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime
 from typing import Any
 
@@ -53,9 +55,16 @@ from embedq.semantic import synonyms
 from embedq.semantic.engine import CandidateSearch
 from embedq.semantic.feedback import FeedbackStore, Policy, new_hit_id
 from embedq.semantic.index import Hit, Matrix, unit_rows
-from embedq.semantic.inputs import NAMESPACE_RE, check_namespace, check_threshold
+from embedq.semantic.inputs import (
+    NAMESPACE_RE,
+    check_lookup,
+    check_namespace,
+    check_policy,
+    check_threshold,
+)
 from embedq.semantic.lookup import (
     EXACT,
+    TRUSTED,
     Asked,
     Considered,
     LookupResult,
@@ -199,12 +208,9 @@ class SemanticCache:
         check_namespace(namespace)
         query = self._query(query)
         self.service.hot_keys.offer("namespace", [namespace])
-        threshold = self._runs_at(namespace, threshold)
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise InvalidInput(f"k {k!r} must be an integer from 1 to {MAX_K}", "k")
-        if filter is not None and not isinstance(filter, dict):
-            raise InvalidInput("filter must be a JSON object of metadata values", "filter")
-        check_json(filter, "filter")
+        policy = self.feedback.policy(namespace)
+        threshold, trust = self._runs_at(policy, threshold), policy.trusts_above()
+        check_lookup(k, filter, MAX_K)
         now = utcnow()
         considered: list[Considered] = []
         view = self.view()
@@ -215,13 +221,14 @@ class SemanticCache:
                                        lambda ids: self.store.live_entries(ids, now))
         negatives = self.feedback.negatives(rows)
         matches: list[Match] = []
+        trusted: dict[str, float] = {}  # hit id: the trust score it was served over
         for entry_id, score in candidates:
             entry = rows.get(entry_id)
-            trace: list[Check] | None = [meant[entry_id]] if explain and (
-                entry_id in meant) else [] if explain else None
+            trace = [c for c in [meant.get(entry_id)] if c] if explain else None
             refused, reason = refusal(query, entry, score, threshold, filter,
                                       guard=self.settings.semantic.contrast_guard,
-                                      verifier=self.verifier, trace=trace)
+                                      verifier=self.verifier, trace=trace, trust=trust)
+            refused, over = (None, True) if refused == TRUSTED else (refused, False)
             if refused is None and entry_id in negatives:
                 refused, reason = negative(asked, negatives[entry_id],
                                            self.settings.semantic.negative_similarity)
@@ -233,6 +240,8 @@ class SemanticCache:
             if refused is None and entry is not None:
                 matches.append(Match(entry.id, round(score, 6), entry.query, entry.payload,
                                      entry.metadata, new_hit_id()))
+                trusted.update({matches[-1].hit_id or "": trust} if over and trust is not None
+                               else {})
             if explain:
                 considered.append(Considered(entry_id, round(score, 6),
                                              None if entry is None else entry.query,
@@ -240,7 +249,7 @@ class SemanticCache:
             elif len(matches) >= k:
                 break
         kept = within_bytes(matches, self.settings.semantic.max_lookup_bytes)
-        served = [(m.hit_id or "", m.id, m.score) for m in kept]
+        served = [(m.hit_id or "", m.id, m.score, trusted.get(m.hit_id or "")) for m in kept]
         self.store.record_lookup(namespace, [m.id for m in kept], now, also=lambda s: (
             self.feedback.record_hits(s, namespace, view.space, query, served, threshold,
                                       self.settings.semantic.feedback_ttl_s, now)))
@@ -252,10 +261,9 @@ class SemanticCache:
         which judges a rewritten candidate, or at an exact-text threshold."""
         return self.verifier.known if self.verifier and threshold < EXACT else frozenset()
 
-    def _runs_at(self, namespace: str, threshold: float | None) -> float:
+    def _runs_at(self, policy: Policy, threshold: float | None) -> float:
         """The threshold a lookup runs at: the one asked, else the namespace's policy's;
         the budget's floor, if any, raises either."""
-        policy = self.feedback.policy(namespace)
         threshold = (policy.runs_at(self.default_threshold) if threshold is None
                      else check_threshold(threshold))
         floor = policy.floor()
@@ -281,35 +289,33 @@ class SemanticCache:
         return candidates, rows
 
     def configure(self, namespace: str, *, max_false_hit_rate: float | None = None,
-                  threshold: float | None = None,
+                  threshold: float | None = None, trust_score: float | None = None,
                   tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
         """Set the namespace's policy, creating the namespace if new (counted against
         EMBEDQ_SEMANTIC_MAX_NAMESPACES, and `tenant`'s): `threshold` its base (None: the
         server's default), `max_false_hit_rate` its error budget in [0, 1) (None: no
-        budget). Another tenant's namespace raises NotFound."""
+        budget), `trust_score` (needs a budget) the score from which a candidate the
+        verifier refuses only on a model-judged slot is served. Another tenant's namespace
+        raises NotFound."""
         check_namespace(namespace)
-        base = None if threshold is None else check_threshold(threshold)
-        rate = max_false_hit_rate
-        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float)
-                                 or math.isnan(rate) or not 0.0 <= rate < 1.0):
-            raise InvalidInput(
-                f"max_false_hit_rate {rate!r} must be a share in [0, 1), e.g. 0.01 for at "
-                "most 1 wrong hit in 100; omit it (null) for no budget", "max_false_hit_rate")
+        rate, base, trust = check_policy(max_false_hit_rate, threshold, trust_score)
         with self.store.writing(namespace, tenant) as s:
             self.store.ensure_namespace(
                 s, namespace, self.settings.semantic.max_namespaces, tenant,
                 caps=TenantCaps(self.settings.tenants.max_namespaces,
                                 self.settings.tenants.max_entries))
             policy = self.feedback.configure(
-                s, namespace, base_threshold=base,
-                max_false_hit_rate=None if rate is None else float(rate), now=utcnow())
+                s, namespace, base_threshold=base, max_false_hit_rate=rate, now=utcnow(),
+                base_trust_score=trust)
         return {"namespace": namespace, **self._policy_json(policy)}
 
     def _policy_json(self, policy: Policy) -> dict[str, Any]:
         return {"threshold": policy.runs_at(self.default_threshold),
                 "base_threshold": (self.default_threshold if policy.base_threshold is None
                                    else policy.base_threshold),
-                "max_false_hit_rate": policy.max_false_hit_rate}
+                "max_false_hit_rate": policy.max_false_hit_rate,
+                "trust_score": policy.trusts_above(),
+                "base_trust_score": policy.base_trust_score}
 
     def give_feedback(self, namespace: str, hit_id: str, correct: bool,
                       tenant: str | None = None) -> dict[str, Any]:

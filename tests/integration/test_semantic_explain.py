@@ -117,7 +117,8 @@ def test_stats_count_confirmed_wrong_and_unverified_hits(model_client: Any,
     _put(model_client, ns)
     fresh = model_client.cache_stats(ns)["served"]
     assert fresh == {"window_s": model_client.semantic.settings.semantic.feedback_ttl_s,
-                     "correct": 0, "wrong": 0, "unverified": 0, "unverified_share": None}
+                     "correct": 0, "wrong": 0, "unverified": 0, "unverified_share": None,
+                     "over_trust": 0}
     hits = [model_client.cache_lookup(ns, q).matches[0].hit_id
             for q in (STORED, PARAPHRASE, STORED)]
     assert all(hits)
@@ -126,7 +127,7 @@ def test_stats_count_confirmed_wrong_and_unverified_hits(model_client: Any,
     assert model_client.cache_feedback(ns, hits[1], False)["negative"]
     stats = model_client.cache_stats(ns)
     assert stats["served"] == {"window_s": fresh["window_s"], "correct": 1, "wrong": 1,
-                               "unverified": 1, "unverified_share": 0.3333}
+                               "unverified": 1, "unverified_share": 0.3333, "over_trust": 0}
     assert stats["feedback"] == {"correct": 1, "wrong": 1}
     assert stats["hits"] == 3
     # The wrong hit's query now misses (its negative); a miss serves nothing to verify.

@@ -69,7 +69,8 @@ def test_feedback_raises_the_threshold_past_a_wrong_hit(api: ApiServer, salt: st
     configured = _ok(api, "PUT", f"{ns}/config", {"max_false_hit_rate": 0.01,
                                                   "threshold": -1.0})
     assert configured == {"namespace": ns, "threshold": -1.0, "base_threshold": -1.0,
-                          "max_false_hit_rate": 0.01}
+                          "max_false_hit_rate": 0.01, "trust_score": None,
+                          "base_trust_score": None}
     entry = _ok(api, "PUT", ns, {"query": f"{salt} ledger stored question about weekly "
                                           "reports", "payload": 1})["id"]
     # No two texts one word apart, no times or opposites, the same numbers, and more than
@@ -176,6 +177,9 @@ def test_a_verdict_is_final(api: ApiServer, salt: str) -> None:
     ("ns/config", {"max_false_hit_rate": -0.01}, 422, "must be a share in [0, 1)"),
     ("ns/config", {"max_false_hit_rate": "low"}, 422, "max_false_hit_rate"),
     ("ns/config", {"threshold": 2}, 422, "outside [-1, 1]"),
+    ("ns/config", {"trust_score": 0.9}, 422, "needs max_false_hit_rate"),
+    ("ns/config", {"max_false_hit_rate": 0.01, "trust_score": -2}, 422,
+     "trust_score -2.0 is outside [-1, 1]"),
     ("bad%20name/config", {"max_false_hit_rate": 0.01}, 422, "namespace"),
 ])
 def test_bad_feedback_and_config_are_clear_4xx(api: ApiServer, path: str, body: Any,
@@ -230,3 +234,7 @@ def test_client_and_cli_feedback(cluster: Cluster, tmp_path: Path, salt: str) ->
     assert out["threshold"] == pytest.approx(DEFAULT_THRESHOLD)
     code, _, err = cli("feedback", ns, "0" * 32, "--wrong")
     assert code == 2 and "no served hit" in err
+    code, out, _ = cli("config", ns, "--max-false-hit-rate", "0.02", "--trust-score", "0.9")
+    assert code == 0 and (out["trust_score"], out["base_trust_score"]) == (0.9, 0.9)
+    code, _, err = cli("config", ns, "--trust-score", "0.9")
+    assert code == 2 and "needs max_false_hit_rate" in err

@@ -84,7 +84,8 @@ def test_stats_and_metrics_count_hits_by_feedback_and_explain_names_the_checks(
     _ok(api, "POST", f"{ns}/feedback", {"id": hit_ids[0], "correct": True})
     _ok(api, "POST", f"{ns}/feedback", {"id": hit_ids[1], "correct": True})
     _ok(api, "POST", f"{ns}/feedback", {"id": hit_ids[2], "correct": False})
-    expected = {"correct": 2, "wrong": 1, "unverified": 1, "unverified_share": 0.25}
+    expected = {"correct": 2, "wrong": 1, "unverified": 1, "unverified_share": 0.25,
+                "over_trust": 0}
     stats = _ok(api, "GET", f"{ns}/stats")
     assert {k: stats["served"][k] for k in expected} == expected
     assert stats["feedback"] == {"correct": 2, "wrong": 1}

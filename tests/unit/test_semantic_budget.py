@@ -108,3 +108,17 @@ def test_policy_thresholds() -> None:
     assert Policy(base_threshold=0.8).runs_at(0.7) == 0.8
     budgeted = Policy(base_threshold=None, max_false_hit_rate=0.01, threshold=0.8363)
     assert budgeted.runs_at(0.7) == 0.8363 and budgeted.floor() == 0.8363
+
+
+def test_policy_trust_score_needs_a_budget_and_never_goes_below_its_base() -> None:
+    assert Policy().trusts_above() is None
+    # A base trust score without a budget (a row written before the budget was unset)
+    # serves nothing over the verifier: the budget is what would raise it.
+    assert Policy(base_trust_score=0.9).trusts_above() is None
+    assert Policy(max_false_hit_rate=0.02).trusts_above() is None
+    assert Policy(max_false_hit_rate=0.02, base_trust_score=0.9).trusts_above() == 0.9
+    raised = Policy(max_false_hit_rate=0.02, base_trust_score=0.9, trust_score=0.9282)
+    assert raised.trusts_above() == 0.9282
+    # Configured above what feedback derived from an older base: the new base holds.
+    assert Policy(max_false_hit_rate=0.02, base_trust_score=0.95,
+                  trust_score=0.9282).trusts_above() == 0.95

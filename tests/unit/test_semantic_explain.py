@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pytest
 
 from embedq.encoders.hashing import HashingEncoder
-from embedq.semantic.lookup import refusal
+from embedq.semantic.lookup import TRUSTED, refusal
 from embedq.semantic.store import Entry, utcnow
 from embedq.semantic.verify import Check, Verifier
 
@@ -145,3 +145,25 @@ def test_tracing_changes_no_decision_on_the_domains_corpus() -> None:
             names = [c.name for c in trace]
             assert names == SLOTS[:len(names)], row
             assert len(names) == len(SLOTS) or plain is not None, row
+
+
+def test_a_trust_score_serves_over_a_model_judged_slot_only_and_says_so() -> None:
+    asked, stored = ("how can I attach photos of the damage to my claim",
+                     "how do I upload photos of the damage to my claim")
+    trace: list[Check] = []
+    assert refusal(asked, _entry(stored), 0.93, 0.67, None, guard=True, verifier=VERIFIER,
+                   trace=trace, trust=0.9) == (TRUSTED, "content: 'attach' vs 'upload'")
+    assert [(c.name, c.result) for c in trace[-4:]] == [
+        ("crossed", "pass"), ("content", "fail"), ("trust", "pass"), ("filter", "pass")]
+    assert "trust score 0.9000" in (trace[-2].detail or "")
+    # Below the trust score, or with none, the verifier refuses as it always does.
+    for score, trust in ((0.89, 0.9), (0.93, None)):
+        assert refusal(asked, _entry(stored), score, 0.67, None, guard=True,
+                       verifier=VERIFIER, trust=trust)[0] == "verifier"
+    # A slot the rules read (a number) is never served over it (the guard off, so the
+    # verifier judges the pair), nor is a filter the entry does not match.
+    assert refusal("how do I add 3 seats to my plan", _entry("how do I add 5 seats to my plan"),
+                   0.99, 0.67, None, guard=False, verifier=VERIFIER, trust=0.5) == (
+        "verifier", "number: '3' vs '5'")
+    assert refusal(asked, _entry(stored, {"lang": "en"}), 0.93, 0.67, {"lang": "de"},
+                   guard=True, verifier=VERIFIER, trust=0.9)[0] == "filter"

@@ -100,6 +100,10 @@ class ConfigRequest(BaseModel):
         json_schema_extra={"minimum": 0, "exclusiveMaximum": 1})
     threshold: float | None = Field(
         default=None, description="the namespace's base threshold; none = the default")
+    trust_score: float | None = Field(default=None, description=(
+        "under a budget: the score from which a candidate the verifier refuses only on a "
+        "slot the model judges (content, disjoint) is served; feedback on those hits raises "
+        "it to keep the budget; none = never served"))
 
 
 class FeedbackRequest(BaseModel):
@@ -133,7 +137,8 @@ def lookup(namespace: str, body: LookupRequest, cache: Cache, caller: CacheReade
 def configure(namespace: str, body: ConfigRequest, cache: Cache, caller: CacheWriter
               ) -> dict[str, Any]:
     return cache.configure(namespace, max_false_hit_rate=body.max_false_hit_rate,
-                           threshold=body.threshold, tenant=caller.tenant)
+                           threshold=body.threshold, trust_score=body.trust_score,
+                           tenant=caller.tenant)
 
 
 @router.post("/{namespace}/feedback", summary="Say whether a served hit was right")

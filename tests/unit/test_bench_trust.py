@@ -1,0 +1,45 @@
+"""bench/trust.py's decisions on scored pairs built by hand: what is served over a trust
+score, and the feedback loop deriving the score again after each verdict by the budget's
+rule (the same function the cache applies)."""
+
+from __future__ import annotations
+
+from embedq.bench.threshold import Pair, Scored
+from embedq.bench.trust import feedback_loop, served
+from embedq.semantic.budget import just_above
+from embedq.semantic.verify import Conflict
+
+CONTENT = Conflict("content", "attach", "upload")
+NUMBER = Conflict("number", "3", "5")
+
+
+def _scored(score: float, label: str = "paraphrase", conflict: Conflict | None = CONTENT,
+            contrasting: bool = False) -> Scored:
+    kind = "paraphrase" if label == "paraphrase" else "antonym"
+    return Scored(Pair(f"stored {score}", f"asked {score}", label, kind, "d"), score,
+                  contrasting, conflict)
+
+
+def test_only_a_model_judged_conflict_at_or_above_the_trust_score_is_served_over() -> None:
+    assert served(_scored(0.93, conflict=None), 0.67, None) == (True, False)
+    assert served(_scored(0.93), 0.67, None) == (False, False)
+    assert served(_scored(0.93), 0.67, 0.9) == (True, True)
+    assert served(_scored(0.9), 0.67, 0.9) == (True, True)
+    assert served(_scored(0.89), 0.67, 0.9) == (False, False)
+    assert served(_scored(0.99, conflict=NUMBER), 0.67, 0.5) == (False, False)
+    assert served(_scored(0.99, contrasting=True), 0.67, 0.5) == (False, False)
+    # Never below the threshold, whatever the trust score.
+    assert served(_scored(0.6), 0.67, 0.5) == (False, False)
+
+
+def test_a_wrong_hit_over_the_trust_score_raises_it_past_that_hit() -> None:
+    pairs = [_scored(0.91), _scored(0.92), _scored(0.95, "near_miss"), _scored(0.97),
+             _scored(0.94), _scored(0.8, conflict=None)]
+    runs = {feedback_loop(pairs, 0.67, 0.9, 0.05, seed)["trust"] for seed in range(6)}
+    # Wherever the wrong hit comes in the order, one wrong in a handful of verdicts
+    # bounds far past any budget: the score ends just above it.
+    assert runs == {just_above(0.95)}
+    clean = feedback_loop([p for p in pairs if p.pair.label == "paraphrase"], 0.67, 0.9,
+                          0.05, 1)
+    assert (clean["trust"], clean["found"], clean["served"], clean["over_trust"]) == (
+        0.9, 5, 0, 4)
