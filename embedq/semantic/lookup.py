@@ -210,7 +210,12 @@ def _judged(query: str, stored: str, score: float, threshold: float, guard: bool
         return None
     if trace is not None:
         trace.append(Check(conflict.check or conflict.slot, "fail", str(conflict)))
-    if trust is None or conflict.slot not in MODEL_SLOTS or score < trust:
+    if trust is None or conflict.slot not in MODEL_SLOTS:
+        return "verifier", str(conflict)
+    if score < trust:
+        if trace is not None:
+            trace.append(Check("trust", "fail", f"score {score:.4f} < the namespace's trust "
+                                                f"score {trust:.4f}"))
         return "verifier", str(conflict)
     if trace is not None:
         trace.append(Check("trust", "pass", (

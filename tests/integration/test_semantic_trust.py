@@ -56,7 +56,7 @@ def test_a_trust_score_serves_what_the_verifier_refuses_until_feedback_raises_it
     assert judged["threshold"] == judged["base_threshold"]
     again = model_client.cache_lookup(ns, ROLL_BACK[1], explain=True)
     assert not again.hit and again.considered[0].refused == "verifier"
-    assert ("trust", "pass") not in _checks(again)
+    assert _checks(again)[-2:] == [("content", "fail"), ("trust", "fail")]
     stats = model_client.cache_stats(ns)
     assert stats["trust_score"] == pytest.approx(just_above(score))
     assert stats["feedback"] == {"correct": 0, "wrong": 1}

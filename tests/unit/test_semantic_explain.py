@@ -156,10 +156,13 @@ def test_a_trust_score_serves_over_a_model_judged_slot_only_and_says_so() -> Non
     assert [(c.name, c.result) for c in trace[-4:]] == [
         ("crossed", "pass"), ("content", "fail"), ("trust", "pass"), ("filter", "pass")]
     assert "trust score 0.9000" in (trace[-2].detail or "")
-    # Below the trust score, or with none, the verifier refuses as it always does.
-    for score, trust in ((0.89, 0.9), (0.93, None)):
+    # Below the trust score, or with none, the verifier refuses as it always does; below
+    # it, explain says the trust score failed too.
+    for score, trust, last in ((0.89, 0.9, "trust"), (0.93, None, "content")):
+        trace = []
         assert refusal(asked, _entry(stored), score, 0.67, None, guard=True,
-                       verifier=VERIFIER, trust=trust)[0] == "verifier"
+                       verifier=VERIFIER, trust=trust, trace=trace)[0] == "verifier"
+        assert (trace[-1].name, trace[-1].result) == (last, "fail")
     # A slot the rules read (a number) is never served over it (the guard off, so the
     # verifier judges the pair), nor is a filter the entry does not match.
     assert refusal("how do I add 3 seats to my plan", _entry("how do I add 5 seats to my plan"),
