@@ -194,13 +194,9 @@ class FeedbackStore:
         many were served over the trust score (a model-judged conflict: `over_trust`)."""
         counts = served_hits(self.db, now, namespace)
         total = sum(counts.values())
-        with self.db.session() as s:
-            over = s.scalar(select(func.count()).where(
-                SemanticHit.namespace == namespace, SemanticHit.expires_at > now,
-                SemanticHit.trust_score.is_not(None)))
         return {"window_s": window_s, **counts, "unverified_share": (
             round(counts["unverified"] / total, 4) if total else None),
-            "over_trust": int(over or 0)}
+            "over_trust": over_trust(self.db, now, namespace)}
 
     def record_hits(self, s: Session, namespace: str, space: str, query: str,
                     matches: Sequence[tuple[str, int, float, float | None]], threshold: float,
@@ -311,6 +307,17 @@ def served_hits(db: Database, now: datetime, namespace: str | None = None) -> di
     got = {correct: int(n) for correct, n in rows}
     return {"correct": got.get(True, 0), "wrong": got.get(False, 0),
             "unverified": got.get(None, 0)}
+
+
+def over_trust(db: Database, now: datetime, namespace: str | None = None) -> int:
+    """Served hits whose feedback window is still open that were served over a trust
+    score (a model-judged conflict), the namespace's or every namespace's for None."""
+    query = select(func.count()).where(SemanticHit.expires_at > now,
+                                       SemanticHit.trust_score.is_not(None))
+    if namespace is not None:
+        query = query.where(SemanticHit.namespace == namespace)
+    with db.session() as s:
+        return int(s.scalar(query) or 0)
 
 
 def _well_formed(hit_id: str) -> bool:

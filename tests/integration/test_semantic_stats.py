@@ -99,3 +99,38 @@ def test_stats_and_metrics_count_hits_by_feedback_and_explain_names_the_checks(
     assert code == 0 and [c["name"] for c in out["considered"][0]["checks"]] == names
     code, out = _cli(cluster, tmp_path, "stats", ns)
     assert (out["served"]["unverified"], out["served"]["unverified_share"]) == (2, 0.4)
+
+
+def _over_trust_gauge(api: ApiServer) -> float:
+    text = httpx.get(api.url + "/metrics", timeout=30).text
+    [value] = [line.rsplit(" ", 1)[1] for line in text.splitlines()
+               if line.startswith("embedq_semantic_served_over_trust ")]
+    return float(value)
+
+
+def test_hits_served_over_a_trust_score_are_counted_in_stats_and_metrics(
+        api: ApiServer, salt: str) -> None:
+    # The hashing encoder's words are unrelated to one another, so the verifier's content
+    # slot refuses the replaced verb (the score in the band the model checks run in);
+    # a namespace that trusts the pair's score serves it.
+    ns = f"over-trust-{salt}"
+    _ok(api, "PUT", ns, {"query": f"{salt} how do I upload photos of the damage to my claim",
+                         "payload": 1})
+    asked = {"query": f"{salt} how can I attach photos of the damage to my claim",
+             "explain": True}
+    score = _ok(api, "POST", f"{ns}/lookup", asked | {"threshold": -1.0})["considered"][0][
+        "score"]
+    _ok(api, "PUT", f"{ns}/config", {"max_false_hit_rate": 0.5,
+                                     "threshold": max(-1.0, score - 0.2),
+                                     "trust_score": max(-1.0, score - 0.1)})
+    before = _over_trust_gauge(api)
+    got = _ok(api, "POST", f"{ns}/lookup", asked)
+    assert got["hit"], got
+    checks = [(c["name"], c["result"]) for c in got["considered"][0]["checks"]]
+    assert ("content", "fail") in checks and ("trust", "pass") in checks
+    assert _ok(api, "GET", f"{ns}/stats")["served"]["over_trust"] == 1
+    assert _over_trust_gauge(api) - before == 1
+    # A hit that passed every check is not one of them.
+    assert _ok(api, "POST", f"{ns}/lookup", {
+        "query": f"{salt} how do I upload photos of the damage to my claim"})["hit"]
+    assert _ok(api, "GET", f"{ns}/stats")["served"]["over_trust"] == 1
