@@ -12,12 +12,14 @@ is served, and wrong verdicts on those hits raise the score by the budget's rule
   per score   at the default threshold, for each score of SCORES: paraphrases found and
               near-misses served on the domains' file, the share of served hits that are
               wrong, and the other splits' found / served;
-  feedback    the namespace in operation: every pair of the domains' file looked up once,
-              in a seeded random order, each served hit judged truthfully, the trust
-              score derived again after each verdict (budget.budget_threshold, as the
-              cache does), from a base of LOOP_BASE, for each budget of BUDGETS: what it
-              found and served along the way and the score it ends at; then the other
-              splits, which the loop never saw, at that score.
+  feedback    the namespace in operation: every paraphrase of the domains' file and a
+              share of its near-misses (all, or a seeded tenth: traffic where a lookup
+              one detail away from a stored query is rarer) looked up once, in a seeded
+              random order, each served hit judged truthfully, the trust score derived
+              again after each verdict (budget.budget_threshold, as the cache does), from
+              each base of BASES, for each budget of BUDGETS: what it found and served
+              along the way and the score it ends at; then the other splits, which the
+              loop never saw, at the median end score.
 
 Nothing here is chosen from these pairs: the scores are a grid, the base and budgets
 the operator's. The near-misses are written to be hard (one detail changed), so the
@@ -35,7 +37,8 @@ from embedq.semantic.verify import DEFAULT_BAND, MODEL_SLOTS
 
 SCORES = (0.85, 0.88, 0.9, 0.92, 0.95, 0.97)
 BUDGETS = (0.01, 0.02, 0.05)
-LOOP_BASE = 0.85
+BASES = (0.85, 0.9)
+SHARES = (1.0, 0.1)  # of the near-misses looked up in the feedback loop
 SEEDS = (1, 2, 3)
 
 
@@ -58,11 +61,15 @@ def _counts(scored: list[Scored], threshold: float, trust: float | None) -> dict
 
 
 def feedback_loop(scored: list[Scored], threshold: float, base: float, budget: float,
-                  seed: int) -> dict[str, Any]:
-    """Every pair looked up once in a seeded order, each hit judged truthfully, the
-    threshold and the trust score derived again after each verdict (see the module)."""
-    order = list(scored)
-    random.Random(seed).shuffle(order)
+                  seed: int, share: float = 1.0) -> dict[str, Any]:
+    """Every paraphrase and `share` of the near-misses (drawn with `seed`) looked up once
+    in a seeded order, each hit judged truthfully, the threshold and the trust score
+    derived again after each verdict (see the module)."""
+    rng = random.Random(seed)
+    near = [s for s in scored if s.pair.label != "paraphrase"]
+    kept = {id(s) for s in rng.sample(near, round(len(near) * share))}
+    order = [s for s in scored if s.pair.label == "paraphrase" or id(s) in kept]
+    rng.shuffle(order)
     verified: list[Verdict] = []
     trusted: list[Verdict] = []
     at, trust = threshold, base
@@ -91,14 +98,19 @@ def trust_report(pairs: int, scored: list[Scored], rest: dict[str, list[Scored]]
     per_score = {str(t): {"domains": _counts(domains, threshold, t), "splits": {
         name: _counts(part, threshold, t) for name, part in rest.items()}}
         for t in (None, *SCORES)}
-    loops = {}
-    for budget in BUDGETS:
-        runs = [feedback_loop(domains, threshold, LOOP_BASE, budget, seed) for seed in SEEDS]
-        ends = sorted(r["trust"] for r in runs)
-        loops[str(budget)] = {"runs": runs, "splits": {
-            name: _counts(part, threshold, ends[len(ends) // 2]) for name, part in rest.items()}}
-    return {"threshold": threshold, "per_score": per_score, "loop_base": LOOP_BASE,
-            "seeds": list(SEEDS), "loops": loops}
+    loops = []
+    for share in SHARES:
+        for base in BASES:
+            runs = {budget: [feedback_loop(domains, threshold, base, budget, seed, share)
+                             for seed in SEEDS] for budget in BUDGETS}
+            for budget, row in runs.items():
+                ends = sorted(r["trust"] for r in row)
+                loops.append({"share": share, "base": base, "budget": budget, "runs": row,
+                              "same_as_first_budget": row == runs[BUDGETS[0]],
+                              "splits": {name: _counts(part, threshold, ends[len(ends) // 2])
+                                         for name, part in rest.items()}})
+    return {"threshold": threshold, "per_score": per_score, "seeds": list(SEEDS),
+            "loops": loops}
 
 
 def _share(row: dict[str, Any]) -> str:
@@ -120,12 +132,17 @@ def print_trust(report: dict[str, Any]) -> None:
         print(f"  {label:<5}  {d['found']:>4}/{d['paraphrases']:<4} "
               f"{100 * d['found'] / d['paraphrases']:5.1f}%  {d['served']:>4}/"
               f"{d['near_misses']:<5}  {_share(d)}   {cells}")
-    print(f"  feedback in operation: every pair of the domains' file looked up once in a "
-          f"random order (seeds {report['seeds']}), each hit judged, from a trust score of "
-          f"{report['loop_base']}: found, near-misses served, over the trust score, the "
-          "score it ends at; other splits at the median end score")
-    for budget, row in report["loops"].items():
-        runs = "; ".join(f"{r['found']} found, {r['served']} served, {r['over_trust']} "
-                         f"over, ends {r['trust']:.4f}" for r in row["runs"])
+    print(f"  feedback in operation: every paraphrase of the domains' file and all or a "
+          f"tenth of its near-misses looked up once in a random order (seeds "
+          f"{report['seeds']}), each hit judged: found, near-misses served, over the trust "
+          "score, the score it ends at; other splits at the median end score")
+    for row in report["loops"]:
+        head = (f"  near-misses x{row['share']:<4} from {row['base']:<5} budget "
+                f"{row['budget']:<5}")
+        if row["same_as_first_budget"] and row["budget"] != BUDGETS[0]:
+            print(f"{head} the same as budget {BUDGETS[0]}")
+            continue
+        runs = "; ".join(f"{r['found']}, {r['served']}, {r['over_trust']}, {r['trust']:.4f}"
+                         for r in row["runs"])
         cells = "  ".join(f"{r['found']:>3}/{r['served']}" for r in row["splits"].values())
-        print(f"  budget {budget:<5} {runs}   {cells}")
+        print(f"{head} {runs}   {cells}")

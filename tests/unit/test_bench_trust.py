@@ -43,3 +43,12 @@ def test_a_wrong_hit_over_the_trust_score_raises_it_past_that_hit() -> None:
                           0.05, 1)
     assert (clean["trust"], clean["found"], clean["served"], clean["over_trust"]) == (
         0.9, 5, 0, 4)
+
+
+def test_the_loop_looks_up_the_share_of_near_misses_it_is_given() -> None:
+    pairs = [_scored(0.91 + i / 1000) for i in range(20)] + [
+        _scored(0.95 + i / 1000, "near_miss") for i in range(10)]
+    none = feedback_loop(pairs, 0.67, 0.9, 0.05, 3, share=0.0)
+    assert (none["found"], none["served"], none["trust"]) == (20, 0, 0.9)
+    every = feedback_loop(pairs, 0.67, 0.9, 0.05, 3, share=1.0)
+    assert every["served"] >= 1 and every["trust"] > 0.95
