@@ -4,8 +4,10 @@ rule (the same function the cache applies)."""
 
 from __future__ import annotations
 
+import pytest
+
 from embedq.bench.threshold import Pair, Scored
-from embedq.bench.trust import feedback_loop, served
+from embedq.bench.trust import feedback_loop, print_trust, served, trust_report
 from embedq.semantic.budget import just_above
 from embedq.semantic.verify import Conflict
 
@@ -52,3 +54,18 @@ def test_the_loop_looks_up_the_share_of_near_misses_it_is_given() -> None:
     assert (none["found"], none["served"], none["trust"]) == (20, 0, 0.9)
     every = feedback_loop(pairs, 0.67, 0.9, 0.05, 3, share=1.0)
     assert every["served"] >= 1 and every["trust"] > 0.95
+
+
+def test_the_report_prints_each_score_and_says_where_a_budget_changed_nothing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    domains = [_scored(0.91 + i / 1000) for i in range(20)] + [
+        _scored(0.95 + i / 1000, "near_miss") for i in range(10)]
+    report = trust_report(len(domains), domains, {"held": domains[:3]}, 0.67)
+    assert report["per_score"]["0.9"]["domains"] == {
+        "found": 20, "served": 10, "paraphrases": 20, "near_misses": 10}
+    assert report["per_score"]["None"]["domains"]["found"] == 0
+    print_trust(report)
+    out = capsys.readouterr().out
+    assert "  none      0/20     0.0%     0/10        -     0/0" in out
+    assert "  0.9      20/20   100.0%    10/10     33.3%     3/0" in out
+    assert "the same as budget 0.01" in out
