@@ -41,7 +41,7 @@ from embedq.api.depth import QueueDepth
 from embedq.coordination.hot_keys import KINDS, hot_namespaces
 from embedq.coordination.store import served_revisions
 from embedq.errors import EmbedqError
-from embedq.semantic.feedback import over_trust, served_hits
+from embedq.semantic.feedback import served_hits
 from embedq.service import EmbeddingService
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ class ClusterCollector(Collector):
         yield GaugeMetricFamily(
             "embedq_semantic_served_over_trust", "of those, the hits served over a "
             "namespace's trust score (a conflict the verifier's model-judged slots found)",
-            over_trust(db, datetime.now(UTC)))
+            counts["over_trust"])
 
 
     def _hot_keys(self) -> Iterator[Metric]:

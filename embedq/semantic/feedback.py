@@ -193,10 +193,9 @@ class FeedbackStore:
         verdict (served_hits), the share of them unverified (None: none served), and how
         many were served over the trust score (a model-judged conflict: `over_trust`)."""
         counts = served_hits(self.db, now, namespace)
-        total = sum(counts.values())
+        total = counts["correct"] + counts["wrong"] + counts["unverified"]
         return {"window_s": window_s, **counts, "unverified_share": (
-            round(counts["unverified"] / total, 4) if total else None),
-            "over_trust": over_trust(self.db, now, namespace)}
+            round(counts["unverified"] / total, 4) if total else None)}
 
     def record_hits(self, s: Session, namespace: str, space: str, query: str,
                     matches: Sequence[tuple[str, int, float, float | None]], threshold: float,
@@ -297,27 +296,22 @@ class FeedbackStore:
 
 def served_hits(db: Database, now: datetime, namespace: str | None = None) -> dict[str, int]:
     """Served hits whose feedback window is still open (EMBEDQ_SEMANTIC_FEEDBACK_TTL_S):
-    `correct` and `wrong` by their verdict, `unverified` with none yet; the namespace's,
-    or every namespace's for None. A hit past its window is swept, judged or not."""
-    query = select(SemanticHit.correct, func.count()).where(SemanticHit.expires_at > now)
+    `correct` and `wrong` by their verdict, `unverified` with none yet, and of all of
+    them `over_trust`, served over a trust score (a model-judged conflict); the
+    namespace's, or every namespace's for None. A hit past its window is swept, judged
+    or not. One query."""
+    over = SemanticHit.trust_score.is_not(None)
+    query = select(SemanticHit.correct, over, func.count()).where(SemanticHit.expires_at > now)
     if namespace is not None:
         query = query.where(SemanticHit.namespace == namespace)
     with db.session() as s:
-        rows = s.execute(query.group_by(SemanticHit.correct)).all()
-    got = {correct: int(n) for correct, n in rows}
+        rows = s.execute(query.group_by(SemanticHit.correct, over)).all()
+    got: dict[bool | None, int] = {}
+    for correct, _, n in rows:
+        got[correct] = got.get(correct, 0) + int(n)
     return {"correct": got.get(True, 0), "wrong": got.get(False, 0),
-            "unverified": got.get(None, 0)}
-
-
-def over_trust(db: Database, now: datetime, namespace: str | None = None) -> int:
-    """Served hits whose feedback window is still open that were served over a trust
-    score (a model-judged conflict), the namespace's or every namespace's for None."""
-    query = select(func.count()).where(SemanticHit.expires_at > now,
-                                       SemanticHit.trust_score.is_not(None))
-    if namespace is not None:
-        query = query.where(SemanticHit.namespace == namespace)
-    with db.session() as s:
-        return int(s.scalar(query) or 0)
+            "unverified": got.get(None, 0),
+            "over_trust": sum(int(n) for _, trusted, n in rows if trusted)}
 
 
 def _well_formed(hit_id: str) -> bool:

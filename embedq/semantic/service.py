@@ -221,7 +221,7 @@ class SemanticCache:
                                        lambda ids: self.store.live_entries(ids, now))
         negatives = self.feedback.negatives(rows)
         matches: list[Match] = []
-        trusted: dict[str, float] = {}  # hit id: the trust score it was served over
+        overs: list[float | None] = []  # each match's trust score, where served over it
         for entry_id, score in candidates:
             entry = rows.get(entry_id)
             trace = [c for c in [meant.get(entry_id)] if c] if explain else None
@@ -240,8 +240,7 @@ class SemanticCache:
             if refused is None and entry is not None:
                 matches.append(Match(entry.id, round(score, 6), entry.query, entry.payload,
                                      entry.metadata, new_hit_id()))
-                trusted.update({matches[-1].hit_id or "": trust} if over and trust is not None
-                               else {})
+                overs.append(trust if over else None)
             if explain:
                 considered.append(Considered(entry_id, round(score, 6),
                                              None if entry is None else entry.query,
@@ -249,7 +248,8 @@ class SemanticCache:
             elif len(matches) >= k:
                 break
         kept = within_bytes(matches, self.settings.semantic.max_lookup_bytes)
-        served = [(m.hit_id or "", m.id, m.score, trusted.get(m.hit_id or "")) for m in kept]
+        served = [(m.hit_id or "", m.id, m.score, o)  # kept: the first of the matches
+                  for m, o in zip(kept, overs, strict=False)]
         self.store.record_lookup(namespace, [m.id for m in kept], now, also=lambda s: (
             self.feedback.record_hits(s, namespace, view.space, query, served, threshold,
                                       self.settings.semantic.feedback_ttl_s, now)))
