@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from embedq.semantic.budget import just_above
 from tests import support
 from tests.conftest import Cluster
 from tests.integration.test_api_support import ApiServer
@@ -134,3 +135,9 @@ def test_hits_served_over_a_trust_score_are_counted_in_stats_and_metrics(
     assert _ok(api, "POST", f"{ns}/lookup", {
         "query": f"{salt} how do I upload photos of the damage to my claim"})["hit"]
     assert _ok(api, "GET", f"{ns}/stats")["served"]["over_trust"] == 1
+    # On Postgres too, a wrong verdict on the trusted hit raises the trust score just past
+    # it, and not the threshold.
+    judged = _ok(api, "POST", f"{ns}/feedback", {"id": got["matches"][0]["hit_id"],
+                                                  "correct": False})
+    assert judged["trust_score"] == pytest.approx(just_above(got["matches"][0]["score"]))
+    assert judged["threshold"] == pytest.approx(max(-1.0, score - 0.2))
