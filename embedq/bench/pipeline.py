@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                          target.counters, target.started, args.rounds)
     report = {"texts": len(texts), "bulk": bulk, "floor": floor, "online": online,
               "bulk_over_floor": round(bulk["texts_per_s"] / floor["texts_per_s"], 3),
+              "job_over_floor": round(bulk["job"]["texts_per_s"] / floor["texts_per_s"], 3),
               "misses_over_hits": statistics.median(online["ratios"])}
     _print(report)
     return report
@@ -113,13 +114,16 @@ def _bulk(texts: list[str], tmp: Path, counters: Any, started: dict[str, int]
     before = (counters(), _cpu_s(worker) if worker else 0.0, _redis_cpu_s(settings),
               _named_cpu_s("postgres"))
     began = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "embedq.cli", "bulk", str(path), "--now",
-                             "--wait"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - began
-    if status != 0:
-        raise SystemExit(f"embedq bulk failed ({status}): "
-                         f"{(proc.stderr.read() if proc.stderr else b'').decode()[-2000:]}")
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen([sys.executable, "-m", "embedq.cli", "bulk", str(path),
+                                 "--now", "--wait"], stdout=out, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - began
+        if status != 0:
+            raise SystemExit(f"embedq bulk failed ({status}): "
+                             f"{(proc.stderr.read() if proc.stderr else b'').decode()[-2000:]}")
+        out.seek(0)
+        job = _job_phases(settings, out.read().decode().split()[-1], len(texts), wall)
     time.sleep(6)  # one heartbeat: the worker's last stage timings reach the counters
     after = (counters(), _cpu_s(worker) if worker else 0.0, _redis_cpu_s(settings),
              _named_cpu_s("postgres"))
@@ -134,7 +138,35 @@ def _bulk(texts: list[str], tmp: Path, counters: Any, started: dict[str, int]
             "redis": round((after[2] - before[2]) * 1000 / len(texts), 3),
             "postgres": round((after[3] - before[3]) * 1000 / len(texts), 3)},
         "stage_cpu_ms_per_text": _stages(delta, len(texts)),
+        "job": job,
     }
+
+
+def _pg_url(settings: Settings) -> str:
+    """The database URL as psycopg reads it (the bench talks to Postgres directly)."""
+    from embedq.models.engine import normalize_url
+
+    return normalize_url(settings.resolved_database_url).replace("postgresql+psycopg",
+                                                                 "postgresql")
+
+
+def _job_phases(settings: Settings, job_id: str, n: int, wall: float) -> dict[str, Any]:
+    """The job's own timeline from its row: its items stored (created to started), its run
+    (started to finished), its texts/s from created to finished, and what the command
+    spent outside the job (its start: imports, reading the file; its exit)."""
+    import psycopg
+
+    url = _pg_url(settings)
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT created_at, started_at, finished_at FROM jobs WHERE id = %s",
+                           (job_id,)).fetchone()
+    if row is None or None in row:
+        raise SystemExit(f"bench pipeline: job {job_id} has no finished timeline: {row}")
+    created, started, finished = row
+    total = (finished - created).total_seconds()
+    return {"id": job_id, "items_stored_s": round((started - created).total_seconds(), 3),
+            "run_s": round((finished - started).total_seconds(), 3),
+            "texts_per_s": round(n / total, 1), "outside_s": round(wall - total, 3)}
 
 
 def _stages(delta: dict[str, int], n: int) -> dict[str, float]:
@@ -149,14 +181,14 @@ def _floor(settings: Settings, texts: list[str]) -> dict[str, Any]:
 
     from embedq.encoders.hashing import REVISION, HashingEncoder
     from embedq.fingerprint import EncodeSpec, fingerprint
-    from embedq.models.engine import copy_rows, normalize_url
+    from embedq.models.engine import copy_rows
     from embedq.models.vectors import to_bytes
 
     spec = EncodeSpec("hashing", REVISION)
     matrix = HashingEncoder().encode(texts)
     rows = [(fingerprint(spec, t), spec.model, spec.revision, int(v.shape[0]), spec.dtype,
              to_bytes(v)) for t, v in zip(texts, matrix, strict=True)]
-    url = normalize_url(settings.resolved_database_url).replace("postgresql+psycopg", "postgresql")
+    url = _pg_url(settings)
     client = redis.Redis.from_url(str(settings.links.redis_url))
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TEMP TABLE floor_rows (LIKE embeddings INCLUDING ALL)")
@@ -204,7 +236,7 @@ def _online(url: str, headers: dict[str, str], texts: list[str], salt: str,
 
 
 def _print(r: dict[str, Any]) -> None:
-    bulk, floor, online = r["bulk"], r["floor"], r["online"]
+    bulk, floor, online, job = r["bulk"], r["floor"], r["online"], r["bulk"]["job"]
     cpu = ", ".join(f"{k} {v}" for k, v in bulk["cpu_ms_per_text"].items() if v is not None)
     staged = ", ".join(f"{k} {v}" for k, v in bulk["stage_cpu_ms_per_text"].items())
     print(
@@ -213,6 +245,9 @@ def _print(r: dict[str, Any]) -> None:
         f"({bulk['wall_s']} s); model-busy share {bulk['model_busy_share']}\n"
         f"  storage floor (COPY + one Redis pipeline, one client): "
         f"{floor['texts_per_s']:.0f} texts/s; bulk / floor = {r['bulk_over_floor']}\n"
+        f"  of which the job (created to finished): {job['texts_per_s']:.0f} texts/s, "
+        f"job / floor = {r['job_over_floor']} (items stored {job['items_stored_s']} s, run "
+        f"{job['run_s']} s); the command outside the job (start, exit): {job['outside_s']} s\n"
         f"  CPU ms a text: {cpu}\n"
         f"  of which stages (ms a text): {staged or 'none counted'}\n"
         f"  online, {online['clients']} clients x 1 text: misses "

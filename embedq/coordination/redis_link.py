@@ -75,6 +75,16 @@ class _WaitingQueue(LifoQueue[Any]):
                 "processes") from None
 
 
+NON_LOCAL_KEY = "attempted to access a non local key"
+
+
+def _not_one_redis(exc: Exception) -> BrokerUnavailable:
+    return BrokerUnavailable(
+        f"EMBEDQ_REDIS_URL names one Redis, but that server is a node of a Redis "
+        f"Cluster (it answered {exc}): write EMBEDQ_REDIS_URL as "
+        "redis+cluster://host:port[,host:port...] (docs/redis.md, Redis Cluster)")
+
+
 @contextlib.contextmanager
 def map_redis_errors() -> Iterator[None]:
     try:
@@ -92,11 +102,12 @@ def map_redis_errors() -> Iterator[None]:
     except (AskError, ClusterCrossSlotError) as exc:  # MOVED is an AskError
         # Only a client for one Redis sees these: the cluster client follows MOVED and
         # never sends keys of two slots.
-        raise BrokerUnavailable(
-            f"EMBEDQ_REDIS_URL names one Redis, but that server is a node of a Redis "
-            f"Cluster (it answered {exc}): write EMBEDQ_REDIS_URL as "
-            "redis+cluster://host:port[,host:port...] (docs/redis.md, Redis Cluster)") from exc
+        raise _not_one_redis(exc) from exc
     except RedisError as exc:
+        if NON_LOCAL_KEY in str(exc):
+            # A script sent to the node that holds its declared key formed keys of other
+            # slots: the names of one Redis, whose tag is empty (layout.kind_prefix).
+            raise _not_one_redis(exc) from exc
         raise BrokerUnavailable(f"Redis refused the command: {exc}") from exc
     except RedisClusterException as exc:  # redis-py's cluster errors are not RedisErrors
         if "cluster mode is not enabled" in str(exc).lower():

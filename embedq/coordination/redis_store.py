@@ -53,7 +53,7 @@ def lua(name: str) -> str:
 
 
 SCRIPTS = ("claim", "lease", "release_if_owner", "extend", "count_attempts",
-           "drop_unwanted", "incr_many", "wanted", "drop_stale")
+           "drop_unwanted", "incr_many", "wanted", "drop_stale", "drop")
 
 
 class RedisHotStore(SharedKeys, HotStore):
@@ -92,6 +92,14 @@ class RedisHotStore(SharedKeys, HotStore):
             return [self._run(script, *calls[0])]
         with map_redis_errors():
             return self.buckets.eval_each(self._bodies[script], calls)
+
+    def _each_bucket(self, fps: list[str], groups: dict[str, list[int]],
+                     kinds: tuple[str, ...], *args: Any) -> list[tuple[list[str], list[Any]]]:
+        """One script call per bucket (`lua/`): its stats hash as the one key, then the
+        bucket's prefix of each of `kinds`, `args` and the bucket's fingerprints packed."""
+        return [([layout.stats(t)], [*(layout.kind_prefix(k, t) for k in kinds), *args,
+                                     layout.packed([fps[i] for i in idx])])
+                for t, idx in groups.items()]
 
     def _mget(self, fps: list[str], *names: Any) -> list[list[Any]]:
         with map_redis_errors():
@@ -133,10 +141,8 @@ class RedisHotStore(SharedKeys, HotStore):
             for fp, info in batch.failures.items():
                 pipe.set(layout.failure(fp, tag(fp)), json.dumps(info),
                          ex=batch.failure_ttl_s)
-            for key_of, fps in ((layout.attempts, batch.forget_attempts),
-                                (layout.claim, batch.free_claims)):
-                for bucket, idx in self.buckets.groups(fps).items() if fps else ():
-                    pipe.execute_command("DEL", *[key_of(fps[i], bucket) for i in idx])
+            self._queue_drop(pipe, ((layout.ATTEMPTS, batch.forget_attempts),
+                                    (layout.CLAIM, batch.free_claims)))
             self._queue_done(pipe, batch.done)
             self._queue_incr(pipe, batch.counts)
             for observed in batch.observations:
@@ -150,10 +156,20 @@ class RedisHotStore(SharedKeys, HotStore):
 
     def _wanted(self, fps: list[str]) -> list[str]:
         groups = self.buckets.groups(fps)
-        found = self._run_each("wanted", [([layout.interest(fps[i], tag) for i in idx], [])
-                                          for tag, idx in groups.items()])
+        found = self._run_each("wanted", self._each_bucket(fps, groups, (layout.INTEREST,)))
         return [fps[idx[int(i) - 1]] for idx, got in zip(groups.values(), found, strict=True)
                 for i in got]
+
+    def _queue_drop(self, pipe: Any, kinds: tuple[tuple[str, list[str]], ...]) -> None:
+        """Delete each (kind, fingerprints) pair's keys: one script a bucket (EVAL, as in
+        `_queue_incr`), its fingerprints packed."""
+        by_tag: dict[str, list[str]] = {}
+        for kind, fps in kinds:
+            for tag, idx in self.buckets.groups(fps).items() if fps else ():
+                by_tag.setdefault(tag, []).extend(
+                    (layout.kind_prefix(kind, tag), layout.packed([fps[i] for i in idx])))
+        for tag, args in by_tag.items():
+            pipe.execute_command("EVAL", self._bodies["drop"], 1, layout.stats(tag), *args)
 
     def _queue_done(self, pipe: Any, fps: list[str]) -> None:
         if not fps:
@@ -187,11 +203,12 @@ class RedisHotStore(SharedKeys, HotStore):
             by_tag.setdefault(tag(fp), ([], []))[0].append(i)
         for fp, caller in pairs:
             by_tag.setdefault(tag(fp), ([], []))[1].append((fp, caller))
-        calls = [([*(layout.claim(fps[i], t) for i in idx),
-                   *(layout.interest(fp, t) for fp, _ in mine),
-                   *(layout.failure(fps[i], t) for i in idx)],
-                  [owner, ttl_ms, len(idx), interest.ttl_ms if interest else 1,
-                   *(caller for _, caller in mine)]) for t, (idx, mine) in by_tag.items()]
+        kinds = (layout.CLAIM, layout.INTEREST, layout.FAILURE)
+        calls = [([layout.stats(t)],
+                  [*(layout.kind_prefix(k, t) for k in kinds), owner, ttl_ms,
+                   interest.ttl_ms if interest else 1, layout.packed([fps[i] for i in idx]),
+                   layout.packed([fp for fp, _ in mine]), *(caller for _, caller in mine)])
+                 for t, (idx, mine) in by_tag.items()]
         flags = [bool(r) for r in self.buckets.scatter(
             [idx for idx, _ in by_tag.values()], self._run_each("claim", calls), len(fps))]
         return Claimed([fp for fp, ok in zip(fps, flags, strict=True) if ok],
@@ -202,10 +219,8 @@ class RedisHotStore(SharedKeys, HotStore):
         if not fps:
             return out
         groups = self.buckets.groups(fps)
-        replies = self._run_each("lease", [
-            ([*(layout.run_lease(fps[i], t) for i in idx), *(layout.vector(fps[i], t) for i in idx),
-              *(layout.attempts(fps[i], t) for i in idx)], [owner, ttl_ms])
-            for t, idx in groups.items()])
+        replies = self._run_each("lease", self._each_bucket(
+            fps, groups, (layout.RUN, layout.VECTOR, layout.ATTEMPTS), owner, ttl_ms))
         for fp, g in zip(fps, self.buckets.scatter(groups.values(), replies, len(fps)),
                          strict=True):
             if isinstance(g, bytes):
@@ -225,29 +240,27 @@ class RedisHotStore(SharedKeys, HotStore):
     def release(self, hold: Hold, fps: list[str], owner: str | None = None) -> None:
         if not fps:
             return
-        groups = self.buckets.groups(fps)
-        names = [[layout.held(hold, fps[i], t) for i in idx] for t, idx in groups.items()]
         if owner is not None:
-            self._run_each("release_if_owner", [(group, [owner]) for group in names])
+            self._run_each("release_if_owner", self._each_bucket(
+                fps, self.buckets.groups(fps), (str(hold),), owner))
             return
         with map_redis_errors():
             pipe = self.client.pipeline(transaction=False)
-            for group in names:
-                pipe.execute_command("DEL", *group)
+            self._queue_drop(pipe, ((str(hold), fps),))
             pipe.execute()
 
     def extend_leases(self, fps: list[str], ttl_ms: int) -> None:
         if fps:
-            self._run_each("extend", [([layout.run_lease(fps[i], t) for i in idx], [ttl_ms])
-                                      for t, idx in self.buckets.groups(fps).items()])
+            self._run_each("extend", self._each_bucket(
+                fps, self.buckets.groups(fps), (layout.RUN,), ttl_ms))
 
     # --- attempts
     def count_attempts(self, fps: list[str], ttl_s: int) -> list[int]:
         if not fps:
             return []
         groups = self.buckets.groups(fps)
-        replies = self._run_each("count_attempts", [
-            ([layout.attempts(fps[i], t) for i in idx], [ttl_s]) for t, idx in groups.items()])
+        replies = self._run_each("count_attempts", self._each_bucket(
+            fps, groups, (layout.ATTEMPTS,), ttl_s))
         return [int(n) for n in self.buckets.scatter(groups.values(), replies, len(fps))]
 
     def forget_attempts(self, fps: list[str]) -> None:

@@ -160,6 +160,10 @@ def test_bench_pipeline_measures_bulk_and_online_against_the_storage_floor(
     bulk, floor, online = report["bulk"], report["floor"], report["online"]
     assert report["texts"] == 400 and bulk["encoded"] == 400  # distinct, none cached
     assert report["bulk_over_floor"] == round(bulk["texts_per_s"] / floor["texts_per_s"], 3)
+    job = bulk["job"]  # the job's own timeline, inside the command's wall time
+    assert job["items_stored_s"] >= 0 and job["run_s"] > 0 and 0 < job["outside_s"] < 60
+    assert bulk["wall_s"] == pytest.approx(400 / job["texts_per_s"] + job["outside_s"], abs=0.05)
+    assert report["job_over_floor"] == round(job["texts_per_s"] / floor["texts_per_s"], 3)
     assert 0 < bulk["model_busy_share"] <= 1
     assert {"fencing", "encode", "writer"} <= set(bulk["stage_cpu_ms_per_text"])
     assert online["miss"]["requests_per_s"] > 0 and online["hit"]["requests_per_s"] > 0
@@ -167,6 +171,7 @@ def test_bench_pipeline_measures_bulk_and_online_against_the_storage_floor(
     assert len(online["ratios"]) == 2 and all(x > 0 for x in online["ratios"])
     assert report["misses_over_hits"] == statistics.median(online["ratios"])
     assert "bulk / floor" in done.stdout and "median of 2 rounds" in done.stdout
+    assert "job / floor" in done.stdout
 
 
 def test_a_bench_that_runs_a_job_starts_a_worker_even_when_the_api_encodes_locally(

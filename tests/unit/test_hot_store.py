@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 
@@ -222,3 +223,35 @@ def test_a_heartbeat_rewritten_after_it_was_read_stale_is_kept() -> None:
     assert "w" in set(redis_store.live_workers())
     assert redis_store.client.hget(layout.WORKERS, "w") != stale
     redis_store.close()
+
+
+@pytest.mark.parametrize("store", ["redis", "cluster"], indirect=True)
+def test_the_scripts_form_the_key_names_of_the_layout(store: HotStore) -> None:
+    """The scripts over many fingerprints take a prefix per kind and the fingerprints
+    packed, and form the names themselves: exactly `layout`'s, in each fingerprint's
+    bucket, and nothing else."""
+    assert isinstance(store, RedisHotStore)
+    fps = [hashlib.sha256(f"layout {i}".encode()).hexdigest() for i in range(40)]
+    store.claim(fps, "chunk", 60_000, Interest({fps[0]: ["caller"]}, 60_000))
+    # Only the one with interest is sent: fps[1]'s vector is not, so its lease is taken.
+    store.record_batch(BatchRecord(wanted={fps[0]: b"\x01", fps[1]: b"\x02"}, wanted_ttl_s=60))
+    leased = store.lease(fps, "worker", 60_000)
+    assert (leased.stored, leased.won) == ({fps[0]: b"\x01"}, dict.fromkeys(fps[1:], 0))
+    assert store.count_attempts(fps[1:], 60) == [1] * 39
+    expected = {layout.claim(fp, store.buckets.tag(fp)) for fp in fps}
+    expected |= {layout.run_lease(fp, store.buckets.tag(fp)) for fp in fps[1:]}
+    expected |= {layout.attempts(fp, store.buckets.tag(fp)) for fp in fps[1:]}
+    expected |= {layout.interest(fps[0], store.buckets.tag(fps[0]))}
+    expected |= {layout.vector(fps[0], store.buckets.tag(fps[0]))}
+    client = store.client
+    keys = (client.keys("embedq:*", target_nodes=client.PRIMARIES) if store.cluster
+            else client.keys("embedq:*"))
+    names = {k.decode() for k in keys if not k.endswith(b":stats")}
+    assert names == expected
+    store.release(Hold.LEASE, fps[1:20], "worker")
+    store.release(Hold.LEASE, fps[20:22], "someone else")
+    store.release(Hold.CLAIM, fps[:10])
+    store.record_batch(BatchRecord(forget_attempts=fps[1:30]))
+    assert store.holders(Hold.LEASE, fps[18:22]) == [None, None, "worker", "worker"]
+    assert store.holders(Hold.CLAIM, fps[8:12]) == [None, None, "chunk", "chunk"]
+    assert store.attempts(fps[28:32]) == [0, 0, 1, 1]

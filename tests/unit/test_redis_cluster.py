@@ -79,10 +79,16 @@ def test_a_fingerprints_keys_share_one_slot_and_buckets_spread_over_the_masters(
 
 
 def test_a_url_of_the_wrong_kind_says_which_to_write(redis_cluster: LocalRedisCluster) -> None:
-    node = RedisHotStore(f"redis://127.0.0.1:{redis_cluster.master_ports[0]}/0")
-    with pytest.raises(BrokerUnavailable, match=r"node of a Redis Cluster.*redis\+cluster://"):
-        node.claim([f"fp{i}" for i in range(40)], "me", 1000)
-    node.close()
+    # Every master: the one holding the script's declared key answers with another error
+    # (a key formed in the script is not local) than the others (MOVED).
+    for port in redis_cluster.master_ports:
+        node = RedisHotStore(f"redis://127.0.0.1:{port}/0")
+        fps = [f"fp{i}" for i in range(40)]
+        with pytest.raises(BrokerUnavailable, match=r"node of a Redis Cluster.*redis\+cluster://"):
+            node.claim(fps, "me", 1000)
+        with pytest.raises(BrokerUnavailable, match=r"node of a Redis Cluster.*redis\+cluster://"):
+            node.lease(fps, "me", 1000)
+        node.close()
     support.check_redis()
     single = support.REDIS_URL.split("//", 1)[1].split("/", 1)[0]
     with pytest.raises(BrokerUnavailable, match="without cluster mode: write redis://"):
