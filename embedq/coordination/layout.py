@@ -49,8 +49,13 @@ def kind_prefix(kind: str, tag: str = "") -> str:
 
 
 def packed(fps: list[str]) -> str:
-    """Fingerprints (hex digests) as one script argument."""
-    return ",".join(fps)
+    """Fingerprints (hex digests) as one script argument. An empty one, or one with a
+    comma, would shift every reply after it onto the wrong fingerprint: refused."""
+    joined = ",".join(fps)
+    if joined.count(",") != max(len(fps) - 1, 0) or "" in fps:
+        odd = [f for f in fps if not f or "," in f][:3]
+        raise ValueError(f"fingerprints are hex digests, not {odd}")
+    return joined
 
 
 def vector(fp: str, tag: str = "") -> str:

@@ -255,3 +255,10 @@ def test_the_scripts_form_the_key_names_of_the_layout(store: HotStore) -> None:
     assert store.holders(Hold.LEASE, fps[18:22]) == [None, None, "worker", "worker"]
     assert store.holders(Hold.CLAIM, fps[8:12]) == [None, None, "chunk", "chunk"]
     assert store.attempts(fps[28:32]) == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize("bad", ["", "a,b"])
+def test_a_fingerprint_that_would_shift_the_packed_replies_is_refused(bad: str) -> None:
+    assert layout.packed(["ab", "cd"]) == "ab,cd" and layout.packed([]) == ""
+    with pytest.raises(ValueError, match="hex digests"):
+        layout.packed(["ab", bad, "cd"])
