@@ -60,38 +60,38 @@ def packed(fps: list[str]) -> str:
 
 def vector(fp: str, tag: str = "") -> str:
     """Hot-store copy of a finished vector (float32 bytes)."""
-    return f"{PREFIX}:{tag}{VECTOR}:{fp}"
+    return kind_prefix(VECTOR, tag) + fp
 
 
 def failure(fp: str, tag: str = "") -> str:
     """Why a fingerprint failed (JSON), kept briefly so every waiter learns it."""
-    return f"{PREFIX}:{tag}{FAILURE}:{fp}"
+    return kind_prefix(FAILURE, tag) + fp
 
 
 def claim(fp: str, tag: str = "") -> str:
     """Dedup claim: held by whoever queued the computation, for at most claim_ttl_ms."""
-    return f"{PREFIX}:{tag}{CLAIM}:{fp}"
+    return kind_prefix(CLAIM, tag) + fp
 
 
 def held(hold: str, fp: str, tag: str = "") -> str:
     """A claim or a run lease (`Hold`'s value: claim, run)."""
-    return f"{PREFIX}:{tag}{hold}:{fp}"
+    return kind_prefix(hold, tag) + fp
 
 
 def run_lease(fp: str, tag: str = "") -> str:
     """Held by the worker executing a fingerprint; a duplicate delivery waits on it."""
-    return f"{PREFIX}:{tag}{RUN}:{fp}"
+    return kind_prefix(RUN, tag) + fp
 
 
 def interest(fp: str, tag: str = "") -> str:
     """Callers still waiting for a fingerprint (sorted set: caller id scored by the epoch ms
     its wait ends); work nobody waits for any more is not encoded."""
-    return f"{PREFIX}:{tag}{INTEREST}:{fp}"
+    return kind_prefix(INTEREST, tag) + fp
 
 
 def attempts(fp: str, tag: str = "") -> str:
     """How many times a worker started encoding a fingerprint (dead-letter count)."""
-    return f"{PREFIX}:{tag}{ATTEMPTS}:{fp}"
+    return kind_prefix(ATTEMPTS, tag) + fp
 
 
 def stats(tag: str = "") -> str:

@@ -240,14 +240,12 @@ class RedisHotStore(SharedKeys, HotStore):
     def release(self, hold: Hold, fps: list[str], owner: str | None = None) -> None:
         if not fps:
             return
+        groups = self.buckets.groups(fps)
         if owner is not None:
-            self._run_each("release_if_owner", self._each_bucket(
-                fps, self.buckets.groups(fps), (str(hold),), owner))
-            return
-        with map_redis_errors():
-            pipe = self.client.pipeline(transaction=False)
-            self._queue_drop(pipe, ((str(hold), fps),))
-            pipe.execute()
+            self._run_each("release_if_owner", self._each_bucket(fps, groups, (str(hold),),
+                                                                 owner))
+        else:
+            self._run_each("drop", self._each_bucket(fps, groups, (str(hold),)))
 
     def extend_leases(self, fps: list[str], ttl_ms: int) -> None:
         if fps:
