@@ -57,6 +57,7 @@ ONLINE_GRACE_S = 2.0
 BULK_SHRINK = 4
 COST_EWMA = 0.2  # weight of the newest bulk batch in the cost per padded token
 WRITE_GROUP_TEXTS = 4096  # at most this many texts in one write of several batches
+ONLINE_WRITE_BATCHES = 3  # a write's batches while online texts arrive (the old queue's)
 
 
 class Batcher:
@@ -100,10 +101,11 @@ class Batcher:
         self._written = threading.Condition(threading.Lock())
         self._stop = False
         self._last_online = float("-inf")
-        # Encoded batches wait for the writer online first: an online batch encoded while
-        # a bulk batch paused for it is written before that bulk batch.
+        # Encoded batches wait for the writer online first (an online batch encoded while
+        # a bulk batch paused for it is written before that bulk batch), as many as fill
+        # one write: a model faster than its writes hands over whole groups.
         self._writes: queue.PriorityQueue[tuple[int, int, Batch | None]] = \
-            queue.PriorityQueue(maxsize=max(2, parallel))
+            queue.PriorityQueue(maxsize=max(2, parallel, -(-WRITE_GROUP_TEXTS // max_texts)))
         self.preemptions = 0
         self.busy_s = 0.0  # the model's time in forward passes (the model-busy share)
         self._preemptible = False
@@ -150,13 +152,10 @@ class Batcher:
 
     def wait_warm(self) -> None:
         """Block until the batcher thread has run the warm-up pass; raise what it raised.
-
-        The model runs on that thread only, its first pass included. A torch model whose
-        first parallel region ran on another thread (the one that loaded it) pays for that
-        thread's idle OpenMP team on every later call from the batcher thread: on 2 cores,
-        a one-text encode measured 8.5-9.3 ms against 6.8-7.3 ms with every pass on one
-        thread (docs/history.md, "One thread runs the model; counters behind the
-        answer")."""
+        The model runs on that thread only, its first pass included: a torch model whose
+        first parallel region ran on another thread pays for that thread's idle OpenMP
+        team on every later call (on 2 cores a one-text encode took 8.5-9.3 ms against
+        6.8-7.3; docs/history.md, "One thread runs the model; counters behind the answer")."""
         self._warmed.wait()
         if self._warm_error is not None:
             raise self._warm_error
@@ -368,14 +367,17 @@ class Batcher:
     def _write_loop(self) -> None:
         """Hand the writer every batch encoded since its last write (online first, at
         most WRITE_GROUP_TEXTS texts): with a model faster than the writes, their cost is
-        paid per group, not per batch."""
+        paid per group, not per batch. While online texts arrive a write takes at most
+        ONLINE_WRITE_BATCHES batches, so an online batch never waits behind a long one."""
         stop = False
         while not stop:
             _, _, first = self._writes.get()
             if first is None:
                 return
             group, texts = [first], len(first.texts)
-            while texts < WRITE_GROUP_TEXTS:
+            recent = time.monotonic() - self._last_online < ONLINE_GRACE_S
+            most = ONLINE_WRITE_BATCHES if recent else WRITE_GROUP_TEXTS
+            while texts < WRITE_GROUP_TEXTS and len(group) < most:
                 try:
                     _, _, more = self._writes.get_nowait()
                 except queue.Empty:
@@ -389,11 +391,9 @@ class Batcher:
                 self.sink(group)
             except Exception as exc:
                 log.exception("batch sink failed")
-                for batch in group:
-                    for waiters in batch.waiters:
-                        for item in waiters:
-                            if not item.future.done():
-                                item.future.set_exception(exc)
+                for item in (i for batch in group for waiters in batch.waiters for i in waiters):
+                    if not item.future.done():
+                        item.future.set_exception(exc)
             finally:
                 with self._written:
                     self._unwritten -= len(group)

@@ -9,7 +9,7 @@ from concurrent.futures import wait
 
 from embedq.encoders.hashing import HashingEncoder
 from embedq.fingerprint import EncodeSpec
-from embedq.workers.batcher import Batcher
+from embedq.workers.batcher import ONLINE_WRITE_BATCHES, Batcher
 from embedq.workers.items import BULK, ONLINE, Batch, Item
 
 SPEC = EncodeSpec("hashing", "hashing-v2")
@@ -335,3 +335,52 @@ def test_a_suspect_is_encoded_only_after_every_earlier_batch_is_written() -> Non
     wait([i.future for i in first + suspect], timeout=5)
     assert events.index("written healthy") < events.index("encode suspect"), events
     batcher.stop()
+
+
+def _writes_behind_a_slow_first_write(first_lane: int) -> tuple[list[int], list[Item]]:
+    """Batch counts of each write when the first write is slow and 40 bulk texts (batches of
+    at most 4) are encoded meanwhile."""
+    enc = RecordingEncoder()
+    groups: list[int] = []
+    writing, gate = threading.Event(), threading.Event()
+
+    def sink(batches: list[Batch]) -> None:
+        if not groups:
+            writing.set()
+            gate.wait(10)
+        groups.append(len(batches))
+        for batch in batches:
+            finish(batch)
+
+    batcher = Batcher(enc, sink, wait_ms=0, max_texts=4)
+    first = items(["first"], lane=first_lane)
+    batcher.submit(first)
+    assert writing.wait(5)
+    rest = items([f"bulk {i}" for i in range(40)], lane=BULK)
+    batcher.submit(rest)
+    deadline = time.monotonic() + 10
+    while sum(map(len, enc.batches)) < 41 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.2)  # the last encoded batch reaches the writer's queue
+    gate.set()
+    wait([i.future for i in first + rest], timeout=10)
+    batcher.stop()
+    return groups, rest
+
+
+def test_a_writer_behind_a_fast_model_takes_every_batch_encoded_meanwhile() -> None:
+    # A free model outruns its writes: the writer's queue holds a whole write group, so
+    # the ten bulk batches encoded during the slow first write go in one or two writes
+    # (a queue of two batches made four writes of three at most).
+    groups, rest = _writes_behind_a_slow_first_write(BULK)
+    assert all(i.future.result() for i in rest)
+    assert groups[0] == 1 and sum(groups[1:]) == 10
+    assert len(groups[1:]) <= 2, groups
+
+
+def test_while_online_texts_arrive_a_bulk_write_stays_short() -> None:
+    # An online batch must not wait behind one long write of bulk rows.
+    groups, rest = _writes_behind_a_slow_first_write(ONLINE)
+    assert all(i.future.result() for i in rest)
+    assert groups[0] == 1 and sum(groups[1:]) >= 10
+    assert max(groups[1:]) <= ONLINE_WRITE_BATCHES, groups
