@@ -5,13 +5,14 @@
 (tests/integration/test_vector_store.py):
 
 - `get_many(fps)`: the stored vectors among `fps`, one query per READ_CHUNK fingerprints;
-- `put_many(rows)`: `INSERT .. ON CONFLICT DO NOTHING`, one statement per batch, returning
+- `put_many(rows)`: `INSERT .. ON CONFLICT DO NOTHING`, one round trip per batch, returning
   how many rows were new. A duplicate execution is harmless: the primary key on the
   fingerprint is the real fence against computing a text twice;
 - vectors are stored as little-endian float32 bytes (`to_bytes`), never pickled.
 
-On Postgres each call is one statement in autocommit on an engine of its own: no BEGIN
-and COMMIT round trips (one statement is atomic on its own), no ping before each checkout
+On Postgres each call runs in autocommit on an engine of its own: no BEGIN and COMMIT
+round trips (each statement is atomic on its own; a call that fails half-way may have
+stored some of its rows, which its repeat finds), no ping before each checkout
 (a statement that finds its pooled connection dropped is tried once more on a new one),
 and, unless `sync_commit`, no wait for the WAL flush (vectors are a cache the model can
 compute again; a later synchronous commit, such as a job's chunk marked done, flushes the

@@ -366,9 +366,9 @@ class Batcher:
 
     def _write_loop(self) -> None:
         """Hand the writer every batch encoded since its last write (online first, at
-        most WRITE_GROUP_TEXTS texts): with a model faster than the writes, their cost is
-        paid per group, not per batch. While online texts arrive a write takes at most
-        ONLINE_WRITE_BATCHES batches, so an online batch never waits behind a long one."""
+        most WRITE_GROUP_TEXTS texts, or ONLINE_WRITE_BATCHES batches while online texts
+        arrive: only the first online batch after a quiet spell may wait for a long
+        write): with a model faster than the writes, their cost is paid per group."""
         stop = False
         while not stop:
             _, _, first = self._writes.get()
