@@ -5,14 +5,13 @@
 (tests/integration/test_vector_store.py):
 
 - `get_many(fps)`: the stored vectors among `fps`, one query per READ_CHUNK fingerprints;
-- `put_many(rows)`: `INSERT .. ON CONFLICT DO NOTHING`, one round trip per batch, returning
+- `put_many(rows)`: `INSERT .. ON CONFLICT DO NOTHING`, one statement per batch, returning
   how many rows were new. A duplicate execution is harmless: the primary key on the
   fingerprint is the real fence against computing a text twice;
 - vectors are stored as little-endian float32 bytes (`to_bytes`), never pickled.
 
-On Postgres each call runs in autocommit on an engine of its own: no BEGIN and COMMIT
-round trips (each statement is atomic on its own; a call that fails half-way may have
-stored some of its rows, which its repeat finds), no ping before each checkout
+On Postgres each call is one statement in autocommit on an engine of its own: no BEGIN
+and COMMIT round trips (one statement is atomic on its own), no ping before each checkout
 (a statement that finds its pooled connection dropped is tried once more on a new one),
 and, unless `sync_commit`, no wait for the WAL flush (vectors are a cache the model can
 compute again; a later synchronous commit, such as a job's chunk marked done, flushes the
@@ -43,12 +42,6 @@ _STAGE_TABLE = "embedq_vectors_in"
 PG_SELECT = "SELECT fingerprint, vector FROM embeddings WHERE fingerprint = ANY(%s)"
 _PG_INSERT = ("INSERT INTO embeddings (fingerprint, model, revision, dimensions, dtype, vector) "
               "VALUES {values} ON CONFLICT (fingerprint) DO NOTHING")
-# A batch under COPY_MIN_ROWS goes in as statements of ROWS_PER_STATEMENT rows (48
-# parameters: psycopg keeps a statement's parsed form only up to 50, and one of 33 rows was
-# split again on every call, half its client CPU), sent together, and one for the rest.
-ROWS_PER_STATEMENT = 8
-_PG_INSERTS = [_PG_INSERT.format(values=",".join(["(%s,%s,%s,%s,%s,%s)"] * n))
-               for n in range(ROWS_PER_STATEMENT + 1)]
 
 
 def to_bytes(vector: npt.NDArray[np.floating]) -> bytes:
@@ -131,25 +124,16 @@ class PostgresVectors(VectorStore):
     def put_many(self, rows: list[StoredVector]) -> int:
         """A batch of COPY_MIN_ROWS rows or more goes in by binary COPY into a session
         temp table, then one INSERT .. SELECT (twice the rows a second of one multi-row
-        INSERT at 512 rows here); a smaller one by multi-row INSERTs of fixed shapes."""
+        INSERT at 512 rows here); a smaller one by one multi-row INSERT."""
         if not rows:
             return 0
         if len(rows) >= COPY_MIN_ROWS:
             return self.run(lambda conn: _copy_in(conn, rows))
-        whole = len(rows) - len(rows) % ROWS_PER_STATEMENT
-        groups = [_params(rows[i:i + ROWS_PER_STATEMENT])
-                  for i in range(0, whole, ROWS_PER_STATEMENT)]
-
-        def insert(conn: Connection) -> int:
-            new = 0
-            if groups:  # one round trip for all of them (the driver's pipeline)
-                new += conn.exec_driver_sql(_PG_INSERTS[ROWS_PER_STATEMENT], groups).rowcount
-            if whole < len(rows):
-                new += conn.exec_driver_sql(_PG_INSERTS[len(rows) - whole],
-                                            _params(rows[whole:])).rowcount
-            return new
-
-        return max(self.run(insert), 0)
+        params = tuple(v for r in rows for v in (r.fingerprint, r.model, r.revision,
+                                                  r.dimensions, r.dtype, r.vector))
+        sql = _PG_INSERT.format(values=",".join(["(%s,%s,%s,%s,%s,%s)"] * len(rows)))
+        result = self.run(lambda conn: conn.exec_driver_sql(sql, params))
+        return max(int(result.rowcount or 0), 0)
 
     def count(self) -> int:
         return int(self.run(lambda conn: conn.exec_driver_sql(
@@ -157,11 +141,6 @@ class PostgresVectors(VectorStore):
 
     def close(self) -> None:
         self.engine.dispose()
-
-
-def _params(rows: list[StoredVector]) -> tuple[object, ...]:
-    return tuple(v for r in rows for v in (r.fingerprint, r.model, r.revision, r.dimensions,
-                                           r.dtype, r.vector))
 
 
 def _copy_in(conn: Connection, rows: list[StoredVector]) -> int:
