@@ -11,6 +11,7 @@ from embedq.encoders.hashing import HashingEncoder
 from embedq.fingerprint import EncodeSpec
 from embedq.workers.batcher import ONLINE_WRITE_BATCHES, Batcher
 from embedq.workers.items import BULK, ONLINE, Batch, Item
+from tests import support
 
 SPEC = EncodeSpec("hashing", "hashing-v2")
 
@@ -358,10 +359,10 @@ def _writes_behind_a_slow_first_write(first_lane: int) -> tuple[list[int], list[
     assert writing.wait(5)
     rest = items([f"bulk {i}" for i in range(40)], lane=BULK)
     batcher.submit(rest)
-    deadline = time.monotonic() + 10
-    while sum(map(len, enc.batches)) < 41 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    time.sleep(0.2)  # the last encoded batch reaches the writer's queue
+    # The model encodes one batch at a time and queues each before it starts the next:
+    # once the last has started, at most that one can still miss the next write.
+    support.wait_until(lambda: sum(map(len, enc.batches)) == 41, 10,
+                       "the 41 texts at the model", interval_s=0.005)
     gate.set()
     wait([i.future for i in first + rest], timeout=10)
     batcher.stop()
