@@ -101,9 +101,8 @@ class Batcher:
         self._written = threading.Condition(threading.Lock())
         self._stop = False
         self._last_online = float("-inf")
-        # Encoded batches wait for the writer online first (an online batch encoded while
-        # a bulk batch paused for it is written before that bulk batch), as many as fill
-        # one write: a model faster than its writes hands over whole groups.
+        # Encoded batches wait for the writer online first (an online batch encoded while a
+        # bulk batch paused for it is written first), as many as one write takes.
         self._writes: queue.PriorityQueue[tuple[int, int, Batch | None]] = \
             queue.PriorityQueue(maxsize=max(2, parallel, -(-WRITE_GROUP_TEXTS // max_texts)))
         self.preemptions = 0
@@ -223,7 +222,7 @@ class Batcher:
         candidates = [e for e in self._heap if e[0] == lane and not e[2].alone]
         candidates.sort(key=lambda e: (abs(e[2].tokens - anchor), e[1]))
         max_tokens, max_texts = self.max_tokens, self.max_texts
-        if lane == BULK and time.monotonic() - self._last_online < ONLINE_GRACE_S:
+        if lane == BULK and self._online_recent():
             max_tokens, max_texts = self.bulk_budget()
         chosen: list[Item] = []
         texts: set[str] = set()
@@ -250,6 +249,9 @@ class Batcher:
         for item in items:
             self._lane_depth[item.lane] -= 1
         self._room.notify_all()
+
+    def _online_recent(self) -> bool:  # bulk batches and writes stay short meanwhile
+        return time.monotonic() - self._last_online < ONLINE_GRACE_S
 
     def bulk_budget(self) -> tuple[int, int]:
         """Padded tokens and texts of a bulk batch while online texts keep arriving: one
@@ -365,18 +367,16 @@ class Batcher:
             self._preemptible = True
 
     def _write_loop(self) -> None:
-        """Hand the writer every batch encoded since its last write (online first, at
-        most WRITE_GROUP_TEXTS texts, or ONLINE_WRITE_BATCHES batches while online texts
-        arrive: only the first online batch after a quiet spell may wait for a long
-        write): with a model faster than the writes, their cost is paid per group."""
+        """Hand the writer every batch encoded since its last write, online first: one
+        write a group of at most WRITE_GROUP_TEXTS texts, or ONLINE_WRITE_BATCHES batches
+        while online texts arrive (only a first online batch may wait for a long write)."""
         stop = False
         while not stop:
             _, _, first = self._writes.get()
             if first is None:
                 return
             group, texts = [first], len(first.texts)
-            recent = time.monotonic() - self._last_online < ONLINE_GRACE_S
-            most = ONLINE_WRITE_BATCHES if recent else WRITE_GROUP_TEXTS
+            most = ONLINE_WRITE_BATCHES if self._online_recent() else WRITE_GROUP_TEXTS
             while texts < WRITE_GROUP_TEXTS and len(group) < most:
                 try:
                     _, _, more = self._writes.get_nowait()
