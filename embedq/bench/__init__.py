@@ -86,16 +86,23 @@ def add_parser(sub: Any, handler: Any) -> None:
                    help="texts of the bulk job run through the embedded pipeline (0: skip it)")
     g.add_argument("--report", default="docs/gpu-report.md",
                    help="the report written (only after a run on a CUDA device)")
-    p = add("pipeline", "the pipeline with a free model against its storage floor",
-            n=5000, file=True)
-    p.add_argument("--rounds", type=at_least(1), default=3,
-                   help="online rounds (misses on new texts, then hits); the ratio reported "
-                        "is their median")
+    _add_pipeline(add("pipeline", "the pipeline with a free model against its storage "
+                                  "floor", n=5000, file=True))
     _add_scale(add("scale", "throughput as workers and API replicas are added "
                             "(I/O-bound upstream)", file=True))
     _add_balance(add("balance", "semantic-cache namespaces routed to 3 API replicas by "
                                 "HAProxy (as shipped, bounded loads only, plain hashing, "
                                 "round robin)"))
+
+
+def _add_pipeline(p: Any) -> None:
+    p.add_argument("--rounds", type=at_least(1), default=3,
+                   help="online rounds (misses on new texts, then hits); the ratio reported "
+                        "is their median")
+    p.add_argument("--embedded", action="store_true",
+                   help="only a bulk job through the embedded pipeline (SQLite, the "
+                        "in-process broker and store, a worker thread: what `make "
+                        "gpu-check` runs on a GPU); no servers needed")
 
 
 def _threshold_options(t: Any) -> None:

@@ -1,7 +1,8 @@
 """`embedq bench pipeline`: the pipeline around the model, measured with a model that
 costs nothing (the hashing encoder), against what its own storage absorbs.
 
-On the EMBEDQ_* cluster (Redis + Postgres), in one run:
+On the EMBEDQ_* cluster (Redis + Postgres), in one run (`--embedded`: only a bulk job
+through the embedded pipeline, no servers, as `make gpu-check` runs it on a GPU):
   1. bulk: N distinct texts (the held-out corpus split, salted so nothing is cached)
      through `embedq bulk FILE --now --wait` and one `embedq worker`; texts/s from start
      to the job's end;
@@ -52,6 +53,8 @@ FLOOR_TTL_S = 300
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_STAGE_TIMING": "true"})
     settings = Settings.from_env()
+    if args.embedded:
+        return _embedded(settings, args.n)
     if is_cluster(settings.links.redis_url):
         raise ConfigError(
             "bench pipeline weighs the pipeline against one Redis's floor and CPU: point "
@@ -73,6 +76,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               "job_over_floor": round(bulk["job"]["texts_per_s"] / floor["texts_per_s"], 3),
               "misses_over_hits": statistics.median(online["ratios"])}
     _print(report)
+    return report
+
+
+def _embedded(settings: Settings, n: int) -> dict[str, Any]:
+    """A bulk job of `n` texts through the embedded pipeline (no servers), as `make
+    gpu-check` runs it on a GPU, with the free model: the pipeline's own rate."""
+    from embedq.bench.gpu_pipeline import pipeline_job
+
+    report = pipeline_job(settings, n, batch=settings.worker.batch_max_texts or 64)
+    print(f"bench pipeline --embedded: hashing encoder (costs nothing), {n} distinct texts, "
+          f"one job (SQLite, in-process broker and store, a worker thread)\n"
+          f"  job: {report['job_texts_per_s']:.0f} texts/s ({report['job_wall_s']} s), "
+          f"model-busy share {report['model_busy_share']}; the free model alone "
+          f"{report['bare_texts_per_s']:.0f} texts/s in batches of {report['batch']}")
     return report
 
 

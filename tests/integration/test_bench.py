@@ -174,6 +174,25 @@ def test_bench_pipeline_measures_bulk_and_online_against_the_storage_floor(
     assert "job / floor" in done.stdout
 
 
+def test_bench_pipeline_embedded_runs_a_job_with_no_servers(tmp_path: Path) -> None:
+    """`--embedded`: one bulk job through the embedded pipeline (what `make gpu-check`
+    runs on a GPU), every text encoded, with its rate and model-busy share; the EMBEDQ_*
+    servers in the environment are not used."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+    env.update({"HOME": str(tmp_path), "EMBEDQ_REDIS_URL": "redis://127.0.0.1:1/0",
+                "EMBEDQ_BROKER_URL": "redis://127.0.0.1:1/0",
+                "EMBEDQ_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"})
+    done = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "pipeline", "--embedded", "--n", "300",
+         "--json"], env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["texts"] == 300 and report["job_texts_per_s"] > 0
+    assert report["job_texts_per_s"] == pytest.approx(300 / report["job_wall_s"], rel=0.05)
+    assert 0 < report["model_busy_share"] <= 1 and report["batch"] == 64
+    assert "bench pipeline --embedded" in done.stdout and "model-busy share" in done.stdout
+
+
 def test_a_bench_that_runs_a_job_starts_a_worker_even_when_the_api_encodes_locally(
     redis_url: str, pg_url: str, tmp_path: Path
 ) -> None:
