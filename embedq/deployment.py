@@ -25,6 +25,7 @@ from embedq.config import Settings
 from embedq.coordination import HotStore, make_hot_store
 from embedq.coordination.executor import Executor
 from embedq.encoders.catalog import Catalog
+from embedq.heap import settle
 from embedq.jobs.service import JobService
 from embedq.jobs.store import JobStore, utcnow
 from embedq.models import Database
@@ -42,8 +43,13 @@ from embedq.workers.runtime import WorkerRuntime
 
 class Deployment:
     def __init__(self, settings: Settings, *, hot: HotStore | None = None,
-                 db: Database | None = None) -> None:
+                 db: Database | None = None, own_process: bool = False) -> None:
+        """`own_process`: this deployment is what its process is for (a CLI command), so
+        once an embedded worker started, the collector is settled (`embedq.heap`), as
+        `embedq worker` and `embedq serve` do; a library caller's process is left as it
+        is."""
         self.settings = settings
+        self.own_process = own_process
         self.embedded = settings.embedded
         self.hot = hot if hot is not None else make_hot_store(settings)
         self.db = db if db is not None else Database.from_settings(settings)
@@ -58,9 +64,10 @@ class Deployment:
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, *,
-                      hot: HotStore | None = None) -> Deployment:
+                      hot: HotStore | None = None, own_process: bool = False) -> Deployment:
         """The deployment `settings` describe (default: the environment); `hot`: a hot
-        store to use instead of the one they name (tests run one body on each)."""
+        store to use instead of the one they name (tests run one body on each);
+        `own_process`: see `__init__`."""
         settings = settings or Settings.from_env()
         if settings.embedded:
             _migrate_embedded(settings)
@@ -71,7 +78,7 @@ class Deployment:
                 online_queue=f"{settings.queue.online_queue}-{tag}",
                 bulk_queue=f"{settings.queue.bulk_queue}-{tag}",
             )
-        return cls(settings, hot=hot)
+        return cls(settings, hot=hot, own_process=own_process)
 
     # --- the services
     @cached_property
@@ -114,6 +121,9 @@ class Deployment:
             with self._lock:
                 if not self._workers:
                     self._workers = self._start_workers()
+                    if self.own_process:
+                        # The model and everything before it live as long as the process.
+                        settle(self.settings.worker.gc_gen0)
 
     def _start_workers(self) -> dict[str, EmbeddedWorker]:
         if not self.catalog.several:

@@ -1,4 +1,5 @@
-"""The cyclic garbage collector in a long-running process (`embedq serve`, `embedq worker`).
+"""The cyclic garbage collector in a long-running process (`embedq serve`, `embedq worker`,
+and a CLI command that runs an embedded worker: `embedq bulk`, the GPU check's job).
 
 CPython collects its youngest generation every 700 container allocations and, every 100
 of those, walks every object the process holds, with the interpreter lock held. What a

@@ -50,7 +50,7 @@ def pipeline_job(settings: Settings, n: int, batch: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="embedq-gpu-pipeline-") as tmp:
         embedded = settings.with_overrides(data_dir=Path(tmp), broker_url="memory://localhost/",
                                            redis_url=None, database_url="")
-        deployment = Deployment.from_settings(embedded)
+        deployment = Deployment.from_settings(embedded, own_process=True)
         try:
             deployment.ensure_worker()  # the model loads and warms up before the clock
             jobs = deployment.jobs()

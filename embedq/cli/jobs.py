@@ -87,7 +87,7 @@ def add_parser(sub: Any) -> None:
 def _jobs() -> Any:
     from embedq.deployment import Deployment
 
-    return Deployment.from_settings(Settings.from_env()).jobs()
+    return Deployment.from_settings(Settings.from_env(), own_process=True).jobs()
 
 
 def _parse_moment(raw: str | None) -> datetime | None:

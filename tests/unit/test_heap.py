@@ -56,3 +56,24 @@ def test_serve_settles_its_collector_once_started(collector: tuple[int, int, int
     with TestClient(create_app(settings)) as client:
         assert client.get("/health").status_code == 200
         assert gc.get_threshold()[0] == 7777 and gc.get_freeze_count() > 0
+
+
+@pytest.mark.parametrize("own_process", [True, False])
+def test_an_embedded_worker_settles_the_collector_only_in_a_process_of_its_own(
+        collector: tuple[int, int, int], tmp_path: Path, own_process: bool) -> None:
+    """A CLI command's embedded deployment (`embedq bulk`, the GPU check's job) settles
+    once its worker started; a library caller's (`Client`) leaves the process as it is."""
+    from embedq.deployment import Deployment
+
+    settings = Settings.from_env({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_GC_GEN0": "7777",
+                                  "EMBEDQ_DATA_DIR": str(tmp_path)})
+    deployment = Deployment.from_settings(settings, own_process=own_process)
+    try:
+        assert gc.get_freeze_count() == 0  # nothing before the worker starts
+        deployment.ensure_worker()
+        if own_process:
+            assert gc.get_threshold()[0] == 7777 and gc.get_freeze_count() > 0
+        else:
+            assert gc.get_threshold() == collector and gc.get_freeze_count() == 0
+    finally:
+        deployment.close()
