@@ -63,6 +63,18 @@ def test_a_fingerprint_stored_twice_keeps_its_first_row(vectors: VectorStore) ->
     assert from_bytes(got[fp])[0] == 1.0 and from_bytes(got[other])[0] == 3.0
 
 
+def test_a_lookup_finds_exactly_the_keys_asked_whatever_they_hold(vectors: VectorStore
+                                                                   ) -> None:
+    """Postgres sends a lookup's fingerprints as one comma-joined text: a key with a comma
+    in it (no fingerprint has one, but the store takes any key) must not be split into
+    keys nobody asked for."""
+    a, b = uuid.uuid4().hex[:24], uuid.uuid4().hex[:24]
+    vectors.put_many([row(a, 1.0), row(b, 2.0), row(f"{a},{b}", 3.0)])
+    assert set(vectors.get_many([f"{a},{b}"])) == {f"{a},{b}"}
+    assert set(vectors.get_many([a, f"{a},{b}", "absent"])) == {a, f"{a},{b}"}
+    assert set(vectors.get_many([a, b])) == {a, b}
+
+
 def test_empty_calls_touch_nothing(vectors: VectorStore) -> None:
     before = vectors.count()
     assert vectors.put_many([]) == 0
