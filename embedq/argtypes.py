@@ -40,3 +40,18 @@ def port(text: str) -> int:
     if not 1 <= value <= MAX_PORT:
         raise argparse.ArgumentTypeError(f"{value} is not a TCP port: give 1 to {MAX_PORT}")
     return value
+
+
+def device_pace(text: str) -> tuple[float, float]:
+    """`MS,US`: a stand-in device's forward pass, MS milliseconds a call and US
+    microseconds a text, both zero or more."""
+    parts = text.split(",")
+    try:
+        fixed_ms, per_text_us = (float(p) for p in parts) if len(parts) == 2 else (-1, -1)
+    except ValueError:
+        fixed_ms = per_text_us = -1
+    if not (0 <= fixed_ms < float("inf") and 0 <= per_text_us < float("inf")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not MS,US: give the milliseconds a forward pass takes and the "
+            "microseconds each text adds, e.g. 2,8")
+    return fixed_ms, per_text_us

@@ -24,6 +24,7 @@ from functools import cached_property
 from embedq.config import Settings
 from embedq.coordination import HotStore, make_hot_store
 from embedq.coordination.executor import Executor
+from embedq.encoders import Encoder
 from embedq.encoders.catalog import Catalog
 from embedq.heap import settle
 from embedq.jobs.service import JobService
@@ -43,13 +44,16 @@ from embedq.workers.runtime import WorkerRuntime
 
 class Deployment:
     def __init__(self, settings: Settings, *, hot: HotStore | None = None,
-                 db: Database | None = None, own_process: bool = False) -> None:
+                 db: Database | None = None, own_process: bool = False,
+                 encoder: Encoder | None = None) -> None:
         """`own_process`: this deployment is what its process is for (a CLI command), so
         once an embedded worker started, the collector is settled (`embedq.heap`), as
         `embedq worker` and `embedq serve` do; a library caller's process is left as it
-        is."""
+        is. `encoder`: the default model's embedded worker runs this one instead of
+        loading it (a bench's stand-in for a device)."""
         self.settings = settings
         self.own_process = own_process
+        self._encoder = encoder
         self.embedded = settings.embedded
         self.hot = hot if hot is not None else make_hot_store(settings)
         self.db = db if db is not None else Database.from_settings(settings)
@@ -64,10 +68,11 @@ class Deployment:
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None, *,
-                      hot: HotStore | None = None, own_process: bool = False) -> Deployment:
+                      hot: HotStore | None = None, own_process: bool = False,
+                      encoder: Encoder | None = None) -> Deployment:
         """The deployment `settings` describe (default: the environment); `hot`: a hot
         store to use instead of the one they name (tests run one body on each);
-        `own_process`: see `__init__`."""
+        `own_process`, `encoder`: see `__init__`."""
         settings = settings or Settings.from_env()
         if settings.embedded:
             _migrate_embedded(settings)
@@ -78,7 +83,7 @@ class Deployment:
                 online_queue=f"{settings.queue.online_queue}-{tag}",
                 bulk_queue=f"{settings.queue.bulk_queue}-{tag}",
             )
-        return cls(settings, hot=hot, own_process=own_process)
+        return cls(settings, hot=hot, own_process=own_process, encoder=encoder)
 
     # --- the services
     @cached_property
@@ -128,9 +133,11 @@ class Deployment:
     def _start_workers(self) -> dict[str, EmbeddedWorker]:
         if not self.catalog.several:
             return {self.catalog.default.name: EmbeddedWorker(self.app, self.settings,
-                                                              self.hot)}
+                                                              self.hot, self._encoder)}
         # Task bodies are bound per app (workers.bodies): each model's worker gets its own.
-        return {m.name: EmbeddedWorker(create_app(m.settings), m.settings, self.hot)
+        return {m.name: EmbeddedWorker(
+                    create_app(m.settings), m.settings, self.hot,
+                    self._encoder if m.name == self.catalog.default.name else None)
                 for m in self.catalog.models.values()}
 
     def _default_worker(self) -> EmbeddedWorker:

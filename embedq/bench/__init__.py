@@ -36,7 +36,7 @@ import argparse
 import json
 from typing import Any
 
-from embedq.argtypes import at_least
+from embedq.argtypes import at_least, device_pace
 
 
 def add_parser(sub: Any, handler: Any) -> None:
@@ -103,6 +103,11 @@ def _add_pipeline(p: Any) -> None:
                    help="only a bulk job through the embedded pipeline (SQLite, the "
                         "in-process broker and store, a worker thread: what `make "
                         "gpu-check` runs on a GPU); no servers needed")
+    p.add_argument("--device", type=device_pace, default=None, metavar="MS,US",
+                   help="with --embedded: the model is a stand-in for a device whose "
+                        "forward pass waits MS ms + US us a text with the interpreter lock "
+                        "released (e.g. 2,8), in batches of 512; the job is reported over "
+                        "that device's bare rate")
 
 
 def _threshold_options(t: Any) -> None:

@@ -23,15 +23,35 @@ from typing import Any
 
 from embedq.config import Settings
 from embedq.corpus import load_texts
+from embedq.encoders.base import Encoder, Matrix
+from embedq.encoders.hashing import HashingEncoder
 
 JOB_DEADLINE_S = 1800.0
 
 
-def bare_rate(settings: Settings, texts: list[str], batch: int) -> float:
-    """Texts/s of the bare model on the settings' device, length-sorted batches."""
+class PacedEncoder(HashingEncoder):
+    """A stand-in for a device, for measuring how well the pipeline feeds one: the hashing
+    vectors, and a forward pass that then waits `fixed_ms` + `per_text_us` a text with the
+    interpreter lock released, as a GPU's kernels run while Python waits (`bench pipeline
+    --embedded --device MS,US`). Not a model: nothing it returns means anything."""
+
+    def __init__(self, fixed_ms: float, per_text_us: float, name: str = "hashing") -> None:
+        super().__init__(name)
+        self.fixed_s, self.per_text_s = fixed_ms / 1000, per_text_us / 1e6
+
+    def encode(self, texts: list[str]) -> Matrix:
+        out = super().encode(texts)
+        time.sleep(self.fixed_s + self.per_text_s * len(texts))
+        return out
+
+
+def bare_rate(settings: Settings, texts: list[str], batch: int,
+              encoder: Encoder | None = None) -> float:
+    """Texts/s of the bare model on the settings' device (or of `encoder`), length-sorted
+    batches."""
     from embedq.encoders import load_encoder
 
-    encoder = load_encoder(settings)
+    encoder = encoder if encoder is not None else load_encoder(settings)
     encoder.warm_up()
     ordered = sorted(texts, key=len)
     encoder.encode(ordered[:batch])
@@ -41,8 +61,10 @@ def bare_rate(settings: Settings, texts: list[str], batch: int) -> float:
     return len(ordered) / max(time.perf_counter() - started, 1e-9)
 
 
-def pipeline_job(settings: Settings, n: int, batch: int) -> dict[str, Any]:
-    """The job through the embedded pipeline, then the bare model, on `settings`' device."""
+def pipeline_job(settings: Settings, n: int, batch: int,
+                 encoder: Encoder | None = None) -> dict[str, Any]:
+    """The job through the embedded pipeline, then the bare model, on `settings`' device;
+    `encoder`: the model both run instead of the settings' (a `PacedEncoder`)."""
     from embedq.deployment import Deployment
 
     salt = uuid.uuid4().hex[:8]
@@ -50,7 +72,7 @@ def pipeline_job(settings: Settings, n: int, batch: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="embedq-gpu-pipeline-") as tmp:
         embedded = settings.with_overrides(data_dir=Path(tmp), broker_url="memory://localhost/",
                                            redis_url=None, database_url="")
-        deployment = Deployment.from_settings(embedded, own_process=True)
+        deployment = Deployment.from_settings(embedded, own_process=True, encoder=encoder)
         try:
             deployment.ensure_worker()  # the model loads and warms up before the clock
             jobs = deployment.jobs()
@@ -62,7 +84,7 @@ def pipeline_job(settings: Settings, n: int, batch: int) -> dict[str, Any]:
             busy_s = (deployment.hot.counters().get("model_busy_us", 0) - before) / 1e6
         finally:
             deployment.close()
-    bare = bare_rate(embedded, texts, batch)
+    bare = bare_rate(embedded, texts, batch, encoder)
     job_rate = n / wall
     return {"texts": n, "device": settings.model.device or "cpu",
             "job_texts_per_s": round(job_rate, 1), "job_wall_s": round(wall, 2),

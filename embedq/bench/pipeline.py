@@ -53,8 +53,11 @@ FLOOR_TTL_S = 300
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.update({"EMBEDQ_ENCODER": "hashing", "EMBEDQ_STAGE_TIMING": "true"})
     settings = Settings.from_env()
+    if args.device is not None and not args.embedded:
+        raise ConfigError("bench pipeline --device MS,US paces the embedded pipeline's "
+                          "stand-in model: add --embedded")
     if args.embedded:
-        return _embedded(settings, args.n)
+        return _embedded(settings, args.n, args.device)
     if is_cluster(settings.links.redis_url):
         raise ConfigError(
             "bench pipeline weighs the pipeline against one Redis's floor and CPU: point "
@@ -79,17 +82,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def _embedded(settings: Settings, n: int) -> dict[str, Any]:
+def _embedded(settings: Settings, n: int, device: tuple[float, float] | None
+              ) -> dict[str, Any]:
     """A bulk job of `n` texts through the embedded pipeline (no servers), as `make
-    gpu-check` runs it on a GPU, with the free model: the pipeline's own rate."""
-    from embedq.bench.gpu_pipeline import pipeline_job
+    gpu-check` runs it on a GPU, with the free model, or with a stand-in for a device
+    (`device`: ms a forward pass, us a text) in batches of 512 and over its bare rate."""
+    from embedq.bench.gpu_pipeline import PacedEncoder, pipeline_job
+    from embedq.encoders import model_identity
 
-    report = pipeline_job(settings, n, batch=settings.worker.batch_max_texts or 64)
-    print(f"bench pipeline --embedded: hashing encoder (costs nothing), {n} distinct texts, "
-          f"one job (SQLite, in-process broker and store, a worker thread)\n"
+    if device is None:
+        report = pipeline_job(settings, n, batch=settings.worker.batch_max_texts or 64)
+        model = "hashing encoder (costs nothing)"
+    else:
+        settings = settings.with_overrides(batch_max_texts=512, batch_max_tokens=32_768)
+        name = model_identity(settings, settings.model.tiers[0])[0]  # as load_encoder's
+        report = pipeline_job(settings, n, batch=512, encoder=PacedEncoder(*device, name))
+        model = (f"a stand-in device ({device[0]:g} ms a forward pass + {device[1]:g} us a "
+                 "text, the interpreter lock released)")
+    print(f"bench pipeline --embedded: {model}, {n} distinct texts, one job (SQLite, "
+          f"in-process broker and store, a worker thread)\n"
           f"  job: {report['job_texts_per_s']:.0f} texts/s ({report['job_wall_s']} s), "
-          f"model-busy share {report['model_busy_share']}; the free model alone "
-          f"{report['bare_texts_per_s']:.0f} texts/s in batches of {report['batch']}")
+          f"model-busy share {report['model_busy_share']}; the model alone "
+          f"{report['bare_texts_per_s']:.0f} texts/s in batches of {report['batch']}"
+          + (f"; job / model = {report['job_over_bare']}" if device else ""))
     return report
 
 

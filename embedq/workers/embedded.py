@@ -16,6 +16,7 @@ from celery import Celery
 
 from embedq.config import Settings
 from embedq.coordination import HotStore
+from embedq.encoders import Encoder
 from embedq.workers.bodies import AppThreadPool, register
 from embedq.workers.runtime import WorkerRuntime
 
@@ -27,9 +28,11 @@ START_TIMEOUT_S = 30
 class EmbeddedWorker:
     """A worker thread consuming `app`'s queues in this process, on its own runtime."""
 
-    def __init__(self, app: Celery, settings: Settings, hot: HotStore) -> None:
+    def __init__(self, app: Celery, settings: Settings, hot: HotStore,
+                 encoder: Encoder | None = None) -> None:
+        """`encoder`: run this one (loaded already) instead of loading the settings'."""
         queues = [settings.queue.online_queue, settings.queue.bulk_queue]
-        self.runtime = WorkerRuntime(settings, hot=hot, queues=queues)
+        self.runtime = WorkerRuntime(settings, encoder=encoder, hot=hot, queues=queues)
         register(app, self.runtime)
         app.finalize()
         self._worker = app.WorkController(

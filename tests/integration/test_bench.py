@@ -193,6 +193,31 @@ def test_bench_pipeline_embedded_runs_a_job_with_no_servers(tmp_path: Path) -> N
     assert "bench pipeline --embedded" in done.stdout and "model-busy share" in done.stdout
 
 
+def test_bench_pipeline_embedded_paces_a_stand_in_device_and_reports_the_job_over_it(
+        tmp_path: Path) -> None:
+    """`--device MS,US`: the model is a stand-in whose forward pass waits that long (the
+    interpreter lock released), in batches of 512; the job is reported over its bare rate,
+    which the pacing bounds (a pass of 512 texts takes at least 2 + 4.096 ms)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+    env["HOME"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "pipeline", "--embedded", "--device",
+         "2,8", "--n", "1200", "--json"],
+        env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["batch"] == 512 and report["texts"] == 1200
+    assert 0 < report["bare_texts_per_s"] <= 512 / 0.006096
+    assert report["job_over_bare"] == round(report["job_texts_per_s"]
+                                            / report["bare_texts_per_s"], 3)
+    assert "stand-in device (2 ms a forward pass + 8 us a text" in done.stdout
+    assert "job / model" in done.stdout
+    refused = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "pipeline", "--device", "2,8"],
+        env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "add --embedded" in refused.stderr
+
+
 def test_a_bench_that_runs_a_job_starts_a_worker_even_when_the_api_encodes_locally(
     redis_url: str, pg_url: str, tmp_path: Path
 ) -> None:

@@ -20,6 +20,10 @@ REFUSED = [
     (["bench", "scale", "--workers", "1", "0"], "argument --workers: 0 is below 1"),
     (["bench", "semantic", "--writers", "-2"], "argument --writers: -2 is below 0"),
     (["bench", "dify", "--threads", "1.5"], "argument --threads: '1.5' is not a whole number"),
+    (["bench", "pipeline", "--device", "2"], "argument --device: '2' is not MS,US"),
+    (["bench", "pipeline", "--device", "2,-1"], "argument --device: '2,-1' is not MS,US"),
+    (["bench", "pipeline", "--device", "a,b"], "e.g. 2,8"),
+    (["bench", "pipeline", "--device", "inf,1"], "argument --device: 'inf,1' is not MS,US"),
 ]
 
 
@@ -39,6 +43,8 @@ ACCEPTED = [
     (["worker", "--concurrency", "0"], "concurrency", 0),
     (["bench", "gpu", "--pipeline-texts", "0"], "pipeline_texts", 0),
     (["bench", "scale", "--workers", "1", "8"], "workers", [1, 8]),
+    (["bench", "pipeline", "--device", "0,0"], "device", (0.0, 0.0)),
+    (["bench", "pipeline", "--device", "2,8.5"], "device", (2.0, 8.5)),
 ]
 
 
