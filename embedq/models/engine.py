@@ -156,6 +156,11 @@ def make_engine(url: str, timeouts: DbTimeouts | None = None, *, pre_ping: bool 
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
+            # A checkpoint runs in the thread whose commit passes this many WAL pages (the
+            # vector writer's, in a job): at SQLite's 1,000 an embedded job's writes spent
+            # about 15% of their time copying pages back; at 10,000 pages (about 40 MB of
+            # WAL) a page written many times between checkpoints is copied once.
+            cur.execute(f"PRAGMA wal_autocheckpoint={SQLITE_CHECKPOINT_PAGES}")
             cur.close()
 
         return engine
@@ -228,6 +233,9 @@ def _say_refusal(exc: BaseException | None) -> None:
         log.error("the database refused the connection (%s): fix EMBEDQ_DATABASE_URL, or "
                   "create what it names (a database: createdb NAME, then `embedq db "
                   "upgrade`)", found.group(1).strip())
+
+
+SQLITE_CHECKPOINT_PAGES = 10_000  # see make_engine's SQLite pragmas
 
 
 def copy_rows(raw: psycopg.Connection[Any], target: str, types: Sequence[str],

@@ -117,3 +117,21 @@ def test_a_small_batch_of_any_size_stores_every_row_and_counts_the_new(
     assert set(got) == set(first) | set(again)
     assert [from_bytes(got[fp])[0] for fp in first] == [float(i) for i in range(n)]
     assert all(from_bytes(got[fp])[0] == -1.0 for fp in again if fp not in first)
+
+
+def test_an_embedded_database_checkpoints_its_wal_every_ten_thousand_pages(
+        tmp_path: Path) -> None:
+    """SQLite's own 1,000 made the vector writer copy pages back every few writes of a
+    job: each connection of an embedded database is in WAL mode with the larger bound."""
+    from embedq.models.engine import SQLITE_CHECKPOINT_PAGES
+
+    url = f"sqlite:///{tmp_path / 'wal.db'}"
+    upgrade(url)
+    db = Database(url)
+    try:
+        with db.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() \
+                == SQLITE_CHECKPOINT_PAGES == 10_000
+    finally:
+        db.dispose()
