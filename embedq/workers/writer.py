@@ -115,7 +115,7 @@ class BatchWriter:
                 item.future.set_result(blobs[item.fp])
             else:
                 item.future.set_exception(bad[item.fp])
-        for b in batches:
+        for b in batches if log.isEnabledFor(logging.INFO) else ():  # args cost too
             log.info("batch done texts=%d items=%d tokens=%d failed=%d cost_ms=%.1f",
                      len(b.texts), sum(len(w) for w in b.waiters), b.tokens,
                      sum(1 for w in b.waiters for i in w if i.fp in bad),
