@@ -5,7 +5,8 @@
 (tests/integration/test_vector_store.py):
 
 - `get_many(fps)`: the stored vectors among `fps`, one query per READ_CHUNK fingerprints;
-- `put_many(rows)`: `INSERT .. ON CONFLICT DO NOTHING`, one statement per batch, returning
+- `put_many(rows)`: `INSERT .. ON CONFLICT DO NOTHING` for a batch in one transaction (on
+  Postgres one statement; on SQLite one prepared statement run for each row), returning
   how many rows were new. A duplicate execution is harmless: the primary key on the
   fingerprint is the real fence against computing a text twice;
 - vectors are stored as little-endian float32 bytes (`to_bytes`), never pickled.
