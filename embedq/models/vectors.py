@@ -67,6 +67,11 @@ class StoredVector:
     vector: bytes
     dtype: str = "float32"
 
+    def row(self) -> tuple[str, str, str, int, str, bytes]:
+        """Its values in the column order every INSERT and COPY of this module uses."""
+        return (self.fingerprint, self.model, self.revision, self.dimensions, self.dtype,
+                self.vector)
+
 
 class VectorStore(ABC):
     """The durable store of vectors (see the module docstring for the contract)."""
@@ -140,8 +145,7 @@ class PostgresVectors(VectorStore):
             return 0
         if len(rows) >= COPY_MIN_ROWS:
             return self.run(lambda conn: _copy_in(conn, rows))
-        params = tuple(v for r in rows for v in (r.fingerprint, r.model, r.revision,
-                                                  r.dimensions, r.dtype, r.vector))
+        params = tuple(v for r in rows for v in r.row())
         sql = _PG_INSERT.format(values=",".join(["(%s,%s,%s,%s,%s,%s)"] * len(rows)))
         result = self.run(lambda conn: conn.exec_driver_sql(sql, params))
         return max(int(result.rowcount or 0), 0)
@@ -166,8 +170,7 @@ def _copy_in(conn: Connection, rows: list[StoredVector]) -> int:
                         " ON COMMIT DELETE ROWS")
             conn.info[_STAGE_TABLE] = True
         copy_rows(raw, _STAGE_TABLE, ["text", "text", "text", "int4", "text", "bytea"],
-                  ((r.fingerprint, r.model, r.revision, r.dimensions, r.dtype, r.vector)
-                   for r in rows))
+                  (r.row() for r in rows))
         cur = raw.execute(f"INSERT INTO embeddings (fingerprint, model, revision, dimensions, "
                           f"dtype, vector) SELECT * FROM {_STAGE_TABLE} "
                           "ON CONFLICT (fingerprint) DO NOTHING")
@@ -208,8 +211,7 @@ class SQLiteVectors(VectorStore):
         an embedded bulk job's interpreter time with a fast model."""
         if not rows:
             return 0
-        params = [(r.fingerprint, r.model, r.revision, r.dimensions, r.dtype, r.vector)
-                  for r in rows]
+        params = [r.row() for r in rows]
         with map_db_errors(), self.db.engine.begin() as conn:  # one transaction, one sync
             result = conn.exec_driver_sql(_SQLITE_INSERT, params)
         return max(int(result.rowcount or 0), 0)
