@@ -39,7 +39,7 @@ from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.jobs.callbacks import check_url
 from embedq.jobs.dispatch import Clock, Dispatcher, job_window, workers_on
 from embedq.jobs.readers import Record
-from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
+from embedq.jobs.store import ItemRow, JobStore, Progress, ResultRow, utcnow
 from embedq.jobs.windows import Window, check_not_before
 from embedq.limits import check_input_chars, check_moment, check_text
 from embedq.models import DEFAULT_TENANT, ChunkStatus, Database, Job, JobStatus, Priority
@@ -140,7 +140,8 @@ class JobService:
         ))
         if on_saved is not None:
             on_saved(job_id)
-        self._load(job_id, records, _Loader(self, job_id, spec, tenant, room), start)
+        loader = _Loader(self, job_id, spec, tenant, room, checked=isinstance(records, list))
+        self._load(job_id, records, loader, start)
         return job_id
 
     def _check_delivery(self, callback_url: str | None, priority: str,
@@ -291,13 +292,14 @@ class _Loader:
     """Streams records into items and chunk rows, one transaction per page."""
 
     def __init__(self, jobs: JobService, job_id: str, spec: Any, tenant: str,
-                 room: int) -> None:
+                 room: int, *, checked: bool = False) -> None:
         self.jobs = jobs
+        self.checked = checked  # the records are checked_record's already (a list in memory)
         self.tenant = tenant
         self.room = room  # inputs the tenant's queue takes (EMBEDQ_TENANT_MAX_QUEUED_INPUTS)
         self.job_id = job_id
         self.spec = spec
-        self.items: list[dict[str, Any]] = []
+        self.items: list[ItemRow] = []
         self.chunks: list[dict[str, Any]] = []
         self.count = 0
         self.chunk_no = 0
@@ -308,7 +310,8 @@ class _Loader:
         self.limit = jobs.settings.api.max_job_inputs
 
     def add(self, record: Record | str, n: int) -> None:
-        record = checked_record(record, n, self.jobs.settings)
+        if not self.checked or not isinstance(record, Record):
+            record = checked_record(record, n, self.jobs.settings)
         if self.count >= self.limit:
             raise BadInputFile(
                 f"a job holds at most {self.limit} inputs (EMBEDQ_MAX_JOB_INPUTS): split "
@@ -324,8 +327,7 @@ class _Loader:
         texts = self.count - self.chunk_start
         if texts and (texts >= self.max_texts or self.chunk_tokens + tokens > self.max_tokens):
             self._close_chunk()
-        self.items.append({"job_id": self.job_id, "index": self.count,
-                           "external_id": record.id, "text": record.text, "fingerprint": fp})
+        self.items.append(ItemRow(self.job_id, self.count, record.id, record.text, fp))
         self.count += 1
         self.chunk_tokens += tokens
         if len(self.items) >= PAGE_ITEMS:

@@ -23,6 +23,7 @@ import pytest
 from embedq.corpus import iter_corpus
 from embedq.deployment import Deployment
 from embedq.jobs.service import JobService
+from embedq.jobs.store import ItemRow
 from embedq.models import JobStatus
 from embedq.service import EmbeddingService
 from tests import support
@@ -529,8 +530,7 @@ def test_a_job_whose_submission_died_mid_load_is_failed_and_frees_its_tenants_qu
             id=job_id, tenant=tenant, status="queued", priority="bulk", model=spec.model,
             revision=spec.revision, dimensions=spec.dimensions, normalize=spec.normalize,
             total=0, chunks=0, loaded=False, generation=0))
-        jobs.store.add(job_id, [{"job_id": job_id, "index": i, "external_id": None,
-                                 "text": f"{salt} {i}", "fingerprint": "0" * 64}
+        jobs.store.add(job_id, [ItemRow(job_id, i, None, f"{salt} {i}", "0" * 64)
                                 for i in range(inputs)], [])
         with jobs.service.db.session() as s:
             s.execute(update(Job).where(Job.id == job_id).values(

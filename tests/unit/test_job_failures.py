@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from embedq.jobs.failures import MAX_MESSAGE_CHARS, failure_summary, unserved
-from embedq.jobs.store import JobStore
+from embedq.jobs.store import ItemRow, JobStore
 from embedq.models import Job, JobStatus
 
 
@@ -18,9 +18,10 @@ def job_with(store: JobStore, errors: list[str | None]) -> str:
     store.create(Job(id="job1", status=JobStatus.RUNNING, priority="bulk", model="m",
                      revision="r", normalize=True, total=len(errors), chunks=1, loaded=True,
                      generation=1))
-    store.add("job1", [{"job_id": "job1", "index": i, "external_id": None,
-                        "text": f"text {i}", "fingerprint": f"{i:064x}", "error": e}
-                       for i, e in enumerate(errors)], [])
+    store.add("job1", [ItemRow("job1", i, None, f"text {i}", f"{i:064x}")
+                       for i in range(len(errors))], [])
+    store.record_failures("job1", 0, len(errors),
+                          {f"{i:064x}": e for i, e in enumerate(errors) if e is not None})
     return "job1"
 
 
