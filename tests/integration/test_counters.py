@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from embedq.coordination import counters
 from embedq.coordination.counters import CounterWriter
 from embedq.coordination.redis_store import RedisHotStore
 
@@ -63,3 +64,47 @@ def test_adding_does_not_wait_for_the_store(redis_url: str) -> None:
     store.gate.set()
     assert writer.flush(10)
     assert store.counters()["submitted"] - before == 20
+
+
+PACE = 0.25  # a pace long enough that no slow host can mistake it for a round trip
+
+
+def test_a_busy_process_writes_at_most_once_a_pace_and_a_reader_waits_for_none(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(counters, "PACE_S", PACE)
+    store = GatedStore(redis_url)
+    store.gate.set()
+    writer = CounterWriter(store)
+    before = store.counters()["requests"]
+    started = time.monotonic()
+    added = 0
+    while time.monotonic() - started < 4 * PACE:  # a request every 0.5 ms
+        writer.add({"requests": 1})
+        added += 1
+        time.sleep(0.0005)
+    elapsed = time.monotonic() - started
+    asked = time.monotonic()
+    assert writer.flush(10)
+    assert time.monotonic() - asked < PACE  # the reader did not wait out a pace
+    assert store.counters()["requests"] - before == added
+    assert store.writes <= elapsed / PACE + 2
+
+
+def test_an_idle_process_writes_at_once_and_the_next_add_waits_a_pace(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(counters, "PACE_S", PACE)
+    store = GatedStore(redis_url)
+    store.gate.set()
+    writer = CounterWriter(store)
+    before = store.counters()["submitted"]
+    writer.add({"submitted": 1})
+    written = time.monotonic() + PACE * 0.8
+    while store.counters()["submitted"] == before and time.monotonic() < written:
+        time.sleep(0.002)
+    assert store.counters()["submitted"] - before == 1  # no pace before the first
+    writer.add({"submitted": 1})
+    time.sleep(PACE / 4)
+    assert store.counters()["submitted"] - before == 1  # paced: not yet
+    assert writer.flush(10)
+    assert store.counters()["submitted"] - before == 2
+    assert store.writes == 2
