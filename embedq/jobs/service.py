@@ -38,8 +38,9 @@ from embedq.errors import (
 from embedq.fingerprint import EncodeSpec, fingerprint
 from embedq.jobs.callbacks import check_url
 from embedq.jobs.dispatch import Clock, Dispatcher, job_window, workers_on
+from embedq.jobs.items import ItemRow
 from embedq.jobs.readers import Record
-from embedq.jobs.store import ItemRow, JobStore, Progress, ResultRow, utcnow
+from embedq.jobs.store import JobStore, Progress, ResultRow, utcnow
 from embedq.jobs.windows import Window, check_not_before
 from embedq.limits import check_input_chars, check_moment, check_text
 from embedq.models import DEFAULT_TENANT, ChunkStatus, Database, Job, JobStatus, Priority

@@ -12,50 +12,18 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from embedq.errors import NotFound
+from embedq.jobs.items import ItemRow, write_items
 from embedq.limits import plausible_id
 from embedq.models import ChunkStatus, Database, Embedding, Job, JobChunk, JobItem, JobStatus
-from embedq.models.engine import copy_rows
 
 PAGE_ROWS = 2000
 FAILURES_PER_STATEMENT = 500  # fingerprints in one UPDATE's IN list (SQLite's bound: 999+)
-
-
-class ItemRow(NamedTuple):
-    """One stored input of a job: the values of ITEM_COLUMNS, in their order."""
-
-    job_id: str
-    position: int  # the `index` column (a tuple has an `index` method)
-    external_id: str | None
-    text: str
-    fingerprint: str
-
-
-ITEM_COLUMNS = ("job_id", "index", "external_id", "text", "fingerprint")
-_ITEM_LIST = ", ".join(f'"{c}"' for c in ITEM_COLUMNS)
-_SQLITE_ITEMS = f"INSERT INTO job_items ({_ITEM_LIST}) VALUES (?, ?, ?, ?, ?)"
-
-
-def _copy_items(session: Session, items: Sequence[ItemRow]) -> None:
-    """A page of items by binary COPY, in the session's transaction: a third of the
-    client CPU and round trips of the ORM's multi-row INSERT for the same rows."""
-    raw = session.connection().connection.driver_connection
-    assert raw is not None
-    copy_rows(raw, f"job_items ({_ITEM_LIST})", ["text", "int4", "text", "text", "text"],
-              items)
-
-
-def _insert_items(session: Session, items: Sequence[ItemRow]) -> None:
-    """A page of items by one prepared INSERT the driver runs for each row (SQLite), in
-    the session's transaction: the ORM's bulk insert of the same rows as dicts spent
-    about 13 us a row collecting and compiling them, the driver's executemany under 3
-    (an embedded job of 20,000 texts stored its items in 0.30 s, a fifth of the job)."""
-    session.connection().exec_driver_sql(_SQLITE_ITEMS, list(items))
 
 
 def even_cut(ranges: Sequence[tuple[int, int]], pieces: int) -> list[tuple[int, int]]:
@@ -154,10 +122,8 @@ class JobStore:
         the moment on the job (`progress_at`): a job whose loading stopped (its submitter
         died) is found by that moment and failed (`fail_stale_loading`)."""
         with self.db.session() as s:
-            if items and self.db.engine.dialect.name == "postgresql":
-                _copy_items(s, items)
-            elif items:
-                _insert_items(s, items)
+            if items:
+                write_items(s, items)
             if chunks:
                 s.execute(insert(JobChunk), list(chunks))
             s.execute(update(Job).where(Job.id == job_id, Job.loaded.is_(False))

@@ -22,8 +22,8 @@ import pytest
 
 from embedq.corpus import iter_corpus
 from embedq.deployment import Deployment
+from embedq.jobs.items import ItemRow
 from embedq.jobs.service import JobService
-from embedq.jobs.store import ItemRow
 from embedq.models import JobStatus
 from embedq.service import EmbeddingService
 from tests import support

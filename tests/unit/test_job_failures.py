@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from embedq.jobs.failures import MAX_MESSAGE_CHARS, failure_summary, unserved
-from embedq.jobs.store import ItemRow, JobStore
+from embedq.jobs.items import ItemRow
+from embedq.jobs.store import JobStore
 from embedq.models import Job, JobStatus
 
 

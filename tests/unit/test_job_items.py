@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from embedq.jobs.store import ItemRow, JobStore
+from embedq.jobs.items import ItemRow
+from embedq.jobs.store import JobStore
 from embedq.models import Job, JobItem, JobStatus
 
 
