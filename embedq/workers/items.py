@@ -1,4 +1,4 @@
-"""What the batcher handles: items (one text to embed, with the future its caller waits
+"""What the batcher handles: items (one text to embed, with the outcome its caller waits
 on), the room a producer reserves, and batches (distinct texts, who waits on each, and
 what encoding them gave)."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from embedq.coordination.executor import Ticket
 from embedq.encoders import Matrix
 from embedq.fingerprint import EncodeSpec
 from embedq.models.states import Lane
+from embedq.workers.outcome import Outcome
 
 ONLINE = Lane.ONLINE
 BULK = Lane.BULK
@@ -28,7 +28,7 @@ class Item:
     lane: int = ONLINE
     alone: bool = False
     tokens: int = 0
-    future: Future[bytes] = field(default_factory=Future)
+    future: Outcome[bytes] = field(default_factory=Outcome)
     seq: int = 0
     # From the call that claimed the text (None: a job's chunk, always encoded); a retry
     # keeps it (`dataclasses.replace`).

@@ -40,6 +40,7 @@ from embedq.coordination.store import Hold
 from embedq.errors import EmbeddingFailed, EmbedqError, Unavailable
 from embedq.fingerprint import EncodeSpec
 from embedq.workers.items import ONLINE, Item
+from embedq.workers.outcome import Outcome, wait_all
 from embedq.workers.runtime import Served, WorkerRuntime
 
 log = logging.getLogger("embedq.worker")
@@ -57,7 +58,7 @@ class LocalExecutor:
     def __init__(self, runtime: WorkerRuntime, fallback: Executor) -> None:
         self.runtime = runtime
         self.fallback = fallback
-        self._unwritten: set[Future[bytes]] = set()
+        self._unwritten: set[Outcome[bytes]] = set()
         self._lock = threading.Lock()
         # A process that exits (a CLI call, a script's Client) right after its answers
         # first lets the writer store what it computed.
@@ -68,7 +69,7 @@ class LocalExecutor:
         with self._lock:
             pending = list(self._unwritten)
         if pending:
-            _, left = wait_futures(pending, timeout=timeout_s)
+            left = wait_all(pending, timeout=timeout_s)
             if left:
                 log.warning("%d vectors computed here were not stored within %.0f s",
                             len(left), timeout_s)
@@ -139,14 +140,14 @@ class LocalExecutor:
         return settled
 
     def _finisher(self, items: list[Item], answers: dict[str, Future[bytes]],
-                  leased: list[str]) -> Callable[[Future[bytes]], None]:
+                  leased: list[str]) -> Callable[[Outcome[bytes]], None]:
         """The done-callback of each item's future (resolved after the writes, or on
         failure): its answer gets the final outcome unless it had the vector already,
         and once every item is through, the run leases are released."""
         answer_of = {id(i.future): answers[i.fp] for i in items}
         left = [len(items)]
 
-        def finished(final: Future[bytes]) -> None:
+        def finished(final: Outcome[bytes]) -> None:
             answer = answer_of[id(final)]
             with contextlib.suppress(InvalidStateError):  # answered before the writes
                 exc = final.exception()

@@ -25,7 +25,6 @@ import os
 import socket
 import threading
 import time
-from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +44,7 @@ from embedq.workers.batcher import Batcher
 from embedq.workers.fencing import Fencing, Ran
 from embedq.workers.interest import DropUnwanted
 from embedq.workers.items import BULK, ONLINE, Item, Room
+from embedq.workers.outcome import wait_all
 from embedq.workers.writer import BatchWriter
 
 log = logging.getLogger("embedq.worker")
@@ -317,7 +317,7 @@ class WorkerRuntime:
             for fp, text in pairs.items()
         ]
         batcher.submit(items, room)
-        wait_futures([i.future for i in items])
+        wait_all([i.future for i in items])
         unavailable = [i.future.exception() for i in items
                        if isinstance(i.future.exception(), Unavailable)]
         if unavailable:

@@ -14,7 +14,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 from embedq import stages
@@ -27,6 +26,7 @@ from embedq.errors import EmbeddingFailed, InvalidVector, Unavailable, UpstreamE
 from embedq.fingerprint import EncodeSpec
 from embedq.models.vectors import StoredVector, VectorStore, to_bytes
 from embedq.workers.items import ONLINE, Batch, Item
+from embedq.workers.outcome import Outcome
 
 log = logging.getLogger("embedq.worker")
 
@@ -180,7 +180,7 @@ class BatchWriter:
             # One bad text must not fail its batch-mates: retry each text on its own.
             log.warning("batch of %d failed (%s); retrying each text alone",
                         len(batch.texts), error)
-            retry = [dataclasses.replace(i, alone=True, future=Future()) for i in items]
+            retry = [dataclasses.replace(i, alone=True, future=Outcome()) for i in items]
             for old, new in zip(items, retry, strict=True):
                 new.future.add_done_callback(_relay(old.future))
             self.resubmit(retry)
@@ -200,8 +200,8 @@ def _answer_early(items: list[Item], rows: dict[str, StoredVector]) -> None:
             item.ticket.answer(item.fp, rows[item.fp].vector)
 
 
-def _relay(target: Future[bytes]) -> Any:
-    def relay(source: Future[bytes]) -> None:
+def _relay(target: Outcome[bytes]) -> Any:
+    def relay(source: Outcome[bytes]) -> None:
         exc = source.exception()
         if exc is not None:
             target.set_exception(exc)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import wait
 
 from embedq.encoders.hashing import HashingEncoder
 from embedq.fingerprint import EncodeSpec
 from embedq.workers.batcher import ONLINE_WRITE_BATCHES, Batcher
 from embedq.workers.items import BULK, ONLINE, Batch, Item
+from embedq.workers.outcome import wait_all
 from tests import support
 
 SPEC = EncodeSpec("hashing", "hashing-v2")
@@ -69,7 +69,7 @@ def test_duplicate_texts_are_encoded_once() -> None:
     batcher = Batcher(enc, one_by_one(finish), wait_ms=20)
     work = items(["same text", "same text", "other"])
     batcher.submit(work)
-    wait([i.future for i in work], timeout=5)
+    wait_all([i.future for i in work], timeout=5)
     assert all(i.future.result() for i in work)
     assert sorted(t for b in enc.batches for t in b) == ["other", "same text"]
     batcher.stop()
@@ -86,7 +86,7 @@ def test_online_items_jump_ahead_of_queued_bulk_items() -> None:
     batcher.submit(later_bulk)
     batcher.submit(online)
     enc.release.set()
-    wait([i.future for i in first + later_bulk + online], timeout=5)
+    wait_all([i.future for i in first + later_bulk + online], timeout=5)
     assert sorted(enc.batches[1]) == ["online 0", "online 1"]
     batcher.stop()
 
@@ -97,7 +97,7 @@ def test_batches_respect_the_token_budget_longest_first_within_a_batch() -> None
     work = items(texts)
     batcher.submit(work)
     enc.release.set()
-    wait([i.future for i in work], timeout=5)
+    wait_all([i.future for i in work], timeout=5)
     for batch in enc.batches[1:]:
         tokens = [2 + len(t.split()) for t in batch]
         assert max(tokens) * len(batch) <= 40
@@ -113,7 +113,7 @@ def test_the_oldest_text_is_in_the_next_batch_with_its_length_neighbours() -> No
     batcher.submit(short)
     batcher.submit(longer)
     enc.release.set()
-    wait([i.future for i in short + longer], timeout=5)
+    wait_all([i.future for i in short + longer], timeout=5)
     # Longest-first would serve "short one" last; it goes first, with the two texts
     # nearest its length (5 and 4 tokens).
     assert sorted(enc.batches[1]) == sorted(["short one", "w w w", "w w"])
@@ -125,7 +125,7 @@ def test_suspects_are_encoded_alone() -> None:
     work = items(["a", "b"]) + items(["suspect"], alone=True) + items(["c"])
     batcher.submit(work)
     enc.release.set()
-    wait([i.future for i in work], timeout=5)
+    wait_all([i.future for i in work], timeout=5)
     assert ["suspect"] in enc.batches
     assert all(len(b) == 1 for b in enc.batches if "suspect" in b)
     batcher.stop()
@@ -147,7 +147,7 @@ def test_encoder_errors_reach_the_sink() -> None:
     batcher = Batcher(Broken(), one_by_one(sink), wait_ms=1)
     work = items(["x"])
     batcher.submit(work)
-    wait([work[0].future], timeout=5)
+    wait_all([work[0].future], timeout=5)
     assert isinstance(seen[0], RuntimeError) and "device lost" in str(seen[0])
     batcher.stop()
 
@@ -157,7 +157,7 @@ def test_bulk_batches_shrink_to_a_quarter_before_any_cost_is_measured() -> None:
     bulk = items([f"bulk {i}" for i in range(64)], lane=BULK)
     batcher.submit(bulk)
     enc.release.set()
-    wait([i.future for i in bulk], timeout=5)
+    wait_all([i.future for i in bulk], timeout=5)
     assert len(enc.batches[1]) == 64 // 4  # online was recent, nothing measured yet
     batcher.stop()
 
@@ -188,7 +188,7 @@ def test_a_flat_cost_encoder_keeps_whole_bulk_batches_while_online_is_recent() -
     batcher.submit(items(["recent online text"], lane=ONLINE))
     bulk = items([f"bulk {i}" for i in range(64)], lane=BULK)
     batcher.submit(bulk)
-    wait([i.future for i in bulk], timeout=10)
+    wait_all([i.future for i in bulk], timeout=10)
     assert batcher.bulk_budget() == (10_000, 16)
     sizes = [len(b) for b in enc.batches if b[0].startswith("bulk")]
     assert sum(sizes) == 64 and len(sizes) <= 5  # 16 a call, not one text a call
@@ -202,7 +202,7 @@ def test_bulk_batches_follow_the_measured_cost_while_online_traffic_is_recent() 
     batcher.submit(items(["recent online text"], lane=ONLINE))
     bulk = items([f"bulk {i}" for i in range(64)], lane=BULK)  # 4 tokens each
     batcher.submit(bulk)
-    wait([i.future for i in bulk], timeout=10)
+    wait_all([i.future for i in bulk], timeout=10)
     tokens, texts = batcher.bulk_budget()
     # No layers: one step is the whole batch, 20 ms at ~1 ms a padded token.
     assert 10 <= tokens <= 20 and texts == 64
@@ -257,7 +257,7 @@ def test_online_texts_run_inside_a_bulk_batch_at_the_next_layer() -> None:
     online = items(["online a", "online b"], lane=ONLINE)
     batcher.submit(online)
     enc.release.set()
-    wait([i.future for i in bulk + online], timeout=5)
+    wait_all([i.future for i in bulk + online], timeout=5)
     # The online batch ran between the bulk batch's steps, and was written first.
     assert enc.batches == [[f"bulk {i}" for i in range(8)], ["online a", "online b"]]
     assert finished[:2] == ["online a", "online b"]
@@ -287,7 +287,7 @@ def test_reserved_room_admits_one_bulk_slice_at_a_time_until_the_lane_drains() -
     assert not admitted.wait(0.2)  # 8 queued behind the held batch: still full
     enc.release.set()  # the model drains the lane
     assert admitted.wait(5)
-    wait([i.future for i in work], timeout=5)
+    wait_all([i.future for i in work], timeout=5)
     batcher.release(second_room[0])  # type: ignore[arg-type]
     batcher.stop()
 
@@ -333,7 +333,7 @@ def test_a_suspect_is_encoded_only_after_every_earlier_batch_is_written() -> Non
         time.sleep(0.001)
     suspect = items(["suspect"], alone=True)
     batcher.submit(suspect)
-    wait([i.future for i in first + suspect], timeout=5)
+    wait_all([i.future for i in first + suspect], timeout=5)
     assert events.index("written healthy") < events.index("encode suspect"), events
     batcher.stop()
 
@@ -364,7 +364,7 @@ def _writes_behind_a_slow_first_write(first_lane: int) -> tuple[list[int], list[
     support.wait_until(lambda: sum(map(len, enc.batches)) == 41, 10,
                        "the 41 texts at the model", interval_s=0.005)
     gate.set()
-    wait([i.future for i in first + rest], timeout=10)
+    wait_all([i.future for i in first + rest], timeout=10)
     batcher.stop()
     return groups, rest
 

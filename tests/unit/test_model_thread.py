@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from concurrent.futures import wait
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from embedq.config import Settings
 from embedq.encoders.hashing import HashingEncoder
 from embedq.workers import chunk
 from embedq.workers.items import ONLINE, Item
+from embedq.workers.outcome import wait_all
 from embedq.workers.runtime import WorkerRuntime
 
 
@@ -48,8 +48,7 @@ def test_warm_up_and_batches_run_on_the_batcher_thread(tmp_path: Path) -> None:
         assert encoder.threads[0] != threading.get_ident()
         item = Item("fp-1", "one text", encoder.spec(), ONLINE)
         runtime.batcher.submit([item])
-        done, _ = wait([item.future], timeout=10)
-        assert done
+        assert not wait_all([item.future], timeout=10)
         assert encoder.threads == [encoder.threads[0]] * 2
     finally:
         runtime.close()
