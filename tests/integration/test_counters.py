@@ -69,12 +69,19 @@ def test_adding_does_not_wait_for_the_store(redis_url: str) -> None:
 PACE = 0.25  # a pace long enough that no slow host can mistake it for a round trip
 
 
-def test_a_busy_process_writes_at_most_once_a_pace_and_a_reader_waits_for_none(
-        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def paced(redis_url: str, monkeypatch: pytest.MonkeyPatch
+          ) -> tuple[GatedStore, CounterWriter]:
+    """A writer on an open store, pacing its writes PACE apart."""
     monkeypatch.setattr(counters, "PACE_S", PACE)
     store = GatedStore(redis_url)
     store.gate.set()
-    writer = CounterWriter(store)
+    return store, CounterWriter(store)
+
+
+def test_a_busy_process_writes_at_most_once_a_pace_and_a_reader_waits_for_none(
+        paced: tuple[GatedStore, CounterWriter]) -> None:
+    store, writer = paced
     before = store.counters()["requests"]
     started = time.monotonic()
     added = 0
@@ -91,11 +98,8 @@ def test_a_busy_process_writes_at_most_once_a_pace_and_a_reader_waits_for_none(
 
 
 def test_an_idle_process_writes_at_once_and_the_next_add_waits_a_pace(
-        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(counters, "PACE_S", PACE)
-    store = GatedStore(redis_url)
-    store.gate.set()
-    writer = CounterWriter(store)
+        paced: tuple[GatedStore, CounterWriter]) -> None:
+    store, writer = paced
     before = store.counters()["submitted"]
     writer.add({"submitted": 1})
     written = time.monotonic() + PACE * 0.8
