@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,10 +32,20 @@ BATCH = 64  # texts per batch (the CPU default), set explicitly so the bound is 
 BATCH_S = 0.05
 
 
+@pytest.fixture
+def services() -> Iterator[list[EmbeddingService]]:
+    """The services a run opens, closed after it: each holds pooled database connections,
+    and the twenty runs of `make faults K=10`, run on their own, used up Postgres's 100."""
+    opened: list[EmbeddingService] = []
+    yield opened
+    for service in opened:
+        service.close()
+
+
 @pytest.mark.parametrize("target", ["process", "group"])
 def test_killed_worker_loses_nothing_and_answers_within_the_bound(
     target: str, rep: int, record: Recorder, redis_url: str, pg_url: str, tmp_path: Path,
-    salt: str,
+    salt: str, services: list[EmbeddingService],
 ) -> None:
     env = fault_env(redis_url, pg_url, tmp_path, f"kill-{salt}", batch_max_texts=BATCH)
     settings = support.settings_from(env)
@@ -43,6 +54,7 @@ def test_killed_worker_loses_nothing_and_answers_within_the_bound(
     texts = [f"{salt} kill {target} {i} [[sleep:{BATCH_S}]]" for i in range(TEXTS)]
     first = support.WorkerProcess(env, tmp_path / "w1.log").start()
     service = EmbeddingService(settings)
+    services.append(service)
     per_waiter = TEXTS // WAITERS
     results: dict[int, tuple[EmbedResult, float]] = {}
 
