@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -33,19 +33,21 @@ BATCH_S = 0.05
 
 
 @pytest.fixture
-def services() -> Iterator[list[EmbeddingService]]:
-    """The services a run opens, closed after it: each holds pooled database connections,
-    and the twenty runs of `make faults K=10`, run on their own, used up Postgres's 100."""
-    opened: list[EmbeddingService] = []
-    yield opened
-    for service in opened:
-        service.close()
+def undo() -> Iterator[list[Callable[[], object]]]:
+    """What a run opened, undone after it, also when it fails: its service's pooled
+    database connections (the twenty runs of `make faults K=10`, run on their own, used up
+    Postgres's 100) and its first worker (a run that failed before its kill left it
+    beating into the shared Redis, where later tests counted it as one of theirs)."""
+    steps: list[Callable[[], object]] = []
+    yield steps
+    for step in reversed(steps):
+        step()
 
 
 @pytest.mark.parametrize("target", ["process", "group"])
 def test_killed_worker_loses_nothing_and_answers_within_the_bound(
     target: str, rep: int, record: Recorder, redis_url: str, pg_url: str, tmp_path: Path,
-    salt: str, services: list[EmbeddingService],
+    salt: str, undo: list[Callable[[], object]],
 ) -> None:
     env = fault_env(redis_url, pg_url, tmp_path, f"kill-{salt}", batch_max_texts=BATCH)
     settings = support.settings_from(env)
@@ -53,8 +55,9 @@ def test_killed_worker_loses_nothing_and_answers_within_the_bound(
     ledger = Path(env["EMBEDQ_LEDGER_PATH"])
     texts = [f"{salt} kill {target} {i} [[sleep:{BATCH_S}]]" for i in range(TEXTS)]
     first = support.WorkerProcess(env, tmp_path / "w1.log").start()
+    undo.append(first.kill_group)
     service = EmbeddingService(settings)
-    services.append(service)
+    undo.append(service.close)
     per_waiter = TEXTS // WAITERS
     results: dict[int, tuple[EmbedResult, float]] = {}
 
