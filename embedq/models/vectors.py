@@ -5,8 +5,9 @@
 (tests/integration/test_vector_store.py):
 
 - `get_many(fps)`: the stored vectors among `fps`, one query per READ_CHUNK fingerprints;
-- `put_many(rows)`: `INSERT .. ON CONFLICT DO NOTHING` for a batch in one transaction (on
-  Postgres one statement; on SQLite one prepared statement run for each row), returning
+- `put_many(rows)`: the batch's new rows in one transaction, the stored ones left as they
+  are (on Postgres a COPY, or one `INSERT .. ON CONFLICT DO NOTHING`; on SQLite that
+  INSERT as one prepared statement run for each row), returning
   how many rows were new. A duplicate execution is harmless: the primary key on the
   fingerprint is the real fence against computing a text twice;
 - vectors are stored as little-endian float32 bytes (`to_bytes`), never pickled.
@@ -24,10 +25,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+import psycopg
 from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import DBAPIError
 
@@ -39,6 +41,8 @@ T = TypeVar("T")
 READ_CHUNK = 5000
 COPY_MIN_ROWS = 128  # from here a batch goes in by COPY (see PostgresVectors.put_many)
 _STAGE_TABLE = "embedq_vectors_in"
+_TARGET = "embeddings (fingerprint, model, revision, dimensions, dtype, vector)"
+_TYPES = ["text", "text", "text", "int4", "text", "bytea"]
 PG_SELECT = "SELECT fingerprint, vector FROM embeddings WHERE fingerprint = ANY(%s)"
 PG_SELECT_JOINED = ("SELECT fingerprint, vector FROM embeddings "
                     "WHERE fingerprint = ANY(string_to_array(%s, ','))")
@@ -138,9 +142,9 @@ class PostgresVectors(VectorStore):
         return self.run(lookup)
 
     def put_many(self, rows: list[StoredVector]) -> int:
-        """A batch of COPY_MIN_ROWS rows or more goes in by binary COPY into a session
-        temp table, then one INSERT .. SELECT (twice the rows a second of one multi-row
-        INSERT at 512 rows here); a smaller one by one multi-row INSERT."""
+        """A batch of COPY_MIN_ROWS rows or more goes in by binary COPY (`_copy_in`; staged,
+        twice the rows a second of one multi-row INSERT at 512 rows here); a smaller one
+        by one multi-row INSERT."""
         if not rows:
             return 0
         if len(rows) >= COPY_MIN_ROWS:
@@ -159,18 +163,31 @@ class PostgresVectors(VectorStore):
 
 
 def _copy_in(conn: Connection, rows: list[StoredVector]) -> int:
-    """Binary COPY into this session's temp table (created once per connection; its rows
-    go at commit), then the new rows into `embeddings`, in one transaction."""
+    """Binary COPY straight into `embeddings`, in one transaction: claims make a row that
+    is already stored rare, and a COPY that meets one (a unique violation) is undone as a
+    whole, so the batch then goes the staged way (`_copy_staged`). Straight in, 20,000
+    new rows cost Postgres about half the CPU of the staged way's two writes of each row."""
     raw = conn.connection.driver_connection
     assert raw is not None
+    try:
+        with raw.transaction():
+            copy_rows(raw, _TARGET, _TYPES, (r.row() for r in rows))
+        return len(rows)
+    except psycopg.errors.UniqueViolation:
+        return _copy_staged(conn, raw, rows)
+
+
+def _copy_staged(conn: Connection, raw: psycopg.Connection[Any],
+                 rows: list[StoredVector]) -> int:
+    """Binary COPY into this session's temp table (created once per connection; its rows
+    go at commit), then the new rows into `embeddings`, in one transaction."""
     with raw.transaction():
         if not conn.info.get(_STAGE_TABLE):
             raw.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE_TABLE} (fingerprint text, "
                         "model text, revision text, dimensions int, dtype text, vector bytea)"
                         " ON COMMIT DELETE ROWS")
             conn.info[_STAGE_TABLE] = True
-        copy_rows(raw, _STAGE_TABLE, ["text", "text", "text", "int4", "text", "bytea"],
-                  (r.row() for r in rows))
+        copy_rows(raw, _STAGE_TABLE, _TYPES, (r.row() for r in rows))
         cur = raw.execute(f"INSERT INTO embeddings (fingerprint, model, revision, dimensions, "
                           f"dtype, vector) SELECT * FROM {_STAGE_TABLE} "
                           "ON CONFLICT (fingerprint) DO NOTHING")

@@ -93,15 +93,19 @@ def test_lookups_past_one_read_chunk_find_every_row(vectors: VectorStore) -> Non
 
 def test_a_large_batch_counts_only_its_new_rows_batch_after_batch(vectors: VectorStore
                                                                  ) -> None:
-    """From COPY_MIN_ROWS rows a batch goes in by COPY on Postgres: the same contract, and
-    the session's staging table is empty again for the next batch."""
-    fps = [uuid.uuid4().hex for _ in range(3 * COPY_MIN_ROWS)]
-    first, second = fps[:2 * COPY_MIN_ROWS], fps[COPY_MIN_ROWS:]
+    """From COPY_MIN_ROWS rows a batch goes in by COPY on Postgres: straight into the table
+    while every row is new; a batch that meets a stored row is undone and goes in staged,
+    the same contract, and the connection and the staging table are ready for the next."""
+    fps = [uuid.uuid4().hex for _ in range(4 * COPY_MIN_ROWS)]
+    first, second = fps[:2 * COPY_MIN_ROWS], fps[COPY_MIN_ROWS:3 * COPY_MIN_ROWS]
+    third = fps[3 * COPY_MIN_ROWS:]
     assert vectors.put_many([row(fp, 1.0) for fp in first]) == len(first)
     assert vectors.put_many([row(fp, 2.0) for fp in second]) == COPY_MIN_ROWS
+    assert vectors.put_many([row(fp, 3.0) for fp in third]) == len(third)
+    assert vectors.put_many([row(fp, 4.0) for fp in second]) == 0
     got = vectors.get_many(fps)
     assert set(got) == set(fps)
-    assert from_bytes(got[first[-1]])[0] == 1.0 and from_bytes(got[fps[-1]])[0] == 2.0
+    assert [from_bytes(got[fp])[0] for fp in (first[-1], second[-1], third[-1])] == [1, 2, 3]
 
 
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 35, COPY_MIN_ROWS - 1])
