@@ -43,6 +43,7 @@ from embedq.models import (
     File,
     FilePurpose,
     Job,
+    JobChunk,
     JobItem,
     JobStatus,
     Priority,
@@ -146,6 +147,8 @@ class BatchService:
             for job_id in saved:
                 with contextlib.suppress(EmbedqError), self.db.session() as s:
                     s.execute(delete(Batch).where(Batch.job_id == job_id))
+                    s.execute(delete(JobItem).where(JobItem.job_id == job_id))
+                    s.execute(delete(JobChunk).where(JobChunk.job_id == job_id))
                     s.execute(delete(Job).where(Job.id == job_id))
             raise
 

@@ -86,9 +86,9 @@ class Job(Base):
 class JobItem(Base):
     __tablename__ = "job_items"
 
-    job_id: Mapped[str] = mapped_column(
-        String(32), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
-    )
+    # No foreign key: its check was a lookup of the job for each stored item (migration
+    # 0011); a job's items are deleted with it where a job is deleted.
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     index: Mapped[int] = mapped_column(Integer, primary_key=True)
     external_id: Mapped[str | None] = mapped_column(Text, nullable=True)
     text: Mapped[str] = mapped_column(Text)

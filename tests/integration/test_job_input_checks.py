@@ -10,9 +10,11 @@ import pytest
 from sqlalchemy import func, select
 
 from embedq.errors import BadInputFile, InvalidInput
+from embedq.jobs.batches import BatchService
+from embedq.jobs.files import FileStore
 from embedq.jobs.readers import Record
-from embedq.jobs.service import JobService
-from embedq.models import Job
+from embedq.jobs.service import PAGE_ITEMS, JobService
+from embedq.models import Job, JobChunk, JobItem
 from embedq.service import EmbeddingService
 from tests import support
 
@@ -56,3 +58,25 @@ def test_a_timezone_without_a_window_is_refused(jobs: JobService, salt: str) -> 
         jobs.submit([f"{salt} text"], window="01:00-02:00", timezone="a\ud800", start=False)
     assert caught.value.param == "timezone"
     assert job_rows(jobs) == before
+
+
+def test_a_batch_whose_input_fails_while_loading_leaves_no_item_behind(
+    jobs: JobService, salt: str
+) -> None:
+    """A Batch API job whose records fail after a page of items is stored is discarded
+    whole: its items and chunks go with it (the items have no foreign key to cascade)."""
+    batches = BatchService(jobs, FileStore(jobs.service.db, jobs.settings))
+
+    def records() -> Iterator[Record]:
+        for i in range(PAGE_ITEMS + 10):
+            yield Record(i + 1, f"r{i}", f"{salt} line {i}")
+        raise BadInputFile("the line cannot be read", PAGE_ITEMS + 11)
+
+    saved: list[str] = []
+    with pytest.raises(BadInputFile):
+        batches._submit_whole(records(), saved, on_saved=saved.append)
+    assert len(saved) == 1
+    with jobs.service.db.session() as s:
+        left = [int(s.scalar(select(func.count()).where(column == saved[0])) or 0)
+                for column in (Job.id, JobItem.job_id, JobChunk.job_id)]
+    assert left == [0, 0, 0]
