@@ -108,6 +108,9 @@ def _add_pipeline(p: Any) -> None:
                         "forward pass waits MS ms + US us a text with the interpreter lock "
                         "released (e.g. 2,8), in batches of 512; the job is reported over "
                         "that device's bare rate")
+    p.add_argument("--vector-writes", action="store_true",
+                   help="instead: the table COPY_MIN_ROWS was chosen from (new vectors by "
+                        "multi-row INSERT and by COPY, by batch size, on EMBEDQ_DATABASE_URL)")
 
 
 def _threshold_options(t: Any) -> None:

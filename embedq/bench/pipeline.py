@@ -58,6 +58,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                           "stand-in model: add --embedded")
     if args.embedded:
         return _embedded(settings, args.n, args.device)
+    if args.vector_writes:
+        from embedq.bench import vector_writes
+
+        return vector_writes.run(settings)
     if is_cluster(settings.links.redis_url):
         raise ConfigError(
             "bench pipeline weighs the pipeline against one Redis's floor and CPU: point "

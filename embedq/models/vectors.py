@@ -39,7 +39,7 @@ from embedq.models.engine import Database, DbTimeouts, copy_rows, make_engine, m
 T = TypeVar("T")
 
 READ_CHUNK = 5000
-COPY_MIN_ROWS = 128  # from here a batch goes in by COPY (see PostgresVectors.put_many)
+COPY_MIN_ROWS = 24  # from here by COPY: `embedq bench pipeline --vector-writes` prints why
 _STAGE_TABLE = "embedq_vectors_in"
 _TARGET = "embeddings (fingerprint, model, revision, dimensions, dtype, vector)"
 _TYPES = ["text", "text", "text", "int4", "text", "bytea"]
@@ -102,6 +102,7 @@ class PostgresVectors(VectorStore):
         self.engine = make_engine(
             url, timeouts or DbTimeouts(), pre_ping=False, autocommit=True,
             server=None if sync_commit else {"synchronous_commit": "off"})
+        self.copy_min_rows = COPY_MIN_ROWS
 
     def run(self, statement: Callable[[Connection], T]) -> T:
         """`statement(connection)` in autocommit. A pooled connection the database dropped
@@ -147,7 +148,7 @@ class PostgresVectors(VectorStore):
         by one multi-row INSERT."""
         if not rows:
             return 0
-        if len(rows) >= COPY_MIN_ROWS:
+        if len(rows) >= self.copy_min_rows:
             return self.run(lambda conn: _copy_in(conn, rows))
         params = tuple(v for r in rows for v in r.row())
         sql = _PG_INSERT.format(values=",".join(["(%s,%s,%s,%s,%s,%s)"] * len(rows)))

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 
 from embedq.bench.jobs import live_workers_serving, require_live_worker
@@ -172,6 +173,37 @@ def test_bench_pipeline_measures_bulk_and_online_against_the_storage_floor(
     assert report["misses_over_hits"] == statistics.median(online["ratios"])
     assert "bulk / floor" in done.stdout and "median of 2 rounds" in done.stdout
     assert "job / floor" in done.stdout
+
+
+def test_bench_pipeline_vector_writes_prints_the_copy_threshold_table(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """`--vector-writes`: the table COPY_MIN_ROWS was chosen from, every batch size with
+    both ways' costs, and none of the rows it wrote left behind; not on SQLite."""
+    from embedq.bench.vector_writes import MODEL, SIZES
+    from embedq.models.vectors import COPY_MIN_ROWS
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDQ_")}
+    env.update({"HOME": str(tmp_path), "EMBEDQ_DATABASE_URL": pg_url})
+    done = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "pipeline", "--vector-writes", "--json"],
+        env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [r["rows"] for r in report["table"]] == list(SIZES)
+    assert all(r[f"{way}_{k}"] > 0 for r in report["table"] for way in ("insert", "copy")
+               for k in ("wall_us", "client_us"))
+    assert report["copy_min_rows"] == COPY_MIN_ROWS
+    assert f"batches of {COPY_MIN_ROWS} rows or more go in by COPY" in done.stdout
+    with psycopg.connect(pg_url) as conn:
+        left = conn.execute("SELECT count(*) FROM embeddings WHERE model = %s",
+                            (MODEL,)).fetchone()
+    assert left == (0,)
+    env["EMBEDQ_DATABASE_URL"] = f"sqlite:///{tmp_path / 'e.db'}"
+    refused = subprocess.run(
+        [sys.executable, "-m", "embedq.cli", "bench", "pipeline", "--vector-writes"],
+        env=env, cwd=support.ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and "point EMBEDQ_DATABASE_URL at a Postgres" in refused.stderr
 
 
 def test_bench_pipeline_embedded_runs_a_job_with_no_servers(tmp_path: Path) -> None:

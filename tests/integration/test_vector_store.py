@@ -108,7 +108,7 @@ def test_a_large_batch_counts_only_its_new_rows_batch_after_batch(vectors: Vecto
     assert [from_bytes(got[fp])[0] for fp in (first[-1], second[-1], third[-1])] == [1, 2, 3]
 
 
-@pytest.mark.parametrize("n", [1, 7, 8, 9, 35, COPY_MIN_ROWS - 1])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 17, COPY_MIN_ROWS - 1])
 def test_a_small_batch_of_any_size_stores_every_row_and_counts_the_new(
         vectors: VectorStore, n: int) -> None:
     """Under COPY_MIN_ROWS a batch goes in by INSERT on Postgres: every row lands, with
