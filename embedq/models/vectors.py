@@ -25,6 +25,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
@@ -145,9 +146,13 @@ class PostgresVectors(VectorStore):
     def put_many(self, rows: list[StoredVector]) -> int:
         """A batch of COPY_MIN_ROWS rows or more goes in by binary COPY (`_copy_in`; staged,
         twice the rows a second of one multi-row INSERT at 512 rows here); a smaller one
-        by one multi-row INSERT."""
+        by one multi-row INSERT. Either way in fingerprint order: two writers racing over
+        the same new rows (two executions past their claims) then wait for each other in
+        one order, where in their batches' own orders each could hold a row the other
+        waits for, and Postgres ended one of them as a deadlock."""
         if not rows:
             return 0
+        rows = sorted(rows, key=attrgetter("fingerprint"))
         if len(rows) >= self.copy_min_rows:
             return self.run(lambda conn: _copy_in(conn, rows))
         params = tuple(v for r in rows for v in r.row())
@@ -190,7 +195,7 @@ def _copy_staged(conn: Connection, raw: psycopg.Connection[Any],
             conn.info[_STAGE_TABLE] = True
         copy_rows(raw, _STAGE_TABLE, _TYPES, (r.row() for r in rows))
         cur = raw.execute(f"INSERT INTO embeddings (fingerprint, model, revision, dimensions, "
-                          f"dtype, vector) SELECT * FROM {_STAGE_TABLE} "
+                          f"dtype, vector) SELECT * FROM {_STAGE_TABLE} ORDER BY fingerprint "
                           "ON CONFLICT (fingerprint) DO NOTHING")
         return max(int(cur.rowcount or 0), 0)
 

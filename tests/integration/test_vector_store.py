@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,3 +140,42 @@ def test_an_embedded_database_checkpoints_its_wal_every_ten_thousand_pages(
                 == SQLITE_CHECKPOINT_PAGES == 10_000
     finally:
         db.dispose()
+
+
+@pytest.mark.parametrize("size", [COPY_MIN_ROWS - 1, 5000])
+def test_two_writers_racing_over_the_same_rows_in_any_order_store_each_once(
+        pg_url: str, size: int) -> None:
+    """Two processes' batches of the same new fingerprints, at once and in opposite orders
+    (two executions racing past their claims): each row is stored once, the two counts
+    add up to the rows, and neither batch fails. Inserted in each batch's own order, each
+    writer waited for a row the other held while holding one the other wanted: Postgres
+    ended one of them as a deadlock."""
+    stores = [PostgresVectors(pg_url) for _ in range(2)]
+    for store in stores:
+        store.get_many(["connected"])  # both writers start on a live connection
+    fps = [uuid.uuid4().hex for _ in range(size)]
+    start = threading.Barrier(2)
+    counts: list[int] = []
+    failures: list[BaseException] = []
+
+    def put(store: PostgresVectors, order: list[str], value: float) -> None:
+        start.wait()
+        try:
+            counts.append(store.put_many([row(fp, value) for fp in order]))
+        except BaseException as exc:  # reported by the assertion below
+            failures.append(exc)
+
+    writers = [threading.Thread(target=put, args=(stores[0], fps, 1.0)),
+               threading.Thread(target=put, args=(stores[1], fps[::-1], 2.0))]
+    try:
+        for writer in writers:
+            writer.start()
+        for writer in writers:
+            writer.join(60)
+        assert failures == [] and len(counts) == 2 and sum(counts) == size
+        got = stores[0].get_many(fps)
+        assert set(got) == set(fps)
+        assert {from_bytes(v)[0] for v in got.values()} <= {1.0, 2.0}
+    finally:
+        for store in stores:
+            store.close()
