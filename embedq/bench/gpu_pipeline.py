@@ -91,7 +91,7 @@ def pipeline_job(settings: Settings, n: int, batch: int,
     bare = bare_rate(embedded, texts, batch, encoder)
     job_rate = n / wall
     return {"texts": n, "device": settings.model.device or "cpu",
-            "job_texts_per_s": round(job_rate, 1), "job_wall_s": round(wall, 2),
+            "job_texts_per_s": round(job_rate, 1), "job_wall_s": round(wall, 3),
             "model_busy_share": round(min(1.0, busy_s / wall), 3),
             "bare_texts_per_s": round(bare, 1), "batch": batch,
             "job_over_bare": round(job_rate / bare, 3)}
