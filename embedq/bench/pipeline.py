@@ -121,7 +121,7 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def _named_cpu_s(name: str) -> float:
+def named_cpu_s(name: str) -> float:
     """CPU seconds of every process on this machine named `name` (Postgres's backends)."""
     total = 0.0
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -148,7 +148,7 @@ def _bulk(texts: list[str], tmp: Path, counters: Any, started: dict[str, int]
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     worker = started.get("worker")
     before = (counters(), _cpu_s(worker) if worker else 0.0, _redis_cpu_s(settings),
-              _named_cpu_s("postgres"))
+              named_cpu_s("postgres"))
     began = time.perf_counter()
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen([sys.executable, "-m", "embedq.cli", "bulk", str(path),
@@ -162,7 +162,7 @@ def _bulk(texts: list[str], tmp: Path, counters: Any, started: dict[str, int]
         job = _job_phases(settings, out.read().decode().split()[-1], len(texts), wall)
     time.sleep(6)  # one heartbeat: the worker's last stage timings reach the counters
     after = (counters(), _cpu_s(worker) if worker else 0.0, _redis_cpu_s(settings),
-             _named_cpu_s("postgres"))
+             named_cpu_s("postgres"))
     delta = {k: after[0].get(k, 0) - before[0].get(k, 0) for k in after[0]}
     return {
         "texts_per_s": round(len(texts) / wall, 1), "wall_s": round(wall, 2),

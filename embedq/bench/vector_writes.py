@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import embedq.models.vectors as vectors
-from embedq.bench.pipeline import _named_cpu_s
+from embedq.bench.pipeline import named_cpu_s
 from embedq.config import Settings
 from embedq.errors import ConfigError
 from embedq.models.engine import normalize_url
@@ -63,12 +63,12 @@ def _write(store: vectors.PostgresVectors, size: int, blob: bytes
     """us a row: wall, this process's CPU, Postgres's CPU (all its processes)."""
     rows = [vectors.StoredVector(uuid.uuid4().hex * 2, MODEL, "r", 384, blob)
             for _ in range(ROWS - ROWS % size)]
-    began, cpu, server = time.perf_counter(), time.process_time(), _named_cpu_s("postgres")
+    began, cpu, server = time.perf_counter(), time.process_time(), named_cpu_s("postgres")
     for i in range(0, len(rows), size):
         store.put_many(rows[i:i + size])
     per = 1e6 / len(rows)
     return ((time.perf_counter() - began) * per, (time.process_time() - cpu) * per,
-            (_named_cpu_s("postgres") - server) * per)
+            (named_cpu_s("postgres") - server) * per)
 
 
 def show(report: dict[str, Any]) -> str:
