@@ -35,6 +35,7 @@ from embedq.errors import EmbedqError, MalformedRequest, NotFound
 from embedq.jobs.files import ENDPOINT, FileStore, parse_requests, unix
 from embedq.jobs.readers import Record
 from embedq.jobs.service import JobService
+from embedq.jobs.store import JobStore
 from embedq.limits import check_json, plausible_id
 from embedq.models import (
     DEFAULT_TENANT,
@@ -43,7 +44,6 @@ from embedq.models import (
     File,
     FilePurpose,
     Job,
-    JobChunk,
     JobItem,
     JobStatus,
     Priority,
@@ -147,9 +147,7 @@ class BatchService:
             for job_id in saved:
                 with contextlib.suppress(EmbedqError), self.db.session() as s:
                     s.execute(delete(Batch).where(Batch.job_id == job_id))
-                    s.execute(delete(JobItem).where(JobItem.job_id == job_id))
-                    s.execute(delete(JobChunk).where(JobChunk.job_id == job_id))
-                    s.execute(delete(Job).where(Job.id == job_id))
+                    JobStore.delete(s, job_id)
             raise
 
     # --- reading

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from embedq.errors import NotFound
@@ -128,6 +128,13 @@ class JobStore:
                 s.execute(insert(JobChunk), list(chunks))
             s.execute(update(Job).where(Job.id == job_id, Job.loaded.is_(False))
                       .values(progress_at=utcnow()))
+
+    @staticmethod
+    def delete(s: Session, job_id: str) -> None:
+        """The job and what is stored under it, in `s`'s transaction: its items carry no
+        foreign key to cascade from the job (migration 0011), nor does SQLite cascade."""
+        for column in (JobItem.job_id, JobChunk.job_id, Job.id):
+            s.execute(delete(column.table).where(column == job_id))
 
     def seal(self, job_id: str, total: int, chunks: int, error: str | None) -> None:
         values: dict[str, Any] = {"loaded": True, "total": total, "chunks": chunks,

@@ -42,16 +42,15 @@ T = TypeVar("T")
 READ_CHUNK = 5000
 COPY_MIN_ROWS = 24  # from here by COPY: `embedq bench pipeline --vector-writes` prints why
 _STAGE_TABLE = "embedq_vectors_in"
-_TARGET = "embeddings (fingerprint, model, revision, dimensions, dtype, vector)"
+_COLUMNS = "embeddings (fingerprint, model, revision, dimensions, dtype, vector)"
 _TYPES = ["text", "text", "text", "int4", "text", "bytea"]
 PG_SELECT = "SELECT fingerprint, vector FROM embeddings WHERE fingerprint = ANY(%s)"
 PG_SELECT_JOINED = ("SELECT fingerprint, vector FROM embeddings "
                     "WHERE fingerprint = ANY(string_to_array(%s, ','))")
 _SQLITE_SELECT = "SELECT fingerprint, vector FROM embeddings WHERE fingerprint IN ({marks})"
-_SQLITE_INSERT = ("INSERT INTO embeddings (fingerprint, model, revision, dimensions, dtype, "
-                  "vector) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (fingerprint) DO NOTHING")
-_PG_INSERT = ("INSERT INTO embeddings (fingerprint, model, revision, dimensions, dtype, vector) "
-              "VALUES {values} ON CONFLICT (fingerprint) DO NOTHING")
+_SQLITE_INSERT = (f"INSERT INTO {_COLUMNS} VALUES (?, ?, ?, ?, ?, ?) "
+                  "ON CONFLICT (fingerprint) DO NOTHING")
+_PG_INSERT = f"INSERT INTO {_COLUMNS} VALUES {{values}} ON CONFLICT (fingerprint) DO NOTHING"
 
 
 def to_bytes(vector: npt.NDArray[np.floating]) -> bytes:
@@ -178,7 +177,7 @@ def _copy_in(conn: Connection, rows: list[StoredVector]) -> int:
     assert raw is not None
     try:
         with raw.transaction():
-            copy_rows(raw, _TARGET, _TYPES, (r.row() for r in rows))
+            copy_rows(raw, _COLUMNS, _TYPES, (r.row() for r in rows))
         return len(rows)
     except psycopg.errors.UniqueViolation:
         return _copy_staged(conn, raw, rows)
@@ -195,9 +194,8 @@ def _copy_staged(conn: Connection, raw: psycopg.Connection[Any],
                         " ON COMMIT DELETE ROWS")
             conn.info[_STAGE_TABLE] = True
         copy_rows(raw, _STAGE_TABLE, _TYPES, (r.row() for r in rows))
-        cur = raw.execute(f"INSERT INTO embeddings (fingerprint, model, revision, dimensions, "
-                          f"dtype, vector) SELECT * FROM {_STAGE_TABLE} ORDER BY fingerprint "
-                          "ON CONFLICT (fingerprint) DO NOTHING")
+        cur = raw.execute(f"INSERT INTO {_COLUMNS} SELECT * FROM {_STAGE_TABLE} "
+                          "ORDER BY fingerprint ON CONFLICT (fingerprint) DO NOTHING")
         return max(int(cur.rowcount or 0), 0)
 
 
