@@ -87,7 +87,7 @@ class JobItem(Base):
     __tablename__ = "job_items"
 
     # No foreign key: its check was a lookup of the job for each stored item (migration
-    # 0011); a job's items are deleted with it where a job is deleted.
+    # 0011); `JobStore.delete` removes a job's items with it.
     job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     index: Mapped[int] = mapped_column(Integer, primary_key=True)
     external_id: Mapped[str | None] = mapped_column(Text, nullable=True)
