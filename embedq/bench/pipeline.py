@@ -257,6 +257,7 @@ def _online(url: str, headers: dict[str, str], texts: list[str], salt: str,
     time.sleep(6)  # one heartbeat: the worker's last stage timings reach the counters
     after = (counters(), {n: _cpu_s(p) for n, p in pids.items()})
     hits = asyncio.run(_phase(url, headers, random.sample(pool, len(pool))))
+    hit_cpu = {n: _cpu_s(p) for n, p in pids.items()}
     delta = {k: after[0].get(k, 0) - before[0].get(k, 0) for k in after[0]}
     ratios = [misses["requests_per_s"] / hits["requests_per_s"]]
     for r in range(1, rounds):
@@ -268,7 +269,9 @@ def _online(url: str, headers: dict[str, str], texts: list[str], salt: str,
             "ratios": [round(x, 3) for x in ratios],
             "miss_cpu_ms_per_text": {n: round((after[1][n] - before[1][n]) * 1000 / len(pool),
                                               3) for n in pids},
-            "miss_stage_cpu_ms_per_text": _stages(delta, len(pool))}
+            "miss_stage_cpu_ms_per_text": _stages(delta, len(pool)),
+            "hit_cpu_ms_per_text": {n: round((hit_cpu[n] - after[1][n]) * 1000 / len(pool), 3)
+                                    for n in pids}}
 
 
 def _print(r: dict[str, Any]) -> None:
@@ -294,4 +297,6 @@ def _print(r: dict[str, Any]) -> None:
         f"  misses, CPU ms a text: " + ", ".join(
             f"{k} {v}" for k, v in online["miss_cpu_ms_per_text"].items()) + "; stages: "
         + ", ".join(f"{k} {v}" for k, v in online["miss_stage_cpu_ms_per_text"].items())
+        + "\n  hits, CPU ms a text: " + ", ".join(
+            f"{k} {v}" for k, v in online["hit_cpu_ms_per_text"].items())
     )

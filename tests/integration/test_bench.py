@@ -169,10 +169,13 @@ def test_bench_pipeline_measures_bulk_and_online_against_the_storage_floor(
     assert {"fencing", "encode", "writer"} <= set(bulk["stage_cpu_ms_per_text"])
     assert online["miss"]["requests_per_s"] > 0 and online["hit"]["requests_per_s"] > 0
     assert {"lookup", "claims", "publish"} <= set(online["miss_stage_cpu_ms_per_text"])
+    # The API's CPU a request in each phase: a hit is answered by the API alone.
+    assert online["hit_cpu_ms_per_text"]["serve"] > 0
+    assert online["miss_cpu_ms_per_text"]["serve"] > 0
     assert len(online["ratios"]) == 2 and all(x > 0 for x in online["ratios"])
     assert report["misses_over_hits"] == statistics.median(online["ratios"])
     assert "bulk / floor" in done.stdout and "median of 2 rounds" in done.stdout
-    assert "job / floor" in done.stdout
+    assert "job / floor" in done.stdout and "hits, CPU ms a text: " in done.stdout
 
 
 def test_bench_pipeline_vector_writes_prints_the_copy_threshold_table(
