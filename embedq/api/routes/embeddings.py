@@ -17,6 +17,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.auth import KEYED, SCOPED_IN_HANDLER, check_scope
 from embedq.api.disconnect import CLIENT_CLOSED, embed_for_caller
 from embedq.api.errors import error_responses
 from embedq.api.schemas import (
@@ -41,7 +42,8 @@ _INLINE_VECTORS = 32
 
 
 def build_router(settings: Settings, dimension: int | None) -> APIRouter:
-    """The route, its OpenAPI request schema stating this deployment's limits."""
+    """The route, its OpenAPI request schema stating this deployment's limits. It checks
+    its caller's scope itself (auth.SCOPED_IN_HANDLER): included with no dependency."""
     router = APIRouter(tags=["embeddings"])
 
     @router.post(
@@ -50,13 +52,15 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         responses=error_responses(400, 401, 404, 413, 415, 422, 429, 503),
         summary="Embed a string or a list of strings (OpenAI-compatible)",
         openapi_extra={
+            **KEYED,
             "requestBody": {
                 "required": True,
                 "content": {"application/json": {"schema": request_schema(settings, dimension)}},
-            }
+            },
         },
     )
     async def create_embeddings(request: Request) -> Response:
+        check_scope(request, SCOPED_IN_HANDLER["POST", "/v1/embeddings"])
         state = get_state(request)
         body = await request.body()
         if len(body) <= _INLINE_BODY_BYTES:

@@ -1,0 +1,45 @@
+"""POST /v1/embeddings checks its caller's scope in its handler (auth.SCOPED_IN_HANDLER),
+not through a router dependency: it still refuses a request without a key (401) and a key
+without the scope (403), and OpenAPI still shows it keyed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+from embedq.api.app import create_app
+from embedq.api.auth import SCOPED_IN_HANDLER
+from embedq.config import Settings
+from embedq.models import Database
+from embedq.models.migrate import upgrade
+from embedq.tenants.keys import KeyStore
+
+
+def test_the_embeddings_route_refuses_a_key_without_the_embed_scope(tmp_path: Path) -> None:
+    settings = Settings.from_env({"EMBEDQ_ENCODER": "hashing",
+                                  "EMBEDQ_DATA_DIR": str(tmp_path)})
+    upgrade(settings.resolved_database_url)
+    db = Database(settings.resolved_database_url)
+    try:
+        keys = KeyStore(db)
+        jobs_only = keys.create("alice", "jobs-only", "jobs").key
+        embedder = keys.create("alice", "embedder", "embed").key
+    finally:
+        db.dispose()
+    assert SCOPED_IN_HANDLER == {("POST", "/v1/embeddings"): "embed"}
+    body = {"input": ["a text to embed"]}
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/v1/embeddings", json=body).status_code == 401
+        refused = client.post("/v1/embeddings", json=body,
+                              headers={"Authorization": f"Bearer {jobs_only}"})
+        assert refused.status_code == 403, refused.text
+        assert "lacks the scope 'embed'" in refused.json()["error"]["message"]
+        answered = client.post("/v1/embeddings", json=body,
+                               headers={"Authorization": f"Bearer {embedder}"})
+        assert answered.status_code == 200, answered.text
+        assert len(answered.json()["data"][0]["embedding"]) == 384
+        operation = client.get("/openapi.json",
+                               headers={"Authorization": f"Bearer {embedder}"}
+                               ).json()["paths"]["/v1/embeddings"]["post"]
+        assert operation["security"] == [{"HTTPBearer": []}]
