@@ -144,8 +144,9 @@ def _include_routers(app: FastAPI, settings: Settings, tokens: TokenCounter) -> 
     # Every route but the probes needs an accepted key; routers add the scope they need.
     protected = [Depends(ANY_KEY)]
     embed = [Depends(EMBED)]
-    # The hot route first: the routers are matched in order, each request.
+    # The hot routes first: the routers are matched in order, each request.
     app.include_router(embeddings.build_router(settings, tokens.dimension))
+    app.include_router(tei.embed_router)
     app.include_router(health.router)
     app.include_router(public.build_router(app))
     app.include_router(models.router, dependencies=protected)

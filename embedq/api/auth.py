@@ -274,7 +274,8 @@ def require_scope(scope: str | None) -> Callable[..., Any]:
 # The routes that call `check_scope` first thing instead of carrying a scope dependency:
 # per request, FastAPI's dependency solving and the bearer parser cost the event loop
 # more than the rest of a cached answer's route. OpenAPI shows them keyed (`KEYED`).
-SCOPED_IN_HANDLER = {("POST", "/v1/embeddings"): "embed"}
+SCOPED_IN_HANDLER = {("POST", "/v1/embeddings"): "embed", ("POST", "/embed"): "embed",
+                     ("POST", "/"): "embed"}  # the last two: TEI's
 KEYED: dict[str, Any] = {"security": [{"HTTPBearer": []}]}
 
 

@@ -1,6 +1,7 @@
-"""POST /v1/embeddings checks its caller's scope in its handler (auth.SCOPED_IN_HANDLER),
-not through a router dependency: it still refuses a request without a key (401) and a key
-without the scope (403), and OpenAPI still shows it keyed."""
+"""The embedding routes (POST /v1/embeddings, TEI's POST /embed and POST /) check their
+caller's scope in their handlers (auth.SCOPED_IN_HANDLER), not through a router
+dependency: they still refuse a request without a key (401) and a key without the scope
+(403, TEI's routes in TEI's error shape), and OpenAPI still shows them keyed."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_the_embeddings_route_refuses_a_key_without_the_embed_scope(tmp_path: Pa
         embedder = keys.create("alice", "embedder", "embed").key
     finally:
         db.dispose()
-    assert SCOPED_IN_HANDLER == {("POST", "/v1/embeddings"): "embed"}
+    assert set(SCOPED_IN_HANDLER.values()) == {"embed"}
     body = {"input": ["a text to embed"]}
     with TestClient(create_app(settings)) as client:
         assert client.post("/v1/embeddings", json=body).status_code == 401
@@ -43,3 +44,16 @@ def test_the_embeddings_route_refuses_a_key_without_the_embed_scope(tmp_path: Pa
                                headers={"Authorization": f"Bearer {embedder}"}
                                ).json()["paths"]["/v1/embeddings"]["post"]
         assert operation["security"] == [{"HTTPBearer": []}]
+        spec = client.get("/openapi.json", headers={"Authorization": f"Bearer {embedder}"})
+        assert spec.json()["paths"]["/embed"]["post"]["security"] == [{"HTTPBearer": []}]
+        for path in ("/embed", "/"):  # TEI's, answered in its error shape
+            assert client.post(path, json={"inputs": "x"}).status_code == 401
+            tei = client.post(path, json={"inputs": "x"},
+                              headers={"Authorization": f"Bearer {jobs_only}"})
+            assert tei.status_code == 403 and tei.json()["error_type"] == "Forbidden", tei.text
+            vectors = client.post(path, json={"inputs": "x"},
+                                  headers={"Authorization": f"Bearer {embedder}"})
+            assert vectors.status_code == 200 and len(vectors.json()[0]) == 384
+        # GET / is still the server's own description, not TEI's POST /.
+        assert client.get("/", headers={"Authorization": f"Bearer {embedder}"}
+                          ).status_code == 200

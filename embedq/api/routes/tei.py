@@ -24,6 +24,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from embedq.api.auth import KEYED, SCOPED_IN_HANDLER, check_scope
 from embedq.api.disconnect import CLIENT_CLOSED, embed_for_caller
 from embedq.api.errors import AsciiJSONResponse
 from embedq.api.routes.embeddings import (
@@ -244,6 +245,9 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
+# POST /embed and POST /: they check their caller's scope themselves (auth.SCOPED_IN_HANDLER),
+# so their router is included with no dependency.
+embed_router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
 # The paths answered in TEI's error shape, also by the key check in front of the app.
 PATHS = ("/info", "/embed", "/", "/tokenize")
 
@@ -256,6 +260,7 @@ async def info(request: Request) -> Info:
 
 
 async def _embed(request: Request) -> Response:
+    check_scope(request, SCOPED_IN_HANDLER["POST", "/embed"])  # POST / is the same route
     state = get_state(request)
     payload = read_json_body(request.headers.get("content-type"), await request.body())
     call = parse_embed(payload, state)
@@ -287,12 +292,12 @@ _EMBED_DOC: dict[str, Any] = {
     "responses": {200: {"content": {"application/json": {"schema": {
         "type": "array", "items": {"type": "array", "items": {"type": "number"}}}}}},
         **tei_errors(400, 401, 413, 415, 422, 424, 429, 503)},
-    "openapi_extra": _body(_EMBED_SCHEMA),
+    "openapi_extra": {**KEYED, **_body(_EMBED_SCHEMA)},
 }
-router.add_api_route("/embed", _embed, methods=["POST"], response_class=Response,
-                     summary="Embed inputs; one vector per input (TEI)", **_EMBED_DOC)
-router.add_api_route("/", _embed, methods=["POST"], response_class=Response,
-                     include_in_schema=False)
+embed_router.add_api_route("/embed", _embed, methods=["POST"], response_class=Response,
+                           summary="Embed inputs; one vector per input (TEI)", **_EMBED_DOC)
+embed_router.add_api_route("/", _embed, methods=["POST"], response_class=Response,
+                           include_in_schema=False)
 
 
 @router.post("/tokenize", response_model=list[list[SimpleToken]],
