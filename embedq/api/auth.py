@@ -243,8 +243,11 @@ async def admit_texts(request: Request, texts: int) -> None:
 
 def check_scope(request: Request, scope: str | None) -> Principal:
     """The caller, who must hold `scope` (None: any accepted key): 401 without one, 403
-    without the scope. What a scope dependency runs, and what a route on the hot path
-    runs itself (`SCOPED_IN_HANDLER`), without FastAPI's dependency machinery."""
+    without the scope. What a scope dependency runs, and what the embedding routes
+    (POST /v1/embeddings, TEI's POST /embed and POST /) run as their first line instead:
+    FastAPI's dependency solving and the bearer parser took 12% of the event loop's time
+    under 50 one-text clients (docs/history.md, "The embedding routes check their scope
+    themselves"). Their routers carry no dependency; OpenAPI shows them keyed (`KEYED`)."""
     principal = principal_of(request)
     if principal is None:
         raise Unauthorized(NO_KEY)  # a route behind no middleware: fail closed
@@ -271,12 +274,6 @@ def require_scope(scope: str | None) -> Callable[..., Any]:
     return dependency
 
 
-# The routes that call `check_scope` first thing instead of carrying a scope dependency:
-# FastAPI's dependency solving and the bearer parser took 12% of the event loop's time
-# under 50 one-text clients (docs/history.md, "The embedding routes check their scope
-# themselves"). OpenAPI shows them keyed (`KEYED`).
-SCOPED_IN_HANDLER = {("POST", "/v1/embeddings"): "embed", ("POST", "/embed"): "embed",
-                     ("POST", "/"): "embed"}  # the last two: TEI's
 KEYED: dict[str, Any] = {"security": [{"HTTPBearer": []}]}
 
 

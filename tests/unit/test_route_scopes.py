@@ -1,5 +1,5 @@
 """The embedding routes (POST /v1/embeddings, TEI's POST /embed and POST /) check their
-caller's scope in their handlers (auth.SCOPED_IN_HANDLER), not through a router
+caller's scope in their handlers (auth.check_scope), not through a router
 dependency: they still refuse a request without a key (401) and a key without the scope
 (403, TEI's routes in TEI's error shape), and OpenAPI still shows them keyed."""
 
@@ -10,14 +10,13 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 from embedq.api.app import create_app
-from embedq.api.auth import SCOPED_IN_HANDLER
 from embedq.config import Settings
 from embedq.models import Database
 from embedq.models.migrate import upgrade
 from embedq.tenants.keys import KeyStore
 
 
-def test_the_embeddings_route_refuses_a_key_without_the_embed_scope(tmp_path: Path) -> None:
+def test_the_embedding_routes_refuse_a_key_without_the_embed_scope(tmp_path: Path) -> None:
     settings = Settings.from_env({"EMBEDQ_ENCODER": "hashing",
                                   "EMBEDQ_DATA_DIR": str(tmp_path)})
     upgrade(settings.resolved_database_url)
@@ -28,7 +27,6 @@ def test_the_embeddings_route_refuses_a_key_without_the_embed_scope(tmp_path: Pa
         embedder = keys.create("alice", "embedder", "embed").key
     finally:
         db.dispose()
-    assert set(SCOPED_IN_HANDLER.values()) == {"embed"}
     body = {"input": ["a text to embed"]}
     with TestClient(create_app(settings)) as client:
         assert client.post("/v1/embeddings", json=body).status_code == 401
@@ -40,12 +38,10 @@ def test_the_embeddings_route_refuses_a_key_without_the_embed_scope(tmp_path: Pa
                                headers={"Authorization": f"Bearer {embedder}"})
         assert answered.status_code == 200, answered.text
         assert len(answered.json()["data"][0]["embedding"]) == 384
-        operation = client.get("/openapi.json",
-                               headers={"Authorization": f"Bearer {embedder}"}
-                               ).json()["paths"]["/v1/embeddings"]["post"]
-        assert operation["security"] == [{"HTTPBearer": []}]
-        spec = client.get("/openapi.json", headers={"Authorization": f"Bearer {embedder}"})
-        assert spec.json()["paths"]["/embed"]["post"]["security"] == [{"HTTPBearer": []}]
+        paths = client.get("/openapi.json", headers={"Authorization": f"Bearer {embedder}"}
+                           ).json()["paths"]
+        for path in ("/v1/embeddings", "/embed"):
+            assert paths[path]["post"]["security"] == [{"HTTPBearer": []}]
         for path in ("/embed", "/"):  # TEI's, answered in its error shape
             assert client.post(path, json={"inputs": "x"}).status_code == 401
             tei = client.post(path, json={"inputs": "x"},

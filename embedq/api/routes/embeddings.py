@@ -17,7 +17,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from embedq.api.auth import KEYED, SCOPED_IN_HANDLER, check_scope
+from embedq.api.auth import KEYED, check_scope
 from embedq.api.disconnect import CLIENT_CLOSED, embed_for_caller
 from embedq.api.errors import error_responses
 from embedq.api.schemas import (
@@ -43,7 +43,7 @@ _INLINE_VECTORS = 32
 
 def build_router(settings: Settings, dimension: int | None) -> APIRouter:
     """The route, its OpenAPI request schema stating this deployment's limits. It checks
-    its caller's scope itself (auth.SCOPED_IN_HANDLER): included with no dependency."""
+    its caller's scope itself (auth.check_scope): included with no dependency."""
     router = APIRouter(tags=["embeddings"])
 
     @router.post(
@@ -60,7 +60,7 @@ def build_router(settings: Settings, dimension: int | None) -> APIRouter:
         },
     )
     async def create_embeddings(request: Request) -> Response:
-        check_scope(request, SCOPED_IN_HANDLER["POST", "/v1/embeddings"])
+        check_scope(request, "embed")
         state = get_state(request)
         body = await request.body()
         if len(body) <= _INLINE_BODY_BYTES:

@@ -24,7 +24,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from embedq.api.auth import KEYED, SCOPED_IN_HANDLER, check_scope
+from embedq.api.auth import KEYED, check_scope
 from embedq.api.disconnect import CLIENT_CLOSED, embed_for_caller
 from embedq.api.errors import AsciiJSONResponse
 from embedq.api.routes.embeddings import (
@@ -245,7 +245,7 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
-# POST /embed and POST /: they check their caller's scope themselves (auth.SCOPED_IN_HANDLER),
+# POST /embed and POST /: they check their caller's scope themselves (auth.check_scope),
 # so their router is included with no dependency.
 embed_router = APIRouter(tags=["text-embeddings-inference"], route_class=TeiRoute)
 # The paths answered in TEI's error shape, also by the key check in front of the app.
@@ -260,7 +260,7 @@ async def info(request: Request) -> Info:
 
 
 async def _embed(request: Request) -> Response:
-    check_scope(request, SCOPED_IN_HANDLER["POST", "/embed"])  # POST / is the same route
+    check_scope(request, "embed")
     state = get_state(request)
     payload = read_json_body(request.headers.get("content-type"), await request.body())
     call = parse_embed(payload, state)
