@@ -274,6 +274,8 @@ def require_scope(scope: str | None) -> Callable[..., Any]:
     return dependency
 
 
+# OpenAPI's security of a route that checks its scope itself (`check_scope`): what a scope
+# dependency would have added.
 KEYED: dict[str, Any] = {"security": [{"HTTPBearer": []}]}
 
 

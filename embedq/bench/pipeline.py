@@ -267,17 +267,20 @@ def _online(url: str, headers: dict[str, str], texts: list[str], salt: str,
             url, headers, random.sample(again, len(again))))["requests_per_s"])
     return {"clients": CLIENTS, "requests": len(pool), "miss": misses, "hit": hits,
             "ratios": [round(x, 3) for x in ratios],
-            "miss_cpu_ms_per_text": {n: round((after[1][n] - before[1][n]) * 1000 / len(pool),
-                                              3) for n in pids},
+            "miss_cpu_ms_per_text": _cpu_ms_per_text(before[1], after[1], len(pool)),
             "miss_stage_cpu_ms_per_text": _stages(delta, len(pool)),
-            "hit_cpu_ms_per_text": {n: round((hit_cpu[n] - after[1][n]) * 1000 / len(pool), 3)
-                                    for n in pids}}
+            "hit_cpu_ms_per_text": _cpu_ms_per_text(after[1], hit_cpu, len(pool))}
+
+
+def _cpu_ms_per_text(before: dict[str, float], after: dict[str, float], texts: int
+                     ) -> dict[str, float]:
+    """Each process's CPU ms a text between two readings (`_cpu_s`)."""
+    return {n: round((after[n] - before[n]) * 1000 / texts, 3) for n in after}
 
 
 def _print(r: dict[str, Any]) -> None:
     bulk, floor, online, job = r["bulk"], r["floor"], r["online"], r["bulk"]["job"]
-    cpu = ", ".join(f"{k} {v}" for k, v in bulk["cpu_ms_per_text"].items() if v is not None)
-    staged = ", ".join(f"{k} {v}" for k, v in bulk["stage_cpu_ms_per_text"].items())
+    cpu, staged = _listed(bulk["cpu_ms_per_text"]), _listed(bulk["stage_cpu_ms_per_text"])
     print(
         f"bench pipeline: hashing encoder (costs nothing), {r['texts']} distinct texts\n"
         f"  bulk (embedq bulk --now --wait, 1 worker): {bulk['texts_per_s']:.0f} texts/s "
@@ -294,9 +297,12 @@ def _print(r: dict[str, Any]) -> None:
         f" hits {online['hit']['requests_per_s']:.0f} req/s; misses / hits = "
         f"{r['misses_over_hits']} (median of {len(online['ratios'])} rounds: "
         f"{', '.join(str(x) for x in online['ratios'])})\n"
-        f"  misses, CPU ms a text: " + ", ".join(
-            f"{k} {v}" for k, v in online["miss_cpu_ms_per_text"].items()) + "; stages: "
-        + ", ".join(f"{k} {v}" for k, v in online["miss_stage_cpu_ms_per_text"].items())
-        + "\n  hits, CPU ms a text: " + ", ".join(
-            f"{k} {v}" for k, v in online["hit_cpu_ms_per_text"].items())
+        f"  misses, CPU ms a text: {_listed(online['miss_cpu_ms_per_text'])}; stages: "
+        f"{_listed(online['miss_stage_cpu_ms_per_text'])}\n"
+        f"  hits, CPU ms a text: {_listed(online['hit_cpu_ms_per_text'])}"
     )
+
+
+def _listed(figures: dict[str, Any]) -> str:
+    """`name value, ...`, leaving out what was not measured (None)."""
+    return ", ".join(f"{k} {v}" for k, v in figures.items() if v is not None)

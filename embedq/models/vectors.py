@@ -143,9 +143,9 @@ class PostgresVectors(VectorStore):
         return self.run(lookup)
 
     def put_many(self, rows: list[StoredVector]) -> int:
-        """A batch of COPY_MIN_ROWS rows or more goes in by binary COPY (`_copy_in`; staged,
-        twice the rows a second of one multi-row INSERT at 512 rows here); a smaller one
-        by one multi-row INSERT. Either way in fingerprint order: two writers racing over
+        """A batch of COPY_MIN_ROWS rows or more goes in by binary COPY (`_copy_in`), a
+        smaller one by one multi-row INSERT (where each costs less: the table `embedq bench
+        pipeline --vector-writes` prints). Either way in fingerprint order: two writers racing over
         the same new rows (two executions past their claims) then wait for each other in
         one order, where in their batches' own orders each could hold a row the other
         waits for, and Postgres ended one of them as a deadlock."""
