@@ -9,6 +9,8 @@ read; each router states the scope its routes need); every error is answered in 
 OpenAI error shape (errors.py; the TEI routes in TEI's); every request body is limited
 while it streams in (limits.py). Feature routers get all three without doing anything.
 Browsers of the origins in EMBEDQ_CORS_ORIGINS may call it (CORS; none by default).
+The embedding routes' requests reach their handlers past the framework's routing, inside
+all of the above (lane.py).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from embedq.api.auth import ADMIN, ANY_KEY, EMBED, AuthMiddleware
 from embedq.api.coalescing import RequestCoalescer
 from embedq.api.cors import OriginsCORS
 from embedq.api.depth import QueueDepth
-from embedq.api.errors import error_responses, install_handlers
+from embedq.api.errors import embedq_error_response, error_responses, install_handlers
+from embedq.api.lane import Lane, LaneRoute, lane_routes
 from embedq.api.limits import BodyLimitMiddleware
 from embedq.api.metrics import ApiMetrics, ClusterCollector, MetricsMiddleware
 from embedq.api.routes import embeddings, health, models, public, tei
@@ -71,8 +74,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_handlers(app)
-    _add_middleware(app, settings, metrics)
-    _include_routers(app, settings, tokens)
+    lane = _include_routers(app, settings, tokens)
+    _add_middleware(app, settings, metrics, lane)
     return app
 
 
@@ -120,9 +123,11 @@ def _lifespan(settings: Settings, metrics: ApiMetrics, tokens: TokenCounter
     return lifespan
 
 
-def _add_middleware(app: FastAPI, settings: Settings, metrics: ApiMetrics) -> None:
-    """The body limit, the key check, CORS and the metrics, in this order (the last added
-    runs first)."""
+def _add_middleware(app: FastAPI, settings: Settings, metrics: ApiMetrics,
+                    lane: dict[tuple[str, str], LaneRoute]) -> None:
+    """The embedding routes' lane, the body limit, the key check, CORS and the metrics, in
+    this order (the last added runs first)."""
+    app.add_middleware(Lane, routes=lane)  # innermost: every other middleware applies
     # An upload is a file and its multipart framing: the route checks the file's own size.
     upload_limit = max(settings.api.max_body_bytes, settings.api.max_file_bytes + 64 * 1024)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.api.max_body_bytes,
@@ -140,12 +145,17 @@ def _add_middleware(app: FastAPI, settings: Settings, metrics: ApiMetrics) -> No
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
 
-def _include_routers(app: FastAPI, settings: Settings, tokens: TokenCounter) -> None:
+def _include_routers(app: FastAPI, settings: Settings, tokens: TokenCounter
+                     ) -> dict[tuple[str, str], LaneRoute]:
+    """Include every router; return the embedding routes, which the lane serves (their
+    handlers check their caller's scope: they are included with no dependency, which the
+    lane would not run)."""
     # Every route but the probes needs an accepted key; routers add the scope they need.
     protected = [Depends(ANY_KEY)]
     embed = [Depends(EMBED)]
-    # The hot routes first: the routers are matched in order, each request.
-    app.include_router(embeddings.build_router(settings, tokens.dimension))
+    # The hot routes first: a request the lane does not take is matched in order.
+    openai = embeddings.build_router(settings, tokens.dimension)
+    app.include_router(openai)
     app.include_router(tei.embed_router)
     app.include_router(health.router)
     app.include_router(public.build_router(app))
@@ -155,6 +165,8 @@ def _include_routers(app: FastAPI, settings: Settings, tokens: TokenCounter) -> 
     app.include_router(_meta_router(), dependencies=protected)
     for router in _feature_routers():
         app.include_router(router, dependencies=protected)
+    return {**lane_routes(openai, embedq_error_response),
+            **lane_routes(tei.embed_router, tei_error_response)}
 
 
 def _feature_routers() -> list[APIRouter]:
