@@ -4,7 +4,8 @@ The bootstrap keys (EMBEDQ_API_KEYS) are compared in constant time, every one of
 other keys are looked up by digest in the KeyStore. Lookups (found or not) are cached
 per process for `ttl_s`, at most one second: a revoked key stops working within that
 time in every API process, and a flood of requests with one key costs the database one
-query a second.
+query a second: the requests that arrive while a lookup runs wait for its answer (or its
+error) instead of each running its own (`_SharedReads`).
 
 Keyed is a state that only closes. The API is open (`required` is False) only while this
 process has seen no key at all: no bootstrap key, and no active key in the database yet.
@@ -21,6 +22,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TypeVar
 
 from embedq.errors import ConfigError, Unavailable
 from embedq.tenants.keys import KeyStore, digest
@@ -30,6 +34,8 @@ log = logging.getLogger("embedq.audit")
 
 MAX_TTL_S = 1.0
 CACHE_ENTRIES = 10_000  # distinct keys remembered; unknown ones are cached too
+
+T = TypeVar("T")
 
 
 def match_index(given: str, keys: tuple[bytes, ...]) -> int:
@@ -43,6 +49,37 @@ def match_index(given: str, keys: tuple[bytes, ...]) -> int:
     return found
 
 
+class _SharedReads:
+    """One database read per name at a time: a caller that asks while the read runs gets
+    its outcome, the value or the error, instead of reading again. Under 50 concurrent
+    requests an expired answer was read once per request that arrived before the first
+    read returned; and when the database is down, the callers fail with the first read
+    rather than each waiting out its own timeout."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[str, Future[object]] = {}
+
+    def read(self, name: str, read: Callable[[], T]) -> T:
+        with self._lock:
+            running = self._running.get(name)
+            mine = running is None
+            if running is None:
+                running = self._running[name] = Future()
+        if not mine:
+            return running.result()  # type: ignore[return-value]  # read()'s value
+        try:
+            value = read()
+        except BaseException as exc:
+            running.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                del self._running[name]
+        running.set_result(value)
+        return value
+
+
 class Authenticator:
     def __init__(self, bootstrap: tuple[str, ...], store: KeyStore | None,
                  ttl_s: float = MAX_TTL_S) -> None:
@@ -53,6 +90,7 @@ class Authenticator:
         self.store = store
         self.ttl_s = ttl_s
         self._lock = threading.Lock()
+        self._reads = _SharedReads()
         self._cache: OrderedDict[str, tuple[float, Principal | None]] = OrderedDict()
         self._required: tuple[float, bool] | None = None
         self._keyed = bool(self.bootstrap)  # set once, never cleared: see the docstring
@@ -94,7 +132,7 @@ class Authenticator:
         if cached is not None and now - cached[0] < self.ttl_s:
             return cached[1]
         try:
-            needed = self.store.any_active()
+            needed = self._reads.read("required", self.store.any_active)
         except Unavailable:
             if cached is None:
                 raise  # never read: fail closed (503) rather than guess "open"
@@ -135,7 +173,8 @@ class Authenticator:
         assert self.store is not None  # known() settles every key when there is none
         cache_key = digest(key)
         now = time.monotonic()
-        principal = self.store.principal(key)
+        store = self.store
+        principal = self._reads.read(cache_key, lambda: store.principal(key))
         with self._lock:
             self._cache[cache_key] = (now, principal)
             self._cache.move_to_end(cache_key)
