@@ -54,7 +54,8 @@ class _SharedReads:
     its outcome, the value or the error, instead of reading again. Under 50 concurrent
     requests an expired answer was read once per request that arrived before the first
     read returned; and when the database is down, the callers fail with the first read
-    rather than each waiting out its own timeout."""
+    rather than each waiting out its own timeout. For threads (the API asks from its
+    thread pool); `embedq.singleflight` is its asyncio counterpart."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
