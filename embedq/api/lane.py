@@ -12,9 +12,11 @@ router, answered as before.
 What a lane route may be is checked when the lane is built (`lane_routes`): a route whose
 handler takes the request alone (no parameter, dependency or body for FastAPI to solve)
 and checks its caller's scope itself (`auth.check_scope`). Its embedq errors are answered
-in its route's shape (`render`); any other exception goes on to the server-error handler,
-as from the router. The routes stay registered with FastAPI: the OpenAPI document, and a
-request the lane does not take (another method, a trailing slash), are unchanged.
+in its route's shape (`render`), as the app's handlers (errors.py) and TEI's route class
+answer them. These handlers raise no other error that the app answers with a 4xx, so any
+other exception goes on to the server-error handler (500), as from the router. The routes
+stay registered with FastAPI: the OpenAPI document, and a request the lane does not take
+(another method, a trailing slash), are unchanged.
 """
 
 from __future__ import annotations
