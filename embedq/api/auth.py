@@ -26,13 +26,12 @@ from collections.abc import Callable, Collection
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from embedq.api.asgi import StatusRecorder
-from embedq.api.errors import embedq_error_response
+from embedq.api.errors import ErrorRenderer, embedq_error_response
 from embedq.errors import EmbedqError, Forbidden, Unauthorized, Unavailable
 from embedq.tenants import SCOPES, Authenticator, Principal
 from embedq.tenants.authenticator import match_index
@@ -74,9 +73,6 @@ def bearer_token(scope: Scope) -> str | None:
 def key_matches(given: str, keys: tuple[str, ...]) -> bool:
     """True if `given` equals one of `keys`; every key is compared, in constant time each."""
     return match_index(given, tuple(k.encode("utf-8") for k in keys)) > 0
-
-
-ErrorRenderer = Callable[[EmbedqError], JSONResponse]
 
 
 class AuthMiddleware:

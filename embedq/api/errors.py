@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +141,10 @@ class AsciiJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
         return json.dumps(content, ensure_ascii=True, allow_nan=False,
                           separators=(",", ":")).encode("ascii")
+
+
+# How a path answers an embedq error: this module's OpenAI shape, or TEI's (tei_errors.py).
+ErrorRenderer = Callable[[EmbedqError], JSONResponse]
 
 
 def embedq_error_response(exc: EmbedqError) -> JSONResponse:

@@ -22,18 +22,16 @@ stay registered with FastAPI: the OpenAPI document, and a request the lane does 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from embedq.api.errors import ErrorRenderer
 from embedq.errors import EmbedqError
-
-ErrorRenderer = Callable[[EmbedqError], JSONResponse]
 
 
 @dataclass(frozen=True)
@@ -54,8 +52,7 @@ def lane_routes(router: APIRouter, render: ErrorRenderer) -> dict[tuple[str, str
             raise TypeError(f"{route!r} is not an APIRoute: the lane serves API routes only")
         needs = route.dependant
         solved = (needs.path_params or needs.query_params or needs.header_params
-                  or needs.cookie_params or needs.body_params or needs.dependencies
-                  or route.dependencies)
+                  or needs.cookie_params or needs.body_params or needs.dependencies)
         if solved or needs.request_param_name is None \
                 or not inspect.iscoroutinefunction(route.endpoint):
             raise TypeError(

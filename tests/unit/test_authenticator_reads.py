@@ -35,8 +35,10 @@ def db(tmp_path: Path) -> Iterator[Database]:
 
 def _key_reads(db: Database, slow_s: float, fail: threading.Event | None = None
                ) -> list[str]:
-    """The key-table queries the store runs from now on, each held `slow_s` so that the
-    callers overlap; with `fail` set, each fails as a database that went away does."""
+    """The key-table queries the store runs from now on. Each is a slow query: held
+    `slow_s`, far longer than the callers released together take to arrive, so that they
+    all ask while it runs (the hold is the database under test, not a wait for an
+    outcome). With `fail` set, each fails as a database that went away does."""
     seen: list[str] = []
 
     @event.listens_for(db.engine, "before_cursor_execute")
@@ -70,7 +72,7 @@ def test_concurrent_lookups_of_one_key_read_the_store_once(db: Database) -> None
     store = KeyStore(db)
     key = store.create("acme", "indexer", "embed").key
     authenticator = Authenticator((), store, ttl_s=0.5)
-    reads = _key_reads(db, slow_s=0.3)
+    reads = _key_reads(db, slow_s=0.5)
     found = _at_once(lambda: authenticator.authenticate(key))
     assert len(reads) == 1, reads
     assert all(p is not None and p.tenant == "acme" for p in found), found
@@ -84,7 +86,7 @@ def test_callers_share_the_failure_of_the_read_they_waited_for(db: Database) -> 
     authenticator = Authenticator((), store, ttl_s=0.0)
     down = threading.Event()
     down.set()
-    reads = _key_reads(db, slow_s=0.3, fail=down)
+    reads = _key_reads(db, slow_s=1.0, fail=down)
     failed = _at_once(lambda: authenticator.authenticate(key))
     assert all(isinstance(f, Unavailable) for f in failed), failed
     assert len(reads) == 1, reads  # one failed read, not one a caller
