@@ -4,10 +4,12 @@ each querying the key store (embedq.tenants.authenticator._SharedReads)."""
 
 from __future__ import annotations
 
+import sys
 import threading
-import time
+import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ from embedq.errors import Unavailable
 from embedq.models import Database
 from embedq.models.migrate import upgrade
 from embedq.tenants import Authenticator, KeyStore
+from embedq.tenants.authenticator import _SharedReads
+from tests.support import wait_until
 
 CALLERS = 16
 
@@ -33,24 +37,37 @@ def db(tmp_path: Path) -> Iterator[Database]:
     database.dispose()
 
 
-def _key_reads(db: Database, slow_s: float, fail: threading.Event | None = None
-               ) -> list[str]:
-    """The key-table queries the store runs from now on. Each is a slow query: held
-    `slow_s`, far longer than the callers released together take to arrive, so that they
-    all ask while it runs (the hold is the database under test, not a wait for an
-    outcome). With `fail` set, each fails as a database that went away does."""
-    seen: list[str] = []
+def _inside_a_shared_read() -> int:
+    """How many threads are inside the authenticator's shared read (running it, or
+    waiting for its outcome)."""
+    return sum(
+        1 for frame in sys._current_frames().values()
+        if any(f.f_code is _SharedReads.read.__code__ for f, _ in traceback.walk_stack(frame)))
 
-    @event.listens_for(db.engine, "before_cursor_execute")
-    def _read(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if "api_keys" not in statement:
-            return
-        seen.append(statement)
-        time.sleep(slow_s)
-        if fail is not None and fail.is_set():
-            raise OperationalError(statement, {}, Exception("the database went away"))
 
-    return seen
+@dataclass
+class KeyReads:
+    """The key-table queries the store ran (`seen`). Each waits until `callers` threads
+    are inside the shared read before it answers (a slow database, as the callers see
+    it); where the callers each read for themselves, that never happens and the wait
+    fails the query. With `fail`, each fails as a database that went away does."""
+
+    seen: list[str] = field(default_factory=list)
+    callers: int = CALLERS
+    fail: bool = False
+
+    def watch(self, db: Database) -> KeyReads:
+        @event.listens_for(db.engine, "before_cursor_execute")
+        def _read(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if "api_keys" not in statement:
+                return
+            self.seen.append(statement)
+            wait_until(lambda: _inside_a_shared_read() == self.callers, 10,
+                       f"{self.callers} callers inside the one read")
+            if self.fail:
+                raise OperationalError(statement, {}, Exception("the database went away"))
+
+        return self
 
 
 def _at_once(call: Callable[[], Any]) -> list[Any]:
@@ -72,24 +89,22 @@ def test_concurrent_lookups_of_one_key_read_the_store_once(db: Database) -> None
     store = KeyStore(db)
     key = store.create("acme", "indexer", "embed").key
     authenticator = Authenticator((), store, ttl_s=0.5)
-    reads = _key_reads(db, slow_s=0.5)
+    reads = KeyReads().watch(db)
     found = _at_once(lambda: authenticator.authenticate(key))
-    assert len(reads) == 1, reads
+    assert len(reads.seen) == 1, reads.seen
     assert all(p is not None and p.tenant == "acme" for p in found), found
     assert _at_once(authenticator.required) == [True] * CALLERS
-    assert len(reads) == 2  # the set of keys, read once too
+    assert len(reads.seen) == 2  # the set of keys, read once too
 
 
 def test_callers_share_the_failure_of_the_read_they_waited_for(db: Database) -> None:
     store = KeyStore(db)
     key = store.create("acme", "indexer", "embed").key
     authenticator = Authenticator((), store, ttl_s=0.0)
-    down = threading.Event()
-    down.set()
-    reads = _key_reads(db, slow_s=1.0, fail=down)
+    reads = KeyReads(fail=True).watch(db)
     failed = _at_once(lambda: authenticator.authenticate(key))
     assert all(isinstance(f, Unavailable) for f in failed), failed
-    assert len(reads) == 1, reads  # one failed read, not one a caller
-    down.clear()
+    assert len(reads.seen) == 1, reads.seen  # one failed read, not one a caller
+    reads.callers, reads.fail = 1, False
     assert authenticator.authenticate(key) is not None  # the next read runs again
-    assert len(reads) == 2
+    assert len(reads.seen) == 2
