@@ -28,7 +28,7 @@ from embedq.api.auth import ADMIN, ANY_KEY, EMBED, AuthMiddleware
 from embedq.api.coalescing import RequestCoalescer
 from embedq.api.cors import OriginsCORS
 from embedq.api.depth import QueueDepth
-from embedq.api.errors import embedq_error_response, error_responses, install_handlers
+from embedq.api.errors import error_responses, install_handlers
 from embedq.api.lane import Lane, LaneRoute, lane_routes
 from embedq.api.limits import BodyLimitMiddleware
 from embedq.api.metrics import ApiMetrics, ClusterCollector, MetricsMiddleware
@@ -165,8 +165,7 @@ def _include_routers(app: FastAPI, settings: Settings, tokens: TokenCounter
     app.include_router(_meta_router(), dependencies=protected)
     for router in _feature_routers():
         app.include_router(router, dependencies=protected)
-    return {**lane_routes(openai, embedq_error_response),
-            **lane_routes(tei.embed_router, tei_error_response)}
+    return {**lane_routes(openai), **lane_routes(tei.embed_router)}
 
 
 def _feature_routers() -> list[APIRouter]:

@@ -30,7 +30,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from embedq.api.errors import ErrorRenderer
+from embedq.api.errors import ErrorRenderer, embedq_error_response
 from embedq.errors import EmbedqError
 
 
@@ -42,10 +42,11 @@ class LaneRoute:
     render: ErrorRenderer
 
 
-def lane_routes(router: APIRouter, render: ErrorRenderer) -> dict[tuple[str, str], LaneRoute]:
-    """(method, path) -> each route of `router`, whose embedq errors `render` answers.
-    Raises TypeError for a route the lane cannot serve as FastAPI would: one that is not
-    async, or has anything for FastAPI to solve but the request."""
+def lane_routes(router: APIRouter) -> dict[tuple[str, str], LaneRoute]:
+    """(method, path) -> each route of `router`, whose embedq errors are answered as its
+    route class says (`render`, as TEI's does), else in the app's OpenAI shape. Raises
+    TypeError for a route the lane cannot serve as FastAPI would: one that is not async,
+    or has anything for FastAPI to solve but the request."""
     served: dict[tuple[str, str], LaneRoute] = {}
     for route in router.routes:
         if not isinstance(route, APIRoute):
@@ -59,7 +60,8 @@ def lane_routes(router: APIRouter, render: ErrorRenderer) -> dict[tuple[str, str
                 f"{route.path}: the lane calls an async handler with the request alone; "
                 "this one needs FastAPI to solve its parameters: leave it to the router")
         for method in route.methods or ():
-            served[(method, route.path)] = LaneRoute(route, render)
+            served[(method, route.path)] = LaneRoute(
+                route, getattr(route, "render", embedq_error_response))
     return served
 
 

@@ -13,7 +13,6 @@ from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.testclient import TestClient
 
 from embedq.api.app import create_app
-from embedq.api.errors import embedq_error_response
 from embedq.api.lane import Lane, lane_routes
 from embedq.config import Settings
 from embedq.models import Database
@@ -116,7 +115,7 @@ def test_a_route_with_parameters_to_solve_is_refused() -> None:
         return Response()
 
     with pytest.raises(TypeError, match="/a: the lane calls an async handler"):
-        lane_routes(router, embedq_error_response)
+        lane_routes(router)
     depends = APIRouter(dependencies=[Depends(_key)])
 
     @depends.post("/b")
@@ -124,7 +123,7 @@ def test_a_route_with_parameters_to_solve_is_refused() -> None:
         return Response()
 
     with pytest.raises(TypeError, match="/b"):
-        lane_routes(depends, embedq_error_response)
+        lane_routes(depends)
     sync = APIRouter()
 
     @sync.post("/c")
@@ -132,11 +131,11 @@ def test_a_route_with_parameters_to_solve_is_refused() -> None:
         return Response()
 
     with pytest.raises(TypeError, match="/c"):
-        lane_routes(sync, embedq_error_response)
+        lane_routes(sync)
     plain = APIRouter()
 
     @plain.post("/d")
     async def d(request: Request) -> Response:
         return Response()
 
-    assert set(lane_routes(plain, embedq_error_response)) == {("POST", "/d")}
+    assert set(lane_routes(plain)) == {("POST", "/d")}

@@ -72,7 +72,10 @@ def tei_error_response(exc: EmbedqError) -> JSONResponse:
 
 class TeiRoute(APIRoute):
     """Answers the embedq exceptions of its route, its dependencies (the API key)
-    included, in TEI's error shape instead of the app's OpenAI shape."""
+    included, in TEI's error shape instead of the app's OpenAI shape (`render`, which the
+    embedding routes' lane uses too)."""
+
+    render = staticmethod(tei_error_response)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
