@@ -97,16 +97,25 @@ def keys_configured(settings: Settings) -> bool:
         db.dispose()
 
 
+def uvicorn_options(args: argparse.Namespace) -> dict[str, Any]:
+    """How `embedq serve` runs uvicorn: the app factory, with a response's head and body
+    sent in one write (embedq/api/transport.py)."""
+    from embedq.api.transport import JoiningHttpToolsProtocol
+
+    return {
+        "app": "embedq.api.app:create_app",
+        "factory": True,
+        "host": args.host,
+        "port": args.port,
+        "workers": args.workers,
+        "log_level": str(args.loglevel).lower(),
+        "access_log": False,
+        "http": JoiningHttpToolsProtocol,
+        "timeout_graceful_shutdown": 10,
+    }
+
+
 def _run(args: argparse.Namespace) -> None:
     import uvicorn
 
-    uvicorn.run(
-        "embedq.api.app:create_app",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level=str(args.loglevel).lower(),
-        access_log=False,
-        timeout_graceful_shutdown=10,
-    )
+    uvicorn.run(**uvicorn_options(args))

@@ -62,13 +62,15 @@ class EventsCluster:
 
 @contextlib.contextmanager
 def api_server(settings: Any) -> Iterator[str]:
-    """The whole API (`create_app`, API keys on), served in this process on a free port."""
+    """The whole API (`create_app`, API keys on), served in this process on a free port
+    on `embedq serve`'s protocol (a Server-Sent Events stream's parts come apart in time)."""
     import uvicorn
 
     from embedq.api.app import create_app
+    from embedq.api.transport import JoiningHttpToolsProtocol
 
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=0,
-                                           log_level="warning"))
+                                           log_level="warning", http=JoiningHttpToolsProtocol))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     support.wait_until(lambda: server.started, 60, "the API server starting")
