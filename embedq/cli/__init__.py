@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from embedq.argtypes import at_least
+from embedq.cli.logsetup import setup_logging
 from embedq.config import Settings
 from embedq.config.catalog import default_model
 from embedq.errors import ConfigError, EmbedqError
@@ -43,13 +44,6 @@ FEATURE_COMMANDS = (
 
 # Commands whose process runs the EmbeddingService for requests.
 SERVICE_COMMANDS = ("serve", "mcp")
-
-
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
 
 
 def cluster_settings(command: str, instead: str) -> Settings:
@@ -320,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "worker" and not explicit:
         level = "info"
     args.loglevel = level  # the worker hands it on to Celery's own logging set-up
-    _setup_logging(level)
+    setup_logging(level)
     if args.command in SERVICE_COMMANDS and not explicit:
         # The processes that answer requests log who computed and who waited (leader and
         # waiter lines, INFO) by default, though everything else stays at warning there.

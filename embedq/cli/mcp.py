@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from embedq.argtypes import port
+from embedq.cli.logsetup import setup_logging
 from embedq.errors import ConfigError
 
 
@@ -27,8 +28,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(logging.WARNING, sys.stderr)
     if args.transport == "http":
         # One audit line per authenticated request, as `embedq serve` writes them.
         logging.getLogger("embedq.audit").setLevel(logging.INFO)
