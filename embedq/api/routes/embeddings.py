@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import numpy as np
 import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
@@ -174,7 +175,7 @@ def _json_body(outcomes: list[Outcome], encoding_format: str, model: str, tokens
         if encoding_format == "base64":
             embedding = base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
         else:
-            embedding = vector.tolist()
+            embedding = vector
         data.append({"object": "embedding", "index": i, "embedding": embedding})
     body = {
         "object": "list",
@@ -182,6 +183,22 @@ def _json_body(outcomes: list[Outcome], encoding_format: str, model: str, tokens
         "model": model,
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }
-    # orjson: the same floats (shortest repr of each float64), in a tenth of json.dumps's
-    # time (145 -> 10 us for one 384-float vector, held under the interpreter lock).
-    return orjson.dumps(body)
+    return dumps_vectors(body)
+
+
+def dumps_vectors(body: Any) -> bytes:
+    """JSON with each vector's floats as the shortest decimals that read back as the same
+    float32 values (as TEI writes them): `0.019155025`, not its float64 expansion
+    `0.019155025482177734`. A 384-float vector's answer: 8.1 -> 4.7 kB, written in 9.6 us
+    against 16.8 us by way of a Python list (orjson; json.dumps took 145 us)."""
+    return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY, default=_listed)
+
+
+def _listed(value: Any) -> Any:
+    """What orjson leaves to us: an array it does not write itself (a strided view goes
+    back to it contiguous, any other as a list)."""
+    if isinstance(value, np.ndarray):
+        if not value.flags.c_contiguous:
+            return np.ascontiguousarray(value)
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
