@@ -57,7 +57,8 @@ def add_parser(sub: Any, handler: Any) -> None:
     h = add("http", "the HTTP API under 50 concurrent one-text clients", n=5000, file=True)
     h.add_argument("--peer", default=None, metavar="URL",
                    help="also send the miss phase's load (other texts, the same client) to "
-                        "another OpenAI-compatible server's URL/v1/embeddings, e.g. "
+                        "another OpenAI-compatible server's URL/v1/embeddings, in slices "
+                        "alternating with the misses', e.g. "
                         "infinity_emb v2 --engine debugengine --url-prefix /v1")
     d = add("dify", "the requests Dify sends (OpenAI and TEI providers)")
     d.add_argument("--texts", type=at_least(1), default=600,

@@ -12,6 +12,8 @@ Runs in this order, all in one run so the figures compare like with like:
      temporary data dir;
   3. misses: each text of the pool (made unique to this run) requested once, one text
      per request, by CLIENTS concurrent clients;
+     With `--peer URL` the same count of other texts goes to that server through the
+     same client, the two in SIDE_BY_SIDE_SLICES slices that alternate;
   4. hits: the same number of requests again over the same pool, now cached.
 Prints requests/s, p50 and p99 latency per phase, the ratio of the miss p50 to the
 bare encode p50, and the ratio of misses/s (one text each) to bare batched texts/s.
@@ -47,6 +49,7 @@ from embedq.errors import InvalidInput, Unavailable
 CLIENTS = 50
 BARE_SAMPLE = 50
 BARE_BATCH = 32  # SentenceTransformer.encode's default batch size
+SIDE_BY_SIDE_SLICES = 4
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -64,8 +67,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="embedq-bench-http-") as tmp, \
             _target(settings, Path(tmp)) as (url, headers, started):
         asyncio.run(_phase(url, headers, pool[:CLIENTS], warm=True))
-        peer = _peer(peer_url, pool) if peer_url else None
-        misses = asyncio.run(_phase(url, headers, pool[CLIENTS:]))
+        if peer_url:
+            misses, peer = _side_by_side(url, headers, pool[CLIENTS:], peer_url, pool)
+        else:
+            misses, peer = asyncio.run(_phase(url, headers, pool[CLIENTS:])), None
         hits_pool = pool[CLIENTS:]
         hits = asyncio.run(_phase(url, headers, random.sample(hits_pool, len(hits_pool))))
     report: dict[str, Any] = {
@@ -83,7 +88,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "misses_over_bare_batched": round(misses["requests_per_s"] / bare_rate, 3),
     }
     if peer is not None:
-        report["peer"] = {"url": peer_url, **peer}
+        report["peer"] = {"url": peer_url, "slices": SIDE_BY_SIDE_SLICES, **peer}
         report["misses_over_peer"] = round(misses["requests_per_s"] / peer["requests_per_s"], 3)
     where = "in the API" if settings.queue.online_encode == "local" else "by workers"
     print(
@@ -101,21 +106,47 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"{report['misses_over_bare_batched']:.3f}"
     )
     if peer is not None:
-        print(f"  peer {peer_url} (the same client, the miss phase's count of other texts): "
+        print(f"  peer {peer_url} (the same client, the miss phase's count of other texts, "
+              f"in {SIDE_BY_SIDE_SLICES} slices alternating with the misses'): "
               f"{peer['requests_per_s']:.0f} req/s, p50 {peer['p50_ms']:.1f} ms; "
               f"misses/s / peer = {report['misses_over_peer']:.3f}")
     return report
 
 
-def _peer(url: str, pool: list[str]) -> dict[str, float]:
-    """The miss phase's load, on texts of its own, against another server (warmed first)."""
-    texts = [f"peer {t}" for t in pool]
-    base = url.rstrip("/")
+def _side_by_side(url: str, headers: dict[str, str], texts: list[str], peer_url: str,
+                  pool: list[str]) -> tuple[dict[str, float], dict[str, float]]:
+    """(misses, peer): the miss phase's load and the same count of other texts against
+    the peer (warmed first), in SIDE_BY_SIDE_SLICES alternating slices, each side first
+    in every other slice: a host whose speed drifts during the run (shared cores) moves
+    both alike, where one phase after the other gave whichever ran in a slow minute the
+    worse figure."""
+    peer_texts = [f"peer {t}" for t in pool]
+    base = peer_url.rstrip("/")
     try:
-        asyncio.run(_phase(base, {}, texts[:CLIENTS], warm=True))
-        return asyncio.run(_phase(base, {}, texts[CLIENTS:]))
+        asyncio.run(_phase(base, {}, peer_texts[:CLIENTS], warm=True))
     except OSError as exc:
-        raise Unavailable(f"--peer {url}: not reachable ({exc}): start it first") from exc
+        raise Unavailable(f"--peer {peer_url}: not reachable ({exc}): start it first") from exc
+    ours: list[tuple[float, list[float]]] = []
+    theirs: list[tuple[float, list[float]]] = []
+    slices = SIDE_BY_SIDE_SLICES
+    peer_texts = peer_texts[CLIENTS:]
+    for n in range(slices):
+        mine, other = texts[n::slices], peer_texts[n::slices]
+        runs = [(url, headers, mine, ours), (base, {}, other, theirs)]
+        for target, extra, part, into in (runs if n % 2 == 0 else runs[::-1]):
+            into.append(asyncio.run(_timed(target, extra, part)))
+    return _summary(ours), _summary(theirs)
+
+
+def _summary(runs: list[tuple[float, list[float]]]) -> dict[str, float]:
+    """Rate over the runs' summed time, latency percentiles over all their requests."""
+    latencies = [ms for _, run in runs for ms in run]
+    elapsed = sum(seconds for seconds, _ in runs)
+    return {
+        "requests_per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(percentile(latencies, 50), 2),
+        "p99_ms": round(percentile(latencies, 99), 2),
+    }
 
 
 def _bare_encode(settings: Settings, pool: list[str]) -> tuple[float, float]:
@@ -194,7 +225,15 @@ def _server(settings: Settings, tmp: Path) -> Any:
 async def _phase(
     url: str, headers: dict[str, str], texts: list[str], warm: bool = False
 ) -> dict[str, float]:
-    """CLIENTS concurrent clients, each taking the next text until none are left.
+    """`_timed`'s run summarized: requests/s and latency percentiles ({} when `warm`)."""
+    run = await _timed(url, headers, texts)
+    return {} if warm else _summary([run])
+
+
+async def _timed(    url: str, headers: dict[str, str], texts: list[str]
+) -> tuple[float, list[float]]:
+    """(seconds, each request's ms): CLIENTS concurrent clients, each taking the next
+    text until none are left.
 
     Each client is one keep-alive HTTP/1.1 connection written by hand: a general-purpose
     async client spends more CPU per request than the server does, and would measure
@@ -232,14 +271,7 @@ async def _phase(
 
     started = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(CLIENTS)))
-    elapsed = time.perf_counter() - started
-    if warm:
-        return {}
-    return {
-        "requests_per_s": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(percentile(latencies, 50), 2),
-        "p99_ms": round(percentile(latencies, 99), 2),
-    }
+    return time.perf_counter() - started, latencies
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:

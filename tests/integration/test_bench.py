@@ -105,7 +105,7 @@ def test_bench_http_sends_the_same_load_to_a_peer_server(tmp_path: Path) -> None
                               timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
         report = json.loads(done.stdout.strip().splitlines()[-1])
-        assert report["peer"]["requests_per_s"] > 0
+        assert report["peer"]["requests_per_s"] > 0 and report["peer"]["slices"] == 4
         assert report["misses_over_peer"] == round(
             report["miss"]["requests_per_s"] / report["peer"]["requests_per_s"], 3)
         stats = httpx.get(f"http://127.0.0.1:{port}/stats", timeout=30).json()
