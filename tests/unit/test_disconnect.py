@@ -79,29 +79,18 @@ def test_none_and_the_work_cancelled_when_the_client_leaves_first(fail: bool) ->
     asyncio.run(go())
 
 
-def test_a_cancellation_from_outside_goes_through() -> None:
+@pytest.mark.parametrize("disconnect_too", [False, True], ids=["alone", "with-a-disconnect"])
+def test_a_cancellation_from_outside_goes_through(disconnect_too: bool) -> None:
     async def go() -> None:
         client, work = Client(), Work()
         caller = asyncio.ensure_future(unless_disconnected(client.request(), work.run()))
         await asyncio.sleep(0.01)
+        if disconnect_too:
+            client.left.set()
         caller.cancel()
         with pytest.raises(asyncio.CancelledError):
             await caller
         assert work.cancelled and not others()
-
-    asyncio.run(go())
-
-
-def test_an_outside_cancellation_with_a_disconnect_at_once_goes_through() -> None:
-    async def go() -> None:
-        client, work = Client(), Work()
-        caller = asyncio.ensure_future(unless_disconnected(client.request(), work.run()))
-        await asyncio.sleep(0.01)
-        client.left.set()
-        caller.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await caller
-        assert work.cancelled
 
     asyncio.run(go())
 

@@ -116,6 +116,20 @@ def test_a_large_write_is_never_held() -> None:
     asyncio.run(go())
 
 
+def test_writelines_and_write_eof_keep_the_order() -> None:
+    async def go() -> None:
+        async with connected() as (joining, recorded, sink):
+            joining.write(b"head ")
+            joining.writelines([b"body ", b"more"])
+            joining.write(b" last")
+            joining.write_eof()
+            await asyncio.wait_for(sink.closed, 5)
+            assert bytes(sink.data) == b"head body more last"
+            assert recorded.writes == [b"head body more", b" last"]
+
+    asyncio.run(go())
+
+
 def test_close_sends_what_is_held_and_abort_drops_it() -> None:
     async def go() -> None:
         async with connected() as (joining, recorded, sink):
