@@ -230,7 +230,8 @@ async def _phase(
     return {} if warm else _summary([run])
 
 
-async def _timed(    url: str, headers: dict[str, str], texts: list[str]
+async def _timed(
+    url: str, headers: dict[str, str], texts: list[str]
 ) -> tuple[float, list[float]]:
     """(seconds, each request's ms): CLIENTS concurrent clients, each taking the next
     text until none are left.
