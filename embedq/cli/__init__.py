@@ -158,6 +158,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     )
     failed = 0
     if args.json:
+        from embedq import wire
+
         rows: list[dict[str, Any]] = []
         for text, o in zip(texts, result.outcomes, strict=True):
             if o.error is not None:
@@ -165,7 +167,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
                 rows.append({"text": text, "error": str(o.error)})
             else:
                 assert o.vector is not None
-                rows.append({"text": text, "source": o.source, "embedding": o.vector.tolist()})
+                rows.append({"text": text, "source": o.source, "embedding": wire.floats(o.vector)})
         json.dump({"model": result.spec.model, "data": rows}, sys.stdout)
         sys.stdout.write("\n")
     else:

@@ -28,9 +28,9 @@ from datetime import timedelta
 from itertools import chain
 from typing import Any
 
-import numpy as np
 from sqlalchemy import case, delete, func, select, update
 
+from embedq import wire
 from embedq.errors import EmbedqError, MalformedRequest, NotFound
 from embedq.jobs.files import ENDPOINT, FileStore, parse_requests, unix
 from embedq.jobs.readers import Record
@@ -347,7 +347,7 @@ def _body(line: _Line, model: str, encoding_format: str, usage: TokenUsage) -> d
         assert vector is not None
         embedding: Any = (base64.b64encode(vector).decode("ascii")
                           if encoding_format == "base64"
-                          else np.frombuffer(vector, "<f4").tolist())
+                          else wire.floats(vector))
         data.append({"object": "embedding", "index": i, "embedding": embedding})
     tokens = usage(line.texts)
     return {"object": "list", "data": data, "model": model,

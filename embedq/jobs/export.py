@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from embedq import wire
 from embedq.errors import InvalidInput
 from embedq.jobs.store import JobStore, ResultRow
 from embedq.models import Job
@@ -86,7 +87,7 @@ def _jsonl(rows: Iterator[ResultRow], path: Path, source: dict[str, str]) -> int
         for row in rows:
             item: dict[str, Any] = {"index": row.index, "id": row.id, **source}
             if row.vector is not None:
-                item["embedding"] = np.frombuffer(row.vector, dtype="<f4").tolist()
+                item["embedding"] = wire.floats(row.vector)
             else:
                 item["error"] = row.error or "not embedded yet"
             fh.write(json.dumps(item, separators=(",", ":")) + "\n")

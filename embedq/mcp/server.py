@@ -24,6 +24,7 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from embedq import wire
 from embedq.errors import EmbedqError
 from embedq.limits import check_texts
 from embedq.mcp.pipeline import AsyncPipeline
@@ -127,7 +128,7 @@ class _Backends:
                   if isinstance(o, BaseException)]
         if errors:
             raise ToolError("; ".join(errors))
-        return [o.tolist() for o in outcomes if not isinstance(o, BaseException)]
+        return [wire.floats(o) for o in outcomes if not isinstance(o, BaseException)]
 
 
 def _add_embedding_tools(server: MCPServer, backends: _Backends) -> None:

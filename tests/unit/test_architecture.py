@@ -21,7 +21,7 @@ PACKAGE = Path(embedq.__file__).parent
 
 # Lowest first. "__init__" is the package's public API (embedq/__init__.py).
 LAYERS: list[set[str]] = [
-    {"errors", "version", "singleflight", "stages", "heap", "argtypes"},
+    {"errors", "version", "singleflight", "stages", "heap", "argtypes", "wire"},
     {"config", "fingerprint", "corpus"},
     {"models", "encoders", "limits"},
     {"coordination", "testing"},

@@ -23,12 +23,12 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-import numpy as np
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from embedq import wire
 from embedq.api.auth import JOBS, JobsCaller, charge_texts
 from embedq.errors import InputTooLarge, InvalidInput, Unavailable
 from embedq.jobs.callbacks import MAX_URL_CHARS
@@ -242,7 +242,7 @@ def job_results(
     job = jobs.get(job_id, caller.tenant)
     data = []
     for row in jobs.results(job_id, offset, limit, caller.tenant):
-        vector = None if row.vector is None else np.frombuffer(row.vector, "<f4").tolist()
+        vector = None if row.vector is None else wire.floats(row.vector)
         data.append({"object": "embedding", "index": row.index, "id": row.id,
                      "embedding": vector, "error": row.error})
     return {

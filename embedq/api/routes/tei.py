@@ -24,13 +24,13 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from embedq import wire
 from embedq.api.auth import KEYED, check_scope
 from embedq.api.disconnect import CLIENT_CLOSED, embed_for_caller
 from embedq.api.errors import AsciiJSONResponse
 from embedq.api.routes.embeddings import (
     TRUNCATED_HEADER,
     count_tokens,
-    dumps_vectors,
     raise_first_failure,
     refuse_when_overloaded,
     resolve_dimensions,
@@ -205,7 +205,7 @@ def _vectors_json(outcomes: list[Outcome]) -> bytes:
     for outcome in outcomes:
         assert outcome.vector is not None
         rows.append(outcome.vector)
-    return dumps_vectors(rows)
+    return wire.dumps(rows)
 
 
 def _tokens_json(tokens: list[list[Token]]) -> bytes:

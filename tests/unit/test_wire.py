@@ -1,0 +1,39 @@
+"""Vectors as JSON (embedq/wire.py): every writer gives each float32 as the shortest
+decimal that reads back as it, the same text whichever way the vector leaves."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from embedq import wire
+
+
+def _vectors() -> list[np.ndarray]:
+    rng = np.random.default_rng(11)
+    return [
+        rng.standard_normal(384).astype(np.float32),
+        np.array([1e-38, -3.4e38, 0.0, -0.0, 1e-7, 0.1, 1e-45], dtype=np.float32),
+        rng.standard_normal(16).astype(np.float32)[::2],  # strided
+    ]
+
+
+def test_each_float_is_its_shortest_decimal_and_reads_back_bit_for_bit() -> None:
+    for v in _vectors():
+        shortest = [float(np.format_float_positional(x, unique=True, trim="-")) for x in v]
+        from_list = wire.floats(v)
+        from_bytes = wire.floats(np.asarray(v, "<f4").tobytes())
+        from_text = json.loads(wire.dumps({"embedding": v}))["embedding"]
+        assert from_list == shortest and from_bytes == shortest and from_text == shortest
+        assert json.loads(json.dumps(from_list)) == shortest  # json.dumps prints them so
+        read = np.array(from_text, dtype=np.float32)
+        assert read.tobytes() == np.asarray(v, np.float32).tobytes()  # -0.0 kept too
+    swapped = _vectors()[0].astype(">f4")  # not this machine's byte order
+    assert wire.floats(swapped) == wire.floats(_vectors()[0])
+
+
+def test_the_text_is_the_short_one() -> None:
+    text = wire.dumps([np.array([0.1, 0.019155025], dtype=np.float32)])
+    assert text == b"[[0.1,0.019155025]]"
+    assert json.dumps(wire.floats(np.array([0.1], dtype=np.float32))) == "[0.1]"
