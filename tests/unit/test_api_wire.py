@@ -248,26 +248,18 @@ def test_vector_bodies_carry_each_float32_as_its_shortest_decimal() -> None:
     same float32 (numpy's own repr of it, as TEI writes them), extremes, tiny values and
     signed zeros included, in both the OpenAI and the TEI body; a vector orjson does not
     write itself (not contiguous) reads the same."""
-    import numpy as np
-
     from embedq.api.routes.embeddings import _json_body
     from embedq.api.routes.tei import _vectors_json
     from embedq.service import Outcome
+    from tests.unit.test_wire import assert_float32_text, sample_vectors
 
-    rng = np.random.default_rng(7)
-    vectors = [rng.standard_normal(384).astype(np.float32) for _ in range(3)]
-    vectors.append(np.array([1e-38, -3.4e38, 0.0, -0.0, 1e-7, 0.1, 1e-45], dtype=np.float32))
-    vectors.append(rng.standard_normal(16).astype(np.float32)[::2])  # a strided view
+    vectors = sample_vectors()
     outcomes = [Outcome(v, None, "computed") for v in vectors]
     openai_text = _json_body(outcomes, "float", "m", 7)
     tei_text = _vectors_json(outcomes)
     openai, tei = json.loads(openai_text), json.loads(tei_text)
     for i, v in enumerate(vectors):
-        shortest = [float(np.format_float_positional(x, unique=True, trim="-")) for x in v]
-        assert openai["data"][i]["embedding"] == shortest
-        assert tei[i] == shortest
-        for got in (openai["data"][i]["embedding"], tei[i]):
-            read = np.array(got, dtype=np.float32)
-            assert read.tobytes() == np.ascontiguousarray(v).tobytes()  # -0.0 kept too
+        assert_float32_text(openai["data"][i]["embedding"], v)
+        assert_float32_text(tei[i], v)
     assert b"0.1," in openai_text and b"0.10000000149" not in openai_text
     assert openai["usage"] == {"prompt_tokens": 7, "total_tokens": 7}

@@ -10,7 +10,9 @@ import numpy as np
 from embedq import wire
 
 
-def _vectors() -> list[np.ndarray]:
+def sample_vectors() -> list[np.ndarray]:
+    """Vectors whose floats are hard to write: random ones, extremes, tiny values, signed
+    zeros, a subnormal, and a strided view (orjson hands it back to `wire`)."""
     rng = np.random.default_rng(11)
     return [
         rng.standard_normal(384).astype(np.float32),
@@ -19,18 +21,23 @@ def _vectors() -> list[np.ndarray]:
     ]
 
 
+def assert_float32_text(got: list[float], v: np.ndarray) -> None:
+    """`got` (parsed JSON) holds each float of `v` as its shortest decimal (numpy's own
+    repr), and reads back into float32 as `v` bit for bit (-0.0 kept too)."""
+    assert got == [float(np.format_float_positional(x, unique=True, trim="-")) for x in v]
+    read = np.array(got, dtype=np.float32)
+    assert read.tobytes() == np.ascontiguousarray(v, np.float32).tobytes()
+
+
 def test_each_float_is_its_shortest_decimal_and_reads_back_bit_for_bit() -> None:
-    for v in _vectors():
-        shortest = [float(np.format_float_positional(x, unique=True, trim="-")) for x in v]
+    for v in sample_vectors():
         from_list = wire.floats(v)
-        from_bytes = wire.floats(np.asarray(v, "<f4").tobytes())
-        from_text = json.loads(wire.dumps({"embedding": v}))["embedding"]
-        assert from_list == shortest and from_bytes == shortest and from_text == shortest
-        assert json.loads(json.dumps(from_list)) == shortest  # json.dumps prints them so
-        read = np.array(from_text, dtype=np.float32)
-        assert read.tobytes() == np.asarray(v, np.float32).tobytes()  # -0.0 kept too
-    swapped = _vectors()[0].astype(">f4")  # not this machine's byte order
-    assert wire.floats(swapped) == wire.floats(_vectors()[0])
+        assert_float32_text(from_list, v)
+        assert_float32_text(wire.floats(np.asarray(v, "<f4").tobytes()), v)
+        assert_float32_text(json.loads(wire.dumps({"embedding": v}))["embedding"], v)
+        assert json.loads(json.dumps(from_list)) == from_list  # json.dumps prints them so
+    swapped = sample_vectors()[0].astype(">f4")  # not this machine's byte order
+    assert wire.floats(swapped) == wire.floats(sample_vectors()[0])
 
 
 def test_the_text_is_the_short_one() -> None:
